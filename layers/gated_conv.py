@@ -1,0 +1,160 @@
+"""Causal gated 1-D convolution: equation (1) of Dauphin et al. (2016)."""
+
+import keras
+from keras import ops
+
+# activation name -> (is it gated, i.e. does it need the second convolution X*V + c?)
+ACTIVATIONS = {
+    "glu": True,  # (X*W + b) ⊗ σ(X*V + c), equation (1)
+    "gtu": True,  # tanh(X*W + b) ⊗ σ(X*V + c), the LSTM-style gate of §3
+    "bilinear": True,  # (X*W + b) ⊗ (X*V + c)
+    "relu": False,
+    "tanh": False,
+    "linear": False,  # X*W + b
+}
+
+
+def check_kernel_size(kernel_size):
+    if isinstance(kernel_size, bool) or not isinstance(kernel_size, int) or kernel_size < 1:
+        raise ValueError(
+            f"kernel_size must be an integer >= 1, got {kernel_size!r}."
+        )
+
+
+@keras.saving.register_keras_serializable(package="layers")
+class GatedConv1D(keras.layers.Layer):
+    """A causal 1-D convolution followed by a (gated) activation.
+
+    `h(X) = (X*W + b) ⊗ σ(X*V + c)` for the default `activation="glu"`. The input
+    is left-padded with `kernel_size - 1` zeros, so the output at position t sees
+    inputs t-k+1 … t and never the future (§2). `W` and `V` are stored as one
+    kernel of `2 * filters` output channels so that both come from one convolution.
+
+    With `weight_norm=True` (the paper's §4.2, after Salimans & Kingma 2016) the
+    kernel is `g · v / ‖v‖`, the norm taken per output channel over (time, input);
+    `v` starts from Kaiming (He) initialisation and `g` from `‖v‖`, so the layer
+    starts exactly where an unnormalised Kaiming-initialised layer would.
+
+    `step(x_t, state)` processes one position given the last `kernel_size - 1`
+    inputs and returns the same value the full-sequence call gives at that
+    position; `initial_state(batch_size)` is the all-zeros state that matches the
+    left padding.
+
+    Args:
+        filters: output width.
+        kernel_size: width of the convolution in time (>= 1).
+        activation: one of "glu", "gtu", "bilinear", "relu", "tanh", "linear".
+        weight_norm: reparameterise the kernel as `g · v / ‖v‖`.
+        use_bias: add `b` (and `c`).
+        kernel_initializer: initialiser of `v` (Kaiming normal by default).
+    """
+
+    def __init__(
+        self,
+        filters,
+        kernel_size,
+        activation="glu",
+        weight_norm=True,
+        use_bias=True,
+        kernel_initializer="he_normal",
+        **kwargs,
+    ):
+        super().__init__(**kwargs)
+        check_kernel_size(kernel_size)
+        if activation not in ACTIVATIONS:
+            raise ValueError(
+                f"Unknown activation {activation!r}; expected one of {sorted(ACTIVATIONS)}."
+            )
+        if isinstance(filters, bool) or not isinstance(filters, int) or filters < 1:
+            raise ValueError(f"filters must be an integer >= 1, got {filters!r}.")
+        self.filters = filters
+        self.kernel_size = kernel_size
+        self.activation = activation
+        self.weight_norm = weight_norm
+        self.use_bias = use_bias
+        self.kernel_initializer = keras.initializers.get(kernel_initializer)
+        self.gated = ACTIVATIONS[activation]
+
+    def build(self, input_shape):
+        input_dim = input_shape[-1]
+        channels = 2 * self.filters if self.gated else self.filters
+        self.kernel = self.add_weight(
+            name="kernel",
+            shape=(self.kernel_size, input_dim, channels),
+            initializer=self.kernel_initializer,
+        )
+        if self.weight_norm:
+            self.g = self.add_weight(name="g", shape=(channels,), initializer="ones")
+            self.g.assign(ops.sqrt(ops.sum(ops.square(self.kernel), axis=(0, 1))))
+        if self.use_bias:
+            self.bias = self.add_weight(name="bias", shape=(channels,), initializer="zeros")
+
+    def effective_kernel(self):
+        """The kernel actually applied: `g · v / ‖v‖` under weight normalisation."""
+        kernel = ops.convert_to_tensor(self.kernel)
+        if not self.weight_norm:
+            return kernel
+        norm = ops.sqrt(ops.sum(ops.square(kernel), axis=(0, 1)) + 1e-12)
+        return kernel * (ops.convert_to_tensor(self.g) / norm)
+
+    def _activate(self, z):
+        if self.gated:
+            a, gate = ops.split(z, 2, axis=-1)
+            if self.activation == "glu":
+                return a * ops.sigmoid(gate)
+            if self.activation == "gtu":
+                return ops.tanh(a) * ops.sigmoid(gate)
+            return a * gate  # bilinear
+        if self.activation == "relu":
+            return ops.relu(z)
+        if self.activation == "tanh":
+            return ops.tanh(z)
+        return z
+
+    def call(self, inputs):
+        kernel = ops.cast(self.effective_kernel(), self.compute_dtype)
+        k = self.kernel_size
+        if k == 1:
+            z = ops.matmul(inputs, kernel[0])
+        else:
+            # Causal: k-1 zeros on the left, none on the right (§2).
+            padded = ops.pad(inputs, [[0, 0], [k - 1, 0], [0, 0]])
+            z = ops.conv(padded, kernel, strides=1, padding="valid")
+        if self.use_bias:
+            z = z + ops.cast(self.bias, self.compute_dtype)
+        return self._activate(z)
+
+    # ---- one token at a time -------------------------------------------------
+    def initial_state(self, batch_size, input_dim=None):
+        """The state before the first token: `kernel_size - 1` zero inputs."""
+        input_dim = input_dim or self.kernel.shape[1]
+        return ops.zeros((batch_size, self.kernel_size - 1, input_dim), self.compute_dtype)
+
+    def step(self, x_t, state):
+        """`x_t`: [batch, input_dim]; `state`: [batch, kernel_size - 1, input_dim].
+
+        Returns `(y_t, new_state)` with `y_t` equal to `call` at this position.
+        """
+        kernel = ops.cast(self.effective_kernel(), self.compute_dtype)
+        window = ops.concatenate([state, x_t[:, None, :]], axis=1)  # [b, k, in]
+        z = ops.einsum("bki,kio->bo", window, kernel)
+        if self.use_bias:
+            z = z + ops.cast(self.bias, self.compute_dtype)
+        return self._activate(z), window[:, 1:, :]
+
+    def compute_output_shape(self, input_shape):
+        return tuple(input_shape[:-1]) + (self.filters,)
+
+    def get_config(self):
+        config = super().get_config()
+        config.update(
+            {
+                "filters": self.filters,
+                "kernel_size": self.kernel_size,
+                "activation": self.activation,
+                "weight_norm": self.weight_norm,
+                "use_bias": self.use_bias,
+                "kernel_initializer": keras.initializers.serialize(self.kernel_initializer),
+            }
+        )
+        return config

@@ -1,0 +1,112 @@
+"""Pre-activation residual blocks of gated convolutions (§2 and Table 1)."""
+
+import keras
+from keras import ops
+
+from layers.gated_conv import GatedConv1D, check_kernel_size
+
+MAX_LAYERS_PER_BLOCK = 5  # "each block has up to 5 layers" (§2)
+
+
+def check_block_spec(spec):
+    """`spec` is a list of `[kernel_size, width]` pairs, one per conv layer."""
+    if not isinstance(spec, (list, tuple)) or not 1 <= len(spec) <= MAX_LAYERS_PER_BLOCK:
+        raise ValueError(
+            f"A residual block is a list of 1 to {MAX_LAYERS_PER_BLOCK} [kernel_size, width] "
+            f"pairs, got {spec!r}."
+        )
+    for pair in spec:
+        if not isinstance(pair, (list, tuple)) or len(pair) != 2:
+            raise ValueError(f"Each layer of a block is a [kernel_size, width] pair, got {pair!r}.")
+        check_kernel_size(pair[0])
+        if isinstance(pair[1], bool) or not isinstance(pair[1], int) or pair[1] < 1:
+            raise ValueError(f"A layer width must be an integer >= 1, got {pair[1]!r}.")
+    return [[int(k), int(w)] for k, w in spec]
+
+
+@keras.saving.register_keras_serializable(package="layers")
+class ResidualBlock(keras.layers.Layer):
+    """`y = skip(x) + h_L(… h_1(dropout(x)))`, each `h` a `GatedConv1D`.
+
+    Pre-activation in the sense of He et al. (2016): the nonlinearity lives inside
+    the residual branch (the gate of each `GatedConv1D`) and nothing is applied
+    after the addition, so the identity path from block to block is clean.
+    `skip` is the identity when input and output widths agree, otherwise a
+    weight-normalised width-1 linear projection.
+
+    A bottleneck block (Table 1, "k=1 down, k>1, k=1 up") is the spec
+    `[[1, narrow], [k, narrow], [1, wide]]`; see `bottleneck_spec`.
+
+    Decoding one token at a time: `initial_state(batch)` and `step(x_t, state)`
+    with `state` the list of each conv's last `kernel_size - 1` inputs.
+    """
+
+    def __init__(self, layers, activation="glu", weight_norm=True, dropout=0.0, **kwargs):
+        super().__init__(**kwargs)
+        self.layer_specs = check_block_spec(layers)
+        self.activation = activation
+        self.weight_norm = weight_norm
+        self.dropout = dropout
+        self.convs = [
+            GatedConv1D(w, k, activation=activation, weight_norm=weight_norm, name=f"conv_{i}")
+            for i, (k, w) in enumerate(self.layer_specs)
+        ]
+        self.dropout_layer = keras.layers.Dropout(dropout) if dropout else None
+        self.projection = None
+
+    def build(self, input_shape):
+        dim = input_shape[-1]
+        shape = tuple(input_shape)
+        for conv in self.convs:
+            conv.build(shape)
+            shape = conv.compute_output_shape(shape)
+        out_dim = self.layer_specs[-1][1]
+        if out_dim != dim:
+            self.projection = GatedConv1D(
+                out_dim, 1, activation="linear", weight_norm=self.weight_norm, name="projection"
+            )
+            self.projection.build(tuple(input_shape))
+
+    def call(self, inputs, training=None):
+        x = inputs
+        for conv in self.convs:
+            if self.dropout_layer is not None:
+                x = self.dropout_layer(x, training=training)
+            x = conv(x)
+        skip = inputs if self.projection is None else self.projection(inputs)
+        return skip + x
+
+    def initial_state(self, batch_size, input_dim):
+        states, dim = [], input_dim
+        for conv in self.convs:
+            states.append(conv.initial_state(batch_size, dim))
+            dim = conv.filters
+        return states
+
+    def step(self, x_t, state):
+        x, new_state = x_t, []
+        for conv, s in zip(self.convs, state):
+            x, s = conv.step(x, s)
+            new_state.append(s)
+        skip = x_t if self.projection is None else self.projection(x_t[:, None, :])[:, 0, :]
+        return skip + x, new_state
+
+    def compute_output_shape(self, input_shape):
+        return tuple(input_shape[:-1]) + (self.layer_specs[-1][1],)
+
+    def get_config(self):
+        config = super().get_config()
+        config.update(
+            {
+                "layers": self.layer_specs,
+                "activation": self.activation,
+                "weight_norm": self.weight_norm,
+                "dropout": self.dropout,
+            }
+        )
+        return config
+
+
+def bottleneck_spec(kernel_size, narrow, wide):
+    """Table 1's bottleneck block: k=1 down to `narrow`, k>1 at `narrow`, k=1 up to `wide`."""
+    return [[1, narrow], [kernel_size, narrow], [1, wide]]

@@ -1,0 +1,57 @@
+"""The full softmax output layer, with the interface every output layer of the zoo shares.
+
+An output layer maps hidden states `[..., d]` to next-token distributions and offers:
+`log_prob(hidden)` (the whole normalised log-distribution), `loss(hidden, targets)` (per-token
+negative log-likelihood), `target_log_prob(hidden, targets)` and `predict(hidden)` (the most
+likely id). Log-softmax is always computed in float32, whatever the compute dtype.
+"""
+
+import keras
+from keras import ops
+
+
+@keras.saving.register_keras_serializable(package="layers")
+class FullSoftmax(keras.layers.Layer):
+    """A dense projection to `vocabulary_size` logits followed by a log-softmax."""
+
+    def __init__(self, vocabulary_size, **kwargs):
+        super().__init__(**kwargs)
+        if isinstance(vocabulary_size, bool) or not isinstance(vocabulary_size, int) or vocabulary_size < 2:
+            raise ValueError(f"vocabulary_size must be an integer >= 2, got {vocabulary_size!r}.")
+        self.vocabulary_size = vocabulary_size
+
+    def build(self, input_shape):
+        self.kernel = self.add_weight(
+            name="kernel",
+            shape=(input_shape[-1], self.vocabulary_size),
+            initializer="glorot_uniform",
+        )
+        self.bias = self.add_weight(name="bias", shape=(self.vocabulary_size,), initializer="zeros")
+
+    def logits(self, hidden):
+        kernel = ops.cast(self.kernel, self.compute_dtype)
+        logits = ops.matmul(hidden, kernel) + ops.cast(self.bias, self.compute_dtype)
+        return ops.cast(logits, "float32")
+
+    def call(self, hidden):
+        return self.log_prob(hidden)
+
+    def log_prob(self, hidden):
+        return ops.log_softmax(self.logits(hidden), axis=-1)
+
+    def loss(self, hidden, targets):
+        return ops.sparse_categorical_crossentropy(targets, self.logits(hidden), from_logits=True)
+
+    def target_log_prob(self, hidden, targets):
+        return -self.loss(hidden, targets)
+
+    def predict(self, hidden):
+        return ops.argmax(self.logits(hidden), axis=-1)
+
+    def compute_output_shape(self, input_shape):
+        return tuple(input_shape[:-1]) + (self.vocabulary_size,)
+
+    def get_config(self):
+        config = super().get_config()
+        config["vocabulary_size"] = self.vocabulary_size
+        return config

@@ -1,0 +1,16 @@
+"""The zoo: gated convolutional and mixture-of-experts language models as Keras 3 models.
+
+    import zoo
+    zoo.presets()
+    lm = zoo.load("gcnn-14")
+"""
+
+import os as _os
+
+_os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
+
+from zoo.models import GCNNLanguageModel, LanguageModel, RecurrentLanguageModel  # noqa: E402
+from zoo.registry import load, presets  # noqa: E402
+
+__version__ = "0.1.0"
+__all__ = ["load", "presets", "GCNNLanguageModel", "RecurrentLanguageModel", "LanguageModel"]

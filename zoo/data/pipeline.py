@@ -1,0 +1,97 @@
+"""`tf.data` pipelines of (inputs, targets, sample_weight) batches for language modelling.
+
+Two layouts, matching the two evaluation protocols:
+
+- `stream`: every line becomes `<s> … </s>`, the lines are concatenated into one stream and
+  cut into windows, so no position is padding. For evaluation each window carries `context`
+  extra tokens on its left which are seen but not scored, so every scored token has the model's
+  full receptive field (the usual continuous Penn Treebank protocol).
+- `sentence`: every line is its own sequence, scored alone (the protocol of the paper's Penn
+  Treebank figure). Batches group sentences of similar length (bucketing), so padding stays a
+  small fraction of the work.
+
+Targets equal to `<s>` get weight 0: the model sees `<s>` but never has to predict it (§4.1).
+"""
+
+import numpy as np
+import tensorflow as tf
+
+
+def encode(lines, vocabulary):
+    return [vocabulary.encode(line) for line in lines]
+
+
+def stream_ids(lines, vocabulary):
+    """All lines as one id stream, each wrapped in `<s> … </s>`."""
+    return np.fromiter(
+        (i for line in lines for i in vocabulary.encode(line)), dtype=np.int32
+    )
+
+
+def stream_windows(ids, seq_len, context=0, bos_id=1):
+    """Arrays `(inputs, targets, weights)` of shape [windows, context + seq_len].
+
+    Window w scores targets `ids[w*seq_len + 1 : (w+1)*seq_len + 1]`; its inputs also reach
+    `context` tokens further back (those positions have weight 0). The first window's missing
+    context is `<pad>` (id 0) with weight 0; the last window is padded the same way.
+    """
+    n = len(ids) - 1  # number of next-token predictions in the stream
+    if n < 1:
+        raise ValueError("The stream must hold at least two tokens.")
+    windows = -(-n // seq_len)
+    length = context + seq_len
+    padded = np.zeros(context + windows * seq_len + 1, dtype=np.int32)
+    padded[context : context + len(ids)] = ids
+    starts = np.arange(windows) * seq_len
+    idx = starts[:, None] + np.arange(length)[None, :]
+    inputs = padded[idx]
+    targets = padded[idx + 1]
+    weights = np.zeros((windows, length), dtype=np.float32)
+    weights[:, context:] = 1.0
+    position = idx + 1 - context  # index into ids of each target
+    weights[(position < 1) | (position > n)] = 0.0
+    weights[targets == bos_id] = 0.0
+    return inputs, targets, weights
+
+
+def stream_dataset(lines, vocabulary, batch_size, seq_len, context=0, shuffle=False, seed=0,
+                   repeat=False):
+    ids = stream_ids(lines, vocabulary)
+    inputs, targets, weights = stream_windows(ids, seq_len, context, vocabulary.bos_id)
+    ds = tf.data.Dataset.from_tensor_slices((inputs, targets, weights))
+    if shuffle:
+        ds = ds.shuffle(len(inputs), seed=seed, reshuffle_each_iteration=True)
+    if repeat:
+        ds = ds.repeat()
+    return ds.batch(batch_size, drop_remainder=shuffle).prefetch(tf.data.AUTOTUNE)
+
+
+def sentence_dataset(lines, vocabulary, batch_size, shuffle=False, seed=0, max_length=None,
+                     boundaries=(8, 16, 24, 32, 48, 64, 96, 128)):
+    """One sentence per row: inputs `<s> w1 … wn`, targets `w1 … wn </s>`, padded with 0."""
+    sequences = encode(lines, vocabulary)
+    if max_length:
+        sequences = [s[: max_length + 1] for s in sequences]
+    lengths = np.array([len(s) - 1 for s in sequences], dtype=np.int32)
+    flat = np.fromiter((i for s in sequences for i in s), dtype=np.int32)
+    ragged = tf.RaggedTensor.from_row_lengths(flat, [len(s) for s in sequences])
+    ds = tf.data.Dataset.from_tensor_slices(ragged)
+    if shuffle:
+        ds = ds.shuffle(len(sequences), seed=seed, reshuffle_each_iteration=True)
+
+    def split(seq):
+        return seq[:-1], seq[1:]
+
+    ds = ds.map(split, num_parallel_calls=tf.data.AUTOTUNE)
+    boundaries = [b for b in boundaries if b < lengths.max()]
+    ds = ds.bucket_by_sequence_length(
+        lambda x, y: tf.shape(x)[0],
+        bucket_boundaries=list(boundaries),
+        bucket_batch_sizes=[batch_size] * (len(boundaries) + 1),
+        pad_to_bucket_boundary=False,
+    )
+
+    def add_weights(x, y):
+        return x, y, tf.cast(tf.not_equal(y, 0), tf.float32)
+
+    return ds.map(add_weights).prefetch(tf.data.AUTOTUNE)

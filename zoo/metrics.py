@@ -1,0 +1,23 @@
+"""Metrics computed the way the papers compute them."""
+
+import keras
+from keras import ops
+
+
+@keras.saving.register_keras_serializable(package="zoo")
+class Perplexity(keras.metrics.Metric):
+    """`exp(Σ NLL / N)` over every scored token seen since the last reset (§4.1 of the GCNN
+    paper). Accumulates the summed negative log-likelihood and the token count, so batches
+    with different numbers of real tokens are weighted by tokens, not by batch."""
+
+    def __init__(self, name="perplexity", **kwargs):
+        super().__init__(name=name, **kwargs)
+        self.total = self.add_variable(shape=(), initializer="zeros", name="total", aggregation="sum")
+        self.count = self.add_variable(shape=(), initializer="zeros", name="count", aggregation="sum")
+
+    def update_state(self, total_nll, count):
+        self.total.assign_add(ops.cast(total_nll, self.dtype))
+        self.count.assign_add(ops.cast(count, self.dtype))
+
+    def result(self):
+        return ops.exp(self.total / ops.maximum(self.count, 1.0))

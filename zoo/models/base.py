@@ -1,0 +1,285 @@
+"""What every language model of the zoo shares: the loss, scoring, decoding and presets.
+
+A subclass provides:
+- `call(token_ids, training)` → hidden states `[batch, time, d]`, causal in time;
+- `initial_state(batch_size)` and `step(token_ids [batch], state)` → `(hidden [batch, d], state)`
+  giving, position by position, exactly what `call` gives;
+- `self.head`, an output layer with the interface of `layers.FullSoftmax`;
+- `stream_context`, how many tokens of left context a stream-protocol window needs.
+
+`call` returns the hidden states rather than the distribution so that `fit` never builds a
+`[tokens, vocabulary]` tensor it does not need: `compute_loss` hands the hidden states and the
+targets to the output layer. `predict` and `log_probs` return the log-distribution.
+"""
+
+import json
+import math
+import os
+
+import keras
+import numpy as np
+import tensorflow as tf
+from keras import ops
+
+from zoo import metrics as zoo_metrics
+from zoo.data import pipeline
+from zoo.data.vocab import Vocabulary, load_vocabulary
+
+CONFIG_FILE = "config.json"
+WEIGHTS_FILE = "model.weights.h5"
+
+
+class LanguageModel(keras.Model):
+    def __init__(self, vocabulary_size, optimizer=None, **kwargs):
+        super().__init__(**kwargs)
+        self.vocabulary_size = vocabulary_size
+        self.optimizer_config = optimizer
+        self.vocabulary = None
+        self.perplexity_tracker = zoo_metrics.Perplexity(name="perplexity")
+
+    def build(self, input_shape=None):
+        # Sublayers build on the first call; the output layer is not part of `call`.
+        self.head.build((None, self.hidden_dim))
+        self.built = True
+
+    # ---- training ------------------------------------------------------------------
+    def compile(self, optimizer=None, loss=None, **kwargs):
+        """With no optimizer: the preset's own recipe (by default the paper's §4.2–4.3:
+        Nesterov momentum 0.99, learning rate 1, gradient clipping at norm 0.1).
+        The loss is always the output layer's exact per-token negative log-likelihood."""
+        from zoo import optimizers
+
+        if loss is not None:
+            raise ValueError(
+                "A language model of the zoo computes its own loss (the output layer's "
+                f"negative log-likelihood); got loss={loss!r}. Leave `loss` unset."
+            )
+        if optimizer is None:
+            optimizer = optimizers.from_config(self.optimizer_config)
+        super().compile(optimizer=optimizer, **kwargs)
+
+    def compute_loss(self, x=None, y=None, y_pred=None, sample_weight=None, training=True):
+        nll = self.head.loss(y_pred, y)
+        if sample_weight is None:
+            sample_weight = ops.ones_like(nll)
+        sample_weight = ops.cast(sample_weight, "float32")
+        total = ops.sum(nll * sample_weight)
+        count = ops.sum(sample_weight)
+        self.perplexity_tracker.update_state(total, count)
+        loss = total / ops.maximum(count, 1.0)
+        if self.losses:  # auxiliary losses of inner layers (e.g. MoE balancing)
+            loss = loss + ops.cast(ops.sum(ops.stack(self.losses)), "float32")
+        # Keras sums replica gradients; divide so that the step follows the global mean.
+        replicas = tf.distribute.get_strategy().num_replicas_in_sync
+        if replicas > 1:
+            loss = loss / replicas
+        return loss
+
+    @property
+    def metrics(self):
+        return super().metrics + [self.perplexity_tracker]
+
+    def predict_step(self, data):
+        x, _, _ = keras.utils.unpack_x_y_sample_weight(data)
+        return self.head.log_prob(self(x, training=False))
+
+    # ---- inference -----------------------------------------------------------------
+    def check_ids(self, token_ids):
+        ids = np.asarray(token_ids)
+        if ids.size == 0:
+            raise ValueError("Got an empty sequence of token ids; give at least one token.")
+        if not np.issubdtype(ids.dtype, np.integer):
+            raise ValueError(f"Token ids must be integers, got dtype {ids.dtype}.")
+        bad = ids[(ids < 0) | (ids >= self.vocabulary_size)]
+        if bad.size:
+            raise ValueError(
+                f"Token id {int(bad[0])} is outside the vocabulary: ids must be in "
+                f"[0, {self.vocabulary_size - 1}]."
+            )
+        return ids.astype("int32")
+
+    def log_probs(self, token_ids):
+        """`[batch, time, vocabulary]` log-probabilities of the token after each position."""
+        ids = self.check_ids(token_ids)
+        if ids.ndim == 1:
+            ids = ids[None]
+        return self._log_probs_fn(tf.constant(ids)).numpy()
+
+    @tf.function(reduce_retracing=True)
+    def _log_probs_fn(self, ids):
+        return self.head.log_prob(self(ids, training=False))
+
+    @tf.function(reduce_retracing=True)
+    def _target_log_prob_fn(self, ids, targets):
+        return self.head.target_log_prob(self(ids, training=False), targets)
+
+    def score(self, texts_or_ids):
+        """Log-probability of each actual next token.
+
+        Texts (a string or a list of strings) are wrapped in `<s> … </s>` with the model's
+        vocabulary, and the result is one array per text of the log-probabilities of
+        `w1 … wn </s>`. Ids (a list of id lists, or a `[batch, time]` array) give, per row, the
+        log-probabilities of tokens 1 … n-1 given what precedes them.
+        """
+        if isinstance(texts_or_ids, str):
+            texts_or_ids = [texts_or_ids]
+        items = list(texts_or_ids)
+        if items and isinstance(items[0], str):
+            sequences = [self.require_vocabulary().encode(t) for t in items]
+        else:
+            sequences = [list(self.check_ids(s).reshape(-1)) for s in items]
+        out = []
+        for seq in sequences:
+            if len(seq) < 2:
+                raise ValueError("A sequence to score needs at least two tokens (a context and a target).")
+            ids = tf.constant([seq[:-1]], tf.int32)
+            targets = tf.constant([seq[1:]], tf.int32)
+            out.append(self._target_log_prob_fn(ids, targets).numpy()[0])
+        return out
+
+    def perplexity(self, data, mode="stream", batch_size=32, seq_len=128, split=None):
+        """Perplexity `exp(mean NLL)` over the scored tokens, as the papers compute it (§4.1).
+
+        `data` is a list of lines (scored with the model's vocabulary under `mode`:
+        "sentence" scores each line alone, "stream" the concatenation with
+        `self.stream_context` tokens of left context for every window), a corpus name or
+        path for `zoo.data.read_lines` (with `split`), or a `tf.data.Dataset` of
+        `(inputs, targets, sample_weight)` batches.
+        """
+        if mode not in ("sentence", "stream"):
+            raise ValueError(f"Unknown mode {mode!r}; expected 'sentence' or 'stream'.")
+        if isinstance(data, str):
+            from zoo.data.corpus import read_lines
+
+            data = read_lines(data, split or "valid")
+        if isinstance(data, tf.data.Dataset):
+            dataset = data
+        else:
+            lines = list(data)
+            if not lines:
+                raise ValueError("Nothing to evaluate: the list of lines is empty.")
+            vocab = self.require_vocabulary()
+            if mode == "stream":
+                dataset = pipeline.stream_dataset(lines, vocab, batch_size, seq_len, context=self.stream_context)
+            else:
+                dataset = pipeline.sentence_dataset(lines, vocab, batch_size)
+        total, count = 0.0, 0.0
+        for x, y, w in dataset:
+            lp = self._target_log_prob_fn(x, y)
+            w = tf.cast(w, tf.float32)
+            total -= float(tf.reduce_sum(tf.cast(lp, tf.float32) * w))
+            count += float(tf.reduce_sum(w))
+        if count == 0:
+            raise ValueError("Nothing to evaluate: no token has a non-zero weight.")
+        return math.exp(total / count)
+
+    def decode_step(self, token_ids, state=None):
+        """One token per sequence: `token_ids` [batch] → `(log_probs [batch, vocab], state)`.
+
+        `state=None` starts from the beginning of the sequences. Feeding a sequence token by
+        token gives what `log_probs` gives for the whole sequence.
+        """
+        ids = self.check_ids(token_ids).reshape(-1)
+        if state is None:
+            state = self.initial_state(len(ids))
+        return self._decode_fn(tf.constant(ids), state)
+
+    @tf.function(reduce_retracing=True)
+    def _decode_fn(self, ids, state):
+        hidden, state = self.step(ids, state)
+        return self.head.log_prob(hidden), state
+
+    def generate(self, prompt, max_length=20, temperature=1.0, top_k=None, seed=None):
+        """Continue `prompt` (a string, or a list of ids) up to `max_length` new tokens.
+
+        `temperature=0` is greedy decoding; `top_k` samples among the k most likely tokens.
+        Stops early at `</s>`. Returns a string for a string prompt, else a list of ids.
+        """
+        if temperature < 0:
+            raise ValueError(f"temperature must be >= 0, got {temperature}.")
+        if top_k is not None and not 1 <= top_k <= self.vocabulary_size:
+            raise ValueError(f"top_k must be in [1, {self.vocabulary_size}], got {top_k}.")
+        as_text = isinstance(prompt, str)
+        if as_text:
+            ids = self.require_vocabulary().encode(prompt, add_eos=False)
+        else:
+            ids = [int(i) for i in self.check_ids(prompt).reshape(-1)]
+        rng = np.random.default_rng(seed)
+        state = None
+        for token in ids:
+            log_probs, state = self.decode_step([token], state)
+        out = []
+        eos = self.vocabulary.eos_id if self.vocabulary is not None else None
+        for _ in range(max_length):
+            lp = log_probs.numpy()[0].astype("float64")
+            lp[:2] = -np.inf  # never emit <pad> or <s>
+            if temperature == 0:
+                token = int(np.argmax(lp))
+            else:
+                lp = lp / temperature
+                if top_k is not None:
+                    cut = np.partition(lp, -top_k)[-top_k]
+                    lp[lp < cut] = -np.inf
+                p = np.exp(lp - lp.max())
+                token = int(rng.choice(len(p), p=p / p.sum()))
+            out.append(token)
+            if token == eos:
+                break
+            log_probs, state = self.decode_step([token], state)
+        if as_text:
+            return self.vocabulary.decode(ids + out)
+        return ids + out
+
+    def require_vocabulary(self):
+        if self.vocabulary is None:
+            raise ValueError("This model has no vocabulary: give token ids, or load a preset directory with one.")
+        return self.vocabulary
+
+    # ---- presets -------------------------------------------------------------------
+    def save_to_preset(self, directory):
+        """Write `config.json`, `model.weights.h5` and `vocabulary.txt` (if any) to `directory`.
+
+        Files are written into a temporary sibling directory and moved into place, so a
+        failure never leaves a half-written preset over an existing one.
+        """
+        import shutil
+        import tempfile
+
+        directory = os.path.abspath(directory)
+        parent = os.path.dirname(directory)
+        os.makedirs(parent, exist_ok=True)
+        tmp = tempfile.mkdtemp(prefix=".tmp-preset-", dir=parent)
+        try:
+            config = {"class_name": type(self).__name__, "config": self.get_config()}
+            with open(os.path.join(tmp, CONFIG_FILE), "w") as f:
+                json.dump(config, f, indent=2)
+            self.save_weights(os.path.join(tmp, WEIGHTS_FILE))
+            if self.vocabulary is not None:
+                self.vocabulary.save(tmp)
+            if os.path.isdir(directory):
+                old = directory + ".old"
+                shutil.rmtree(old, ignore_errors=True)
+                os.rename(directory, old)
+                os.rename(tmp, directory)
+                shutil.rmtree(old, ignore_errors=True)
+            else:
+                os.rename(tmp, directory)
+        except BaseException:
+            shutil.rmtree(tmp, ignore_errors=True)
+            raise
+        return directory
+
+    def get_config(self):
+        return {"vocabulary_size": self.vocabulary_size, "optimizer": self.optimizer_config,
+                "name": self.name}
+
+
+def load_vocabulary_if_any(directory):
+    from zoo.data.vocab import FILENAME
+
+    if os.path.exists(os.path.join(directory, FILENAME)):
+        return load_vocabulary(directory)
+    return None
+
+
+__all__ = ["LanguageModel", "Vocabulary"]

@@ -1,0 +1,116 @@
+"""The gated convolutional language model (Dauphin et al. 2016, Figure 1)."""
+
+import keras
+from keras import ops
+
+from layers import FullSoftmax, ResidualBlock
+from layers.residual import check_block_spec
+from zoo.models.base import LanguageModel
+from zoo.models.heads import make_head
+
+
+@keras.saving.register_keras_serializable(package="zoo")
+class GCNNLanguageModel(LanguageModel):
+    """Embedding lookup → residual blocks of causal gated convolutions → output layer.
+
+    Args:
+        vocabulary_size: number of token ids (ids sorted by frequency).
+        embedding_dim: the "Lookup" row of Table 1.
+        blocks: a list of residual blocks, each a list of `[kernel_size, width]` layers
+            (one pair for a plain block, three for a bottleneck block).
+        activation: the gate of every conv layer ("glu" by default; §5.2's ablations).
+        weight_norm: weight normalisation of every conv layer (§4.2).
+        dropout: dropout on the input of every conv layer and of the output layer.
+        cutoffs: adaptive-softmax cutoffs, or None for a full softmax.
+        optimizer: the preset's own optimiser spec (see `zoo.optimizers`), None for the paper's.
+    """
+
+    def __init__(
+        self,
+        vocabulary_size,
+        embedding_dim=128,
+        blocks=((4, 128),),
+        activation="glu",
+        weight_norm=True,
+        dropout=0.0,
+        cutoffs=None,
+        optimizer=None,
+        **kwargs,
+    ):
+        super().__init__(vocabulary_size=vocabulary_size, optimizer=optimizer, **kwargs)
+        if not blocks:
+            raise ValueError("A GCNN needs at least one residual block; got blocks=[].")
+        blocks = [[list(pair)] if _is_pair(pair) else pair for pair in blocks]
+        self.blocks_config = [check_block_spec(b) for b in blocks]
+        self.embedding_dim = embedding_dim
+        self.activation = activation
+        self.weight_norm = weight_norm
+        self.dropout = dropout
+        self.cutoffs = cutoffs
+        self.embedding = keras.layers.Embedding(vocabulary_size, embedding_dim, name="embedding")
+        self.blocks = [
+            ResidualBlock(spec, activation=activation, weight_norm=weight_norm, dropout=dropout,
+                          name=f"block_{i}")
+            for i, spec in enumerate(self.blocks_config)
+        ]
+        self.output_dropout = keras.layers.Dropout(dropout) if dropout else None
+        self.head = make_head(vocabulary_size, cutoffs)
+        # Build every weight now so that a fresh model can be saved, counted and stepped.
+        self(ops.zeros((1, 1), "int32"))
+
+    @property
+    def hidden_dim(self):
+        return self.blocks_config[-1][-1][1]
+
+    @property
+    def receptive_field(self):
+        """How many tokens (the current one included) position t can see."""
+        return 1 + sum(k - 1 for block in self.blocks_config for k, _ in block)
+
+    @property
+    def stream_context(self):
+        return self.receptive_field - 1
+
+    def call(self, token_ids, training=None):
+        x = self.embedding(token_ids)
+        for block in self.blocks:
+            x = block(x, training=training)
+        if self.output_dropout is not None:
+            x = self.output_dropout(x, training=training)
+        return x
+
+    def initial_state(self, batch_size):
+        states, dim = [], self.embedding_dim
+        for block in self.blocks:
+            states.append(block.initial_state(batch_size, dim))
+            dim = block.layer_specs[-1][1]
+        return states
+
+    def step(self, token_ids, state):
+        x = self.embedding(token_ids)
+        new_state = []
+        for block, s in zip(self.blocks, state):
+            x, s = block.step(x, s)
+            new_state.append(s)
+        return x, new_state
+
+    def get_config(self):
+        config = super().get_config()
+        config.update(
+            {
+                "embedding_dim": self.embedding_dim,
+                "blocks": self.blocks_config,
+                "activation": self.activation,
+                "weight_norm": self.weight_norm,
+                "dropout": self.dropout,
+                "cutoffs": self.cutoffs,
+            }
+        )
+        return config
+
+
+def _is_pair(item):
+    return isinstance(item, (list, tuple)) and len(item) == 2 and all(isinstance(v, int) for v in item)
+
+
+__all__ = ["GCNNLanguageModel", "FullSoftmax"]
