@@ -1,0 +1,147 @@
+"""The `zoo` command line: presets, train, evaluate, score, generate, benchmark."""
+
+import argparse
+import json
+import os
+import sys
+
+
+def _load(directory):
+    import zoo
+
+    if not os.path.isdir(directory):
+        raise ValueError(f"The preset directory {directory!r} does not exist.")
+    return zoo.load(directory)
+
+
+def cmd_presets(args):
+    from zoo.params import count_params
+    from zoo.presets import PRESETS
+
+    for name, spec in PRESETS.items():
+        line = f"{name:10s}"
+        if args.params:
+            line += f" {count_params(spec['class_name'], spec['config']):>13,d}"
+        print(f"{line}  {spec['description']}")
+
+
+def _overrides(pairs):
+    out = {}
+    for pair in pairs or []:
+        if "=" not in pair:
+            raise ValueError(f"--set takes KEY=VALUE (VALUE as JSON), got {pair!r}.")
+        key, value = pair.split("=", 1)
+        try:
+            out[key] = json.loads(value)
+        except json.JSONDecodeError:
+            out[key] = value
+    return out
+
+
+def cmd_train(args):
+    from zoo.training import train
+
+    model, history = train(
+        args.preset, data=args.data, out_dir=args.out, epochs=args.epochs,
+        max_minutes=args.max_minutes, steps_per_epoch=args.steps_per_epoch,
+        batch_size=args.batch_size, seq_len=args.seq_len, seed=args.seed,
+        min_count=args.min_count, max_vocabulary=args.max_vocabulary,
+        verbose=1 if sys.stdout.isatty() else 2, **_overrides(args.set),
+    )
+    best = min((h for h in history if "val_perplexity" in h), key=lambda h: h["val_perplexity"], default=None)
+    print(f"Best model: {os.path.join(args.out, 'best')} (epoch {best['epoch'] if best else '?'})")
+    if best:
+        print(f"validation perplexity (stream): {best['val_perplexity']:.2f}")
+
+
+def cmd_evaluate(args):
+    from zoo.data.corpus import read_lines
+
+    model = _load(args.directory)
+    lines = read_lines(args.data, args.split)
+    ppl = model.perplexity(lines, mode=args.mode)
+    print(f"{args.split} perplexity ({args.mode}): {ppl:.2f}")
+
+
+def cmd_score(args):
+    model = _load(args.directory)
+    vocab = model.require_vocabulary()
+    for text in args.text:
+        if not text.strip():
+            raise ValueError("Cannot score an empty text; give at least one word.")
+        scores = model.score([text])[0]
+        words = [vocab.tokens[i] for i in vocab.encode(text)[1:]]
+        print(f"{sum(scores):.4f}\t" + " ".join(f"{w}:{s:.3f}" for w, s in zip(words, scores)))
+
+
+def cmd_generate(args):
+    model = _load(args.directory)
+    print(model.generate(args.prefix, max_length=args.max_length, temperature=args.temperature,
+                         top_k=args.top_k, seed=args.seed))
+
+
+def cmd_benchmark(args):
+    from zoo.cli import tools_module
+
+    tools_module("benchmarks").run(args.name, args.rest)
+
+
+def parser():
+    p = argparse.ArgumentParser(prog="zoo", description="Gated convolutional and MoE language models.")
+    sub = p.add_subparsers(dest="command", required=True)
+
+    s = sub.add_parser("presets", help="list the presets")
+    s.add_argument("--params", action="store_true", help="parameter count at the paper's vocabulary")
+    s.set_defaults(func=cmd_presets)
+
+    s = sub.add_parser("train", help="train a preset on a corpus")
+    s.add_argument("--preset", required=True, help="a preset name or a preset directory")
+    s.add_argument("--data", default="ptb", help="'ptb', or a directory of train/valid/test text files, or a text file")
+    s.add_argument("--out", required=True, help="run directory (history.json, logs/, best/)")
+    s.add_argument("--max-minutes", type=float, help="stop after this many minutes of training")
+    s.add_argument("--epochs", type=int)
+    s.add_argument("--steps-per-epoch", type=int, help="validate every this many steps")
+    s.add_argument("--batch-size", type=int)
+    s.add_argument("--seq-len", type=int)
+    s.add_argument("--min-count", type=int, default=1, help="vocabulary: minimum word count")
+    s.add_argument("--max-vocabulary", type=int, help="vocabulary: maximum size")
+    s.add_argument("--seed", type=int, default=0)
+    s.add_argument("--set", action="append", metavar="KEY=VALUE", help="override a config key")
+    s.set_defaults(func=cmd_train)
+
+    s = sub.add_parser("evaluate", help="perplexity of a preset directory on a split")
+    s.add_argument("directory")
+    s.add_argument("--data", default="ptb")
+    s.add_argument("--split", default="test")
+    s.add_argument("--mode", default="stream", choices=["stream", "sentence"])
+    s.set_defaults(func=cmd_evaluate)
+
+    s = sub.add_parser("score", help="per-token log-probabilities of texts")
+    s.add_argument("directory")
+    s.add_argument("text", nargs="+")
+    s.set_defaults(func=cmd_score)
+
+    s = sub.add_parser("generate", help="continue a prefix")
+    s.add_argument("directory")
+    s.add_argument("prefix")
+    s.add_argument("--max-length", type=int, default=20)
+    s.add_argument("--temperature", type=float, default=1.0)
+    s.add_argument("--top-k", type=int)
+    s.add_argument("--seed", type=int)
+    s.set_defaults(func=cmd_generate)
+
+    s = sub.add_parser("benchmark", help="speed benchmarks (see tools/benchmarks.py)")
+    s.add_argument("name")
+    s.add_argument("rest", nargs=argparse.REMAINDER)
+    s.set_defaults(func=cmd_benchmark)
+    return p
+
+
+def main(argv=None):
+    args = parser().parse_args(argv)
+    try:
+        args.func(args)
+    except (ValueError, FileNotFoundError) as e:
+        print(f"zoo: error: {e}", file=sys.stderr)
+        return 2
+    return 0

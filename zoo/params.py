@@ -1,0 +1,42 @@
+"""Parameter counts from a config alone, without building (Table 1's models are large)."""
+
+from layers.gated_conv import ACTIVATIONS
+
+
+def gcnn_params(config):
+    vocab, dim = config["vocabulary_size"], config.get("embedding_dim", 128)
+    activation = config.get("activation", "glu")
+    weight_norm = config.get("weight_norm", True)
+    per_channel = 2 if weight_norm else 1  # bias, and g under weight normalisation
+    total = vocab * dim
+    for block in config["blocks"]:
+        block_in = dim
+        for k, width in block:
+            channels = 2 * width if ACTIVATIONS[activation] else width
+            total += k * dim * channels + per_channel * channels
+            dim = width
+        if dim != block_in:  # linear projection on the skip path
+            total += block_in * dim + per_channel * dim
+    return total + head_params(vocab, dim, config.get("cutoffs"))
+
+
+def recurrent_params(config):
+    vocab, dim = config["vocabulary_size"], config.get("embedding_dim", 128)
+    gates = 4 if config.get("cell", "lstm") == "lstm" else 1
+    total = vocab * dim
+    for units in config["units"]:
+        total += gates * (dim * units + units * units + units)
+        dim = units
+    return total + head_params(vocab, dim, config.get("cutoffs"))
+
+
+def head_params(vocab, dim, cutoffs=None):
+    return dim * vocab + vocab
+
+
+def count_params(class_name, config):
+    if class_name == "GCNNLanguageModel":
+        return gcnn_params(config)
+    if class_name == "RecurrentLanguageModel":
+        return recurrent_params(config)
+    raise ValueError(f"No parameter count for model class {class_name!r}.")
