@@ -10,6 +10,11 @@ import keras
 from keras import ops
 
 
+def softmax_dtype(layer):
+    """float32 for float16/bfloat16/float32 compute (mixed precision), float64 for float64."""
+    return "float64" if layer.compute_dtype == "float64" else "float32"
+
+
 @keras.saving.register_keras_serializable(package="layers")
 class FullSoftmax(keras.layers.Layer):
     """A dense projection to `vocabulary_size` logits followed by a log-softmax."""
@@ -31,7 +36,7 @@ class FullSoftmax(keras.layers.Layer):
     def logits(self, hidden):
         kernel = ops.cast(self.kernel, self.compute_dtype)
         logits = ops.matmul(hidden, kernel) + ops.cast(self.bias, self.compute_dtype)
-        return ops.cast(logits, "float32")
+        return ops.cast(logits, softmax_dtype(self))
 
     def call(self, hidden):
         return self.log_prob(hidden)

@@ -30,8 +30,16 @@ def recurrent_params(config):
     return total + head_params(vocab, dim, config.get("cutoffs"))
 
 
-def head_params(vocab, dim, cutoffs=None):
-    return dim * vocab + vocab
+def head_params(vocab, dim, cutoffs=None, factor=4):
+    if not cutoffs:
+        return dim * vocab + vocab
+    head = cutoffs[0] + len(cutoffs)
+    total = dim * head + head
+    bounds = list(cutoffs) + [vocab]
+    for i in range(len(cutoffs)):
+        width = dim // int(factor ** (i + 1))
+        total += dim * width + width * (bounds[i + 1] - bounds[i])
+    return total
 
 
 def count_params(class_name, config):

@@ -1,0 +1,175 @@
+"""The adaptive softmax of Grave et al. (2016), the output layer of the GCNN paper's models.
+
+Ids must be sorted by decreasing frequency (every vocabulary builder of the zoo does so): the
+`cutoffs[0]` most frequent words live in the head, and each tail cluster `i` holds ids
+`[cutoffs[i], cutoffs[i+1])` (the last one up to `vocabulary_size`).
+"""
+
+import keras
+import tensorflow as tf
+from keras import ops
+
+from layers.softmax import softmax_dtype
+
+
+def check_cutoffs(cutoffs, vocabulary_size):
+    if isinstance(vocabulary_size, bool) or not isinstance(vocabulary_size, int) or vocabulary_size < 2:
+        raise ValueError(f"vocabulary_size must be an integer >= 2, got {vocabulary_size!r}.")
+    if not isinstance(cutoffs, (list, tuple)) or not cutoffs:
+        raise ValueError(f"cutoffs must be a non-empty list of increasing ids, got {cutoffs!r}.")
+    cutoffs = list(cutoffs)
+    if any(isinstance(c, bool) or not isinstance(c, int) for c in cutoffs):
+        raise ValueError(f"cutoffs must be integers, got {cutoffs!r}.")
+    if len(set(cutoffs)) != len(cutoffs):
+        raise ValueError(f"cutoffs must not repeat a value, got {cutoffs!r}.")
+    if cutoffs != sorted(cutoffs):
+        raise ValueError(f"cutoffs must be sorted in increasing order, got {cutoffs!r}.")
+    if cutoffs[0] < 1 or cutoffs[-1] >= vocabulary_size:
+        raise ValueError(
+            f"cutoffs must lie in [1, vocabulary_size - 1] = [1, {vocabulary_size - 1}], got {cutoffs!r}."
+        )
+    return cutoffs
+
+
+@keras.saving.register_keras_serializable(package="layers")
+class AdaptiveSoftmax(keras.layers.Layer):
+    """Head over the `cutoffs[0]` most frequent ids plus one logit per tail cluster; tail
+    cluster i is reached through a projection of width `d // factor**(i+1)` and its own
+    output matrix. `p(w) = p_head(cluster of w) · p_cluster(w)` for a tail word.
+
+    Training (`loss`) computes the exact negative log-likelihood of every target while
+    touching only the head and, for each cluster, only the rows whose target falls in it:
+    no `[tokens, vocabulary]` tensor is built. Log-softmaxes are computed in float32.
+
+    Methods: `log_prob(hidden)` (the full `[..., vocabulary]` log-distribution),
+    `loss(hidden, targets)`, `target_log_prob(hidden, targets)`, `predict(hidden)`.
+
+    Args:
+        vocabulary_size: number of ids, sorted by decreasing frequency.
+        cutoffs: increasing ids where clusters start, all in `[1, vocabulary_size - 1]`.
+        factor: width divisor of each successive tail projection (Grave et al.'s 4).
+    """
+
+    def __init__(self, vocabulary_size, cutoffs, factor=4, **kwargs):
+        super().__init__(**kwargs)
+        self.cutoffs = check_cutoffs(cutoffs, vocabulary_size)
+        if not isinstance(factor, (int, float)) or factor < 1:
+            raise ValueError(f"factor must be a number >= 1, got {factor!r}.")
+        self.vocabulary_size = vocabulary_size
+        self.factor = factor
+        self.bounds = self.cutoffs + [vocabulary_size]  # cluster i: [bounds[i], bounds[i+1])
+
+    @property
+    def head_size(self):
+        return self.cutoffs[0] + len(self.cutoffs)
+
+    def build(self, input_shape):
+        dim = input_shape[-1]
+        smallest = dim // int(self.factor ** len(self.cutoffs))
+        if smallest < 1:
+            raise ValueError(
+                f"The hidden width {dim} is too small for {len(self.cutoffs)} tail clusters at "
+                f"factor {self.factor}: it must be at least factor**len(cutoffs) = "
+                f"{int(self.factor ** len(self.cutoffs))}."
+            )
+        self.head_kernel = self.add_weight(name="head_kernel", shape=(dim, self.head_size),
+                                           initializer="glorot_uniform")
+        self.head_bias = self.add_weight(name="head_bias", shape=(self.head_size,), initializer="zeros")
+        self.tail_projections, self.tail_kernels = [], []
+        for i in range(len(self.cutoffs)):
+            width = dim // int(self.factor ** (i + 1))
+            size = self.bounds[i + 1] - self.bounds[i]
+            self.tail_projections.append(
+                self.add_weight(name=f"tail_{i}_projection", shape=(dim, width), initializer="glorot_uniform")
+            )
+            self.tail_kernels.append(
+                self.add_weight(name=f"tail_{i}_kernel", shape=(width, size), initializer="glorot_uniform")
+            )
+
+    # ---- pieces ----------------------------------------------------------------------
+    def _matmul(self, x, weight):
+        return ops.matmul(x, ops.cast(weight, self.compute_dtype))
+
+    def _head_logits(self, hidden):
+        return ops.cast(self._matmul(hidden, self.head_kernel) + ops.cast(self.head_bias, self.compute_dtype), softmax_dtype(self))
+
+    def _tail_logits(self, hidden, i):
+        return ops.cast(self._matmul(self._matmul(hidden, self.tail_projections[i]), self.tail_kernels[i]), softmax_dtype(self))
+
+    def check_targets(self, targets):
+        """Out-of-range ids would be silently wrong on a GPU (a gather returns zeros there)."""
+        if tf.executing_eagerly():
+            t = ops.convert_to_numpy(targets)
+            bad = t[(t < 0) | (t >= self.vocabulary_size)]
+            if bad.size:
+                raise ValueError(
+                    f"Target id {int(bad.flat[0])} is outside the vocabulary: ids must be in "
+                    f"[0, {self.vocabulary_size - 1}]."
+                )
+            return targets
+        with tf.control_dependencies([
+            tf.debugging.assert_less(targets, tf.cast(self.vocabulary_size, targets.dtype),
+                                     message="AdaptiveSoftmax: a target id is >= vocabulary_size"),
+            tf.debugging.assert_non_negative(targets, message="AdaptiveSoftmax: a target id is negative"),
+        ]):
+            return tf.identity(targets)
+
+    # ---- the interface of every output layer ----------------------------------------------
+    def call(self, hidden):
+        return self.log_prob(hidden)
+
+    def log_prob(self, hidden):
+        head = ops.log_softmax(self._head_logits(hidden), axis=-1)
+        parts = [head[..., : self.cutoffs[0]]]
+        for i in range(len(self.cutoffs)):
+            cluster = head[..., self.cutoffs[0] + i : self.cutoffs[0] + i + 1]
+            parts.append(cluster + ops.log_softmax(self._tail_logits(hidden, i), axis=-1))
+        return ops.concatenate(parts, axis=-1)
+
+    def loss(self, hidden, targets):
+        """Per-token negative log-likelihood, shaped like `targets`."""
+        targets = ops.cast(self.check_targets(targets), "int32")
+        shape = ops.shape(targets)
+        flat_h = ops.reshape(hidden, (-1, ops.shape(hidden)[-1]))
+        flat_t = ops.reshape(targets, (-1,))
+        # Head target: the word itself if in the head, else its cluster's logit.
+        cluster_of = ops.sum(
+            ops.stack([ops.cast(flat_t >= c, "int32") for c in self.cutoffs], axis=0), axis=0
+        )  # 0 for head words, i+1 for cluster i
+        head_target = ops.where(cluster_of == 0, flat_t, self.cutoffs[0] + cluster_of - 1)
+        nll = ops.sparse_categorical_crossentropy(head_target, self._head_logits(flat_h), from_logits=True)
+        n = ops.shape(flat_t)[0]
+        for i in range(len(self.cutoffs)):
+            rows = tf.where(cluster_of == i + 1)[:, 0]  # only the tokens of this cluster
+            h_i = tf.gather(flat_h, rows)
+            t_i = tf.gather(flat_t, rows) - self.bounds[i]
+            tail_nll = ops.sparse_categorical_crossentropy(t_i, self._tail_logits(h_i, i), from_logits=True)
+            nll = nll + tf.scatter_nd(rows[:, None], tail_nll, tf.cast([n], rows.dtype))
+        return ops.reshape(nll, shape)
+
+    def target_log_prob(self, hidden, targets):
+        return -self.loss(hidden, targets)
+
+    def predict(self, hidden):
+        """The most likely id. A row whose best head word beats every cluster's total mass
+        is decided by the head alone (no tail word can be likelier than its cluster); only
+        the other rows pay for the tail clusters."""
+        shape = ops.shape(hidden)[:-1]
+        flat_h = ops.reshape(hidden, (-1, ops.shape(hidden)[-1]))
+        head = ops.log_softmax(self._head_logits(flat_h), axis=-1)
+        c0 = self.cutoffs[0]
+        best_word = ops.argmax(head[:, :c0], axis=-1)
+        decided = ops.max(head[:, :c0], axis=-1) >= ops.max(head[:, c0:], axis=-1)
+        rows = tf.where(ops.logical_not(decided))[:, 0]
+        undecided = ops.argmax(self.log_prob(tf.gather(flat_h, rows)), axis=-1)
+        out = tf.tensor_scatter_nd_update(best_word, rows[:, None], undecided)
+        return ops.reshape(out, shape)
+
+    def compute_output_shape(self, input_shape):
+        return tuple(input_shape[:-1]) + (self.vocabulary_size,)
+
+    def get_config(self):
+        config = super().get_config()
+        config.update({"vocabulary_size": self.vocabulary_size, "cutoffs": self.cutoffs,
+                       "factor": self.factor})
+        return config
