@@ -1,0 +1,170 @@
+"""The torch side of `zoo benchmark adaptive-softmax`: one forward + backward step of
+`torch.nn.AdaptiveLogSoftmaxWithLoss(...)(hidden, targets).loss`, timed, with its peak memory.
+
+Standalone on purpose: it imports only torch, numpy and the standard library, so it runs in a
+separate virtual environment (torch is not a dependency of the zoo). The TF benchmark calls it as
+
+    TORCH_PYTHON bench_torch_adaptive.py --vocabulary-size V --cutoffs 10000,20000,200000 \
+        --hidden-file hidden.npy --targets-file targets.npy --threads N --repeats R --json-out out.json
+
+and it can be run by hand the same way (without the .npy files it draws its own inputs: Gaussian
+hidden states and Zipf targets, P(id = r) proportional to 1 / (r + 1), from `--seed`).
+"""
+
+import argparse
+import json
+import os
+import statistics
+import sys
+import threading
+import time
+
+import numpy as np
+import torch
+
+
+# ---- peak memory (the same method as tools/benchmarks.py) ----------------------------------
+def _status_kib(field):
+    with open("/proc/self/status") as f:
+        for line in f:
+            if line.startswith(field + ":"):
+                return int(line.split()[1])
+    raise RuntimeError(f"/proc/self/status has no {field}")
+
+
+class PeakRSS:
+    """Peak resident set size during a region. Preferred: the kernel's own high-water mark
+    (VmHWM), reset to the current RSS by writing 5 to /proc/self/clear_refs (Linux >= 4.0).
+    Fallback: a thread sampling VmRSS every millisecond."""
+
+    def __init__(self):
+        self.process_peak_kib = _status_kib("VmHWM")
+        try:
+            with open("/proc/self/clear_refs", "w") as f:
+                f.write("5")
+            self.method = "VmHWM reset through /proc/self/clear_refs before each step"
+        except OSError:
+            self.method = "VmRSS sampled every 1 ms by a background thread"
+        self._stop = None
+
+    def start(self):
+        self.process_peak_kib = max(self.process_peak_kib, _status_kib("VmHWM"))
+        if self.method.startswith("VmHWM"):
+            with open("/proc/self/clear_refs", "w") as f:
+                f.write("5")
+            self.base_kib = _status_kib("VmRSS")
+        else:
+            self.base_kib = self._max = _status_kib("VmRSS")
+            self._stop = threading.Event()
+
+            def sample():
+                while not self._stop.is_set():
+                    self._max = max(self._max, _status_kib("VmRSS"))
+                    time.sleep(0.001)
+
+            self._thread = threading.Thread(target=sample, daemon=True)
+            self._thread.start()
+
+    def stop(self):
+        """Peak RSS growth over the region, in KiB."""
+        if self._stop is not None:
+            self._stop.set()
+            self._thread.join()
+            self._stop = None
+            peak = max(self._max, _status_kib("VmRSS"))
+        else:
+            peak = _status_kib("VmHWM")
+        self.process_peak_kib = max(self.process_peak_kib, peak)
+        return peak - self.base_kib
+
+
+def zipf_targets(vocabulary_size, count, seed=0):
+    """Ids in [0, vocabulary_size) with P(id = r) proportional to 1 / (r + 1)."""
+    cdf = np.cumsum(1.0 / np.arange(1, vocabulary_size + 1, dtype=np.float64))
+    cdf /= cdf[-1]
+    ids = np.searchsorted(cdf, np.random.default_rng(seed).random(count), side="right")
+    return np.minimum(ids, vocabulary_size - 1).astype(np.int64)
+
+
+def main(argv=None):
+    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    p.add_argument("--vocabulary-size", type=int, required=True)
+    p.add_argument("--cutoffs", required=True, help="comma-separated, e.g. 10000,20000,200000")
+    p.add_argument("--div-value", type=float, default=4.0)
+    p.add_argument("--hidden-size", type=int, default=512, help="ignored when --hidden-file is given")
+    p.add_argument("--tokens", type=int, default=1024, help="ignored when --hidden-file is given")
+    p.add_argument("--hidden-file", help=".npy float32 [tokens, hidden]")
+    p.add_argument("--targets-file", help=".npy integer [tokens]")
+    p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--threads", type=int, default=os.cpu_count())
+    p.add_argument("--warmup", type=int, default=1)
+    p.add_argument("--repeats", type=int, default=5)
+    p.add_argument("--json-out", help="write the result here (else print it as JSON)")
+    args = p.parse_args(argv)
+
+    torch.set_num_threads(args.threads)
+    torch.manual_seed(args.seed)
+    cutoffs = [int(c) for c in args.cutoffs.split(",")]
+    if args.hidden_file:
+        hidden_np = np.load(args.hidden_file).astype(np.float32)
+    else:
+        hidden_np = np.random.default_rng(args.seed).standard_normal((args.tokens, args.hidden_size), dtype=np.float32)
+    if args.targets_file:
+        targets_np = np.load(args.targets_file).astype(np.int64)
+    else:
+        targets_np = zipf_targets(args.vocabulary_size, hidden_np.shape[0], args.seed)
+
+    memory = PeakRSS()
+    layer = torch.nn.AdaptiveLogSoftmaxWithLoss(hidden_np.shape[1], args.vocabulary_size, cutoffs,
+                                                div_value=args.div_value)
+    hidden = torch.from_numpy(hidden_np).requires_grad_(True)
+    targets = torch.from_numpy(targets_np)
+    setup_kib = _status_kib("VmRSS")
+
+    def step():
+        layer.zero_grad(set_to_none=True)
+        hidden.grad = None
+        loss = layer(hidden, targets).loss  # the mean negative log-likelihood
+        loss.backward()  # gradients w.r.t. every weight and the hidden input
+        return loss.item()
+
+    warmup_s, times, step_peaks = [], [], []
+    for i in range(args.warmup + args.repeats):
+        memory.start()
+        start = time.perf_counter()
+        loss = step()
+        elapsed = time.perf_counter() - start
+        peak = memory.stop()
+        if i < args.warmup:
+            warmup_s.append(elapsed)
+        else:
+            times.append(elapsed)
+            step_peaks.append(peak)
+
+    result = {
+        "model": "torch adaptive",
+        "library": f"torch {torch.__version__}",
+        "threads": torch.get_num_threads(),
+        "params": sum(p.numel() for p in layer.parameters()),
+        "loss": loss,
+        "warmup_s": warmup_s,
+        "times_s": times,
+        "median_s": statistics.median(times) if times else None,
+        "min_s": min(times) if times else None,
+        "setup_rss_mib": setup_kib / 1024,
+        "step_peak_mib": max(step_peaks) / 1024 if step_peaks else None,
+        "process_peak_mib": memory.process_peak_kib / 1024,
+        "memory_method": memory.method,
+        "note": "AdaptiveLogSoftmaxWithLoss defaults: head_bias=False, tails without bias",
+    }
+    if args.json_out:
+        with open(args.json_out, "w") as f:
+            json.dump(result, f, indent=1)
+    else:
+        json.dump(result, sys.stdout, indent=1)
+        print()
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
