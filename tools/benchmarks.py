@@ -2,6 +2,7 @@
 
     zoo benchmark adaptive-softmax [--vocab wt103|1bw|both] [--repeats N] [--threads N]
                                    [--torch-python PATH] [--json PATH] [--small]
+    zoo benchmark ptb-softmax [--steps N] [--cutoffs 2000,6000]   (see bench_ptb_softmax.py)
 
 adaptive-softmax: seconds and peak memory of one training step (forward + backward of the mean
 negative log-likelihood, gradients w.r.t. the layer's weights and its hidden input) of
@@ -429,8 +430,15 @@ def _print_table(report):
         print(f"{'':<26} {'ratio of medians:':<26} {ratios}")
 
 
+def ptb_softmax(argv):
+    from zoo.cli import tools_module
+
+    return tools_module("bench_ptb_softmax").ptb_softmax(argv)
+
+
 BENCHMARKS = {
     "adaptive-softmax": adaptive_softmax,
+    "ptb-softmax": ptb_softmax,
 }
 
 

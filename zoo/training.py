@@ -107,7 +107,7 @@ def train(preset, data="ptb", out_dir="runs/model", epochs=None, max_minutes=Non
     if max_minutes:
         callbacks.append(TimeBudget(max_minutes))
     model.fit(train_ds, validation_data=valid_ds, epochs=epochs, steps_per_epoch=steps_per_epoch,
-              callbacks=callbacks, verbose=verbose)
+              callbacks=callbacks, verbose=verbose, shuffle=False)  # windows are shuffled by tf.data
     best_dir = os.path.join(out_dir, "best")
     if os.path.isdir(best_dir):
         model.load_weights(os.path.join(best_dir, "model.weights.h5"))

@@ -3,9 +3,9 @@
 Two layouts, matching the two evaluation protocols:
 
 - `stream`: every line becomes `<s> … </s>`, the lines are concatenated into one stream and
-  cut into windows, so no position is padding. For evaluation each window carries `context`
-  extra tokens on its left which are seen but not scored, so every scored token has the model's
-  full receptive field (the usual continuous Penn Treebank protocol).
+  cut into windows, so no position is padding. For evaluation each window after the first
+  carries `context` extra tokens on its left which are seen but not scored, so every scored
+  token has the model's full receptive field (the usual continuous Penn Treebank protocol).
 - `sentence`: every line is its own sequence, scored alone (the protocol of the paper's Penn
   Treebank figure). Batches group sentences of similar length (bucketing), so padding stays a
   small fraction of the work.
@@ -31,25 +31,25 @@ def stream_ids(lines, vocabulary):
 def stream_windows(ids, seq_len, context=0, bos_id=1):
     """Arrays `(inputs, targets, weights)` of shape [windows, context + seq_len].
 
-    Window w scores targets `ids[w*seq_len + 1 : (w+1)*seq_len + 1]`; its inputs also reach
-    `context` tokens further back (those positions have weight 0). The first window's missing
-    context is `<pad>` (id 0) with weight 0; the last window is padded the same way.
+    Window w reads `ids[w*seq_len : w*seq_len + context + seq_len]`. The first window scores
+    every one of its targets (its left edge is the start of the stream, as in a whole-stream
+    call); every later window scores only its last `seq_len` targets, the `context` before them
+    being seen but not scored. So every target is scored once, with `context` tokens of left
+    context or all there is. The last window is padded with `<pad>` (id 0, weight 0).
     """
     n = len(ids) - 1  # number of next-token predictions in the stream
     if n < 1:
         raise ValueError("The stream must hold at least two tokens.")
-    windows = -(-n // seq_len)
     length = context + seq_len
-    padded = np.zeros(context + windows * seq_len + 1, dtype=np.int32)
-    padded[context : context + len(ids)] = ids
-    starts = np.arange(windows) * seq_len
-    idx = starts[:, None] + np.arange(length)[None, :]
+    windows = 1 + max(0, -(-(n - length) // seq_len))
+    padded = np.zeros((windows - 1) * seq_len + length + 1, dtype=np.int32)
+    padded[: len(ids)] = ids
+    idx = (np.arange(windows) * seq_len)[:, None] + np.arange(length)[None, :]
     inputs = padded[idx]
     targets = padded[idx + 1]
-    weights = np.zeros((windows, length), dtype=np.float32)
-    weights[:, context:] = 1.0
-    position = idx + 1 - context  # index into ids of each target
-    weights[(position < 1) | (position > n)] = 0.0
+    weights = np.ones((windows, length), dtype=np.float32)
+    weights[1:, :context] = 0.0
+    weights[idx + 1 > n] = 0.0
     weights[targets == bos_id] = 0.0
     return inputs, targets, weights
 

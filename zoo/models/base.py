@@ -75,10 +75,6 @@ class LanguageModel(keras.Model):
             loss = loss / replicas
         return loss
 
-    @property
-    def metrics(self):
-        return super().metrics + [self.perplexity_tracker]
-
     def predict_step(self, data):
         x, _, _ = keras.utils.unpack_x_y_sample_weight(data)
         return self.head.log_prob(self(x, training=False))

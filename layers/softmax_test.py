@@ -1,0 +1,115 @@
+"""Tests of `layers.FullSoftmax` and the output-layer interface it defines."""
+
+import keras
+import numpy as np
+import pytest
+
+from layers import FullSoftmax
+
+VOCAB = 50
+
+
+def _head(dtype=None, seed=0):
+    head = FullSoftmax(VOCAB, dtype=dtype) if dtype else FullSoftmax(VOCAB)
+    head.build((None, None, 8))
+    rng = np.random.default_rng(seed)
+    head.kernel.assign(rng.normal(size=(8, VOCAB)).astype("float32"))
+    head.bias.assign(rng.normal(size=(VOCAB,)).astype("float32"))
+    return head
+
+
+def _inputs(seed=1):
+    rng = np.random.default_rng(seed)
+    hidden = rng.normal(size=(2, 5, 8)).astype("float32")
+    targets = rng.integers(0, VOCAB, size=(2, 5)).astype("int32")
+    return hidden, targets
+
+
+def _reference_log_prob(head, hidden):
+    logits = hidden.astype(np.float64) @ head.kernel.numpy().astype(np.float64) + head.bias.numpy()
+    logits -= logits.max(-1, keepdims=True)
+    return logits - np.log(np.exp(logits).sum(-1, keepdims=True))
+
+
+def test_log_prob_is_normalised_and_exact():
+    head = _head()
+    hidden, _ = _inputs()
+    log_prob = head.log_prob(hidden).numpy()
+    assert log_prob.shape == (2, 5, VOCAB)
+    np.testing.assert_allclose(np.exp(log_prob).sum(-1), 1.0, atol=1e-6)
+    np.testing.assert_allclose(log_prob, _reference_log_prob(head, hidden), rtol=1e-5, atol=1e-5)
+    np.testing.assert_array_equal(head(hidden).numpy(), log_prob)
+
+
+def test_loss_is_negative_gathered_log_prob():
+    head = _head()
+    hidden, targets = _inputs()
+    log_prob = head.log_prob(hidden).numpy()
+    gathered = np.take_along_axis(log_prob, targets[..., None], axis=-1)[..., 0]
+    loss = head.loss(hidden, targets).numpy()
+    assert loss.shape == (2, 5)
+    np.testing.assert_allclose(loss, -gathered, rtol=1e-5, atol=1e-5)
+    np.testing.assert_allclose(head.target_log_prob(hidden, targets).numpy(), -loss, rtol=0, atol=0)
+
+
+def test_predict_is_argmax():
+    head = _head()
+    hidden, _ = _inputs()
+    predicted = head.predict(hidden).numpy()
+    np.testing.assert_array_equal(predicted, np.argmax(_reference_log_prob(head, hidden), axis=-1))
+    # the argmax is not trivially constant across positions
+    assert len(np.unique(predicted)) > 1
+
+
+def test_mixed_bfloat16_outputs_float32():
+    head = _head(dtype="mixed_bfloat16")
+    assert head.compute_dtype == "bfloat16"
+    assert head.kernel.dtype == "float32"
+    hidden, targets = _inputs()
+    hidden_bf16 = keras.ops.cast(hidden, "bfloat16")
+    log_prob = head.log_prob(hidden_bf16)
+    assert keras.backend.standardize_dtype(log_prob.dtype) == "float32"
+    assert keras.backend.standardize_dtype(head.loss(hidden_bf16, targets).dtype) == "float32"
+    assert keras.backend.standardize_dtype(head(hidden_bf16).dtype) == "float32"
+    np.testing.assert_allclose(np.exp(log_prob.numpy()).sum(-1), 1.0, atol=1e-5)
+    # bfloat16 logits, but still close to the float32 answer
+    np.testing.assert_allclose(log_prob.numpy(), _reference_log_prob(head, hidden), atol=0.3)
+
+
+def test_mixed_precision_global_policy():
+    previous = keras.config.dtype_policy()
+    keras.config.set_dtype_policy("mixed_bfloat16")
+    try:
+        head = FullSoftmax(VOCAB)
+        head.build((None, 8))
+        hidden = keras.ops.cast(np.ones((3, 8), "float32"), "bfloat16")
+        out = head.log_prob(hidden)
+    finally:
+        keras.config.set_dtype_policy(previous)
+    assert keras.backend.standardize_dtype(out.dtype) == "float32"
+    np.testing.assert_allclose(np.exp(out.numpy()).sum(-1), 1.0, atol=1e-5)
+
+
+@pytest.mark.parametrize("bad", [1, 0, 2.5, True])
+def test_invalid_vocabulary_size(bad):
+    with pytest.raises(ValueError, match="vocabulary_size must be an integer >= 2"):
+        FullSoftmax(bad)
+
+
+def test_config_round_trip():
+    head = _head()
+    clone = FullSoftmax.from_config(head.get_config())
+    assert clone.vocabulary_size == VOCAB
+    clone.build((None, None, 8))
+    clone.set_weights(head.get_weights())
+    hidden, _ = _inputs()
+    np.testing.assert_array_equal(clone.log_prob(hidden).numpy(), head.log_prob(hidden).numpy())
+
+
+def test_float64_layer_keeps_float64():
+    head = FullSoftmax(VOCAB, dtype="float64")
+    head.build((None, 8))
+    hidden = np.random.default_rng(2).normal(size=(3, 8))
+    log_prob = head.log_prob(hidden)
+    assert keras.backend.standardize_dtype(log_prob.dtype) == "float64"
+    np.testing.assert_allclose(np.exp(log_prob.numpy()).sum(-1), 1.0, atol=1e-12)

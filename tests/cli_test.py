@@ -1,0 +1,95 @@
+"""The `zoo` command line end to end on a tiny generated corpus, and its errors."""
+
+import json
+import os
+
+import numpy as np
+import pytest
+
+import zoo
+from zoo.cli import main
+
+WORDS = "the cat dog sat on mat a big small red".split()
+
+
+@pytest.fixture(scope="module")
+def corpus(tmp_path_factory):
+    """A tiny corpus with structure a model can learn: 'the <adj> <noun> sat on the mat'."""
+    rng = np.random.default_rng(0)
+    root = tmp_path_factory.mktemp("corpus")
+    for split, n in (("train", 300), ("valid", 30), ("test", 30)):
+        lines = [f"the {rng.choice(['big', 'small', 'red'])} {rng.choice(['cat', 'dog'])} sat on the mat"
+                 for _ in range(n)]
+        (root / f"{split}.txt").write_text("\n".join(lines) + "\n")
+    return str(root)
+
+
+@pytest.fixture(scope="module")
+def trained(corpus, tmp_path_factory):
+    out = str(tmp_path_factory.mktemp("run"))
+    code = main(["train", "--preset", "gcnn-ptb", "--data", corpus, "--out", out, "--epochs", "3",
+                 "--batch-size", "8", "--seq-len", "16", "--set", "dropout=0.0",
+                 "--set", 'blocks=[[[3, 16]], [[3, 16]]]', "--set", "embedding_dim=16"])
+    assert code == 0
+    return out
+
+
+def test_train_writes_history_best_preset_and_logs(trained, capsys):
+    history = json.load(open(os.path.join(trained, "history.json")))
+    assert [h["epoch"] for h in history] == [1, 2, 3]
+    assert history[-1]["val_perplexity"] < history[0]["val_perplexity"]
+    assert os.path.isdir(os.path.join(trained, "logs"))
+    best = min(history, key=lambda h: h["val_perplexity"])
+    model = zoo.load(os.path.join(trained, "best"))
+    assert model.vocabulary is not None and len(model.vocabulary) == model.vocabulary_size
+    assert best["best"] is True
+
+
+def test_evaluate_matches_history_and_score_generate_print(trained, corpus, capsys):
+    history = json.load(open(os.path.join(trained, "history.json")))
+    best = min(h["val_perplexity"] for h in history)
+    assert main(["evaluate", os.path.join(trained, "best"), "--data", corpus, "--split", "valid",
+                 "--mode", "stream"]) == 0
+    printed = float(capsys.readouterr().out.strip().split(":")[-1])
+    assert printed == pytest.approx(best, rel=1e-3)
+
+    assert main(["score", os.path.join(trained, "best"), "the big cat sat on the mat"]) == 0
+    line = capsys.readouterr().out.strip()
+    total, pairs = line.split("\t")
+    assert len(pairs.split()) == 8  # 7 words + </s>
+    assert float(total) == pytest.approx(sum(float(p.rsplit(":", 1)[1]) for p in pairs.split()), abs=0.01)
+
+    assert main(["generate", os.path.join(trained, "best"), "the big", "--temperature", "0",
+                 "--max-length", "6"]) == 0
+    assert capsys.readouterr().out.startswith("the big ")
+
+
+def test_presets_params_prints_every_preset_with_its_count(capsys):
+    assert main(["presets", "--params"]) == 0
+    lines = capsys.readouterr().out.strip().split("\n")
+    assert [l.split()[0] for l in lines] == list(zoo.presets())
+    counts = {l.split()[0]: int(l.split()[1].replace(",", "")) for l in lines}
+    assert counts["gcnn-ptb"] == zoo.load("gcnn-ptb").count_params()
+
+
+@pytest.mark.parametrize(
+    "argv, message",
+    [
+        (["train", "--preset", "gcnn-15", "--data", "ptb", "--out", "{tmp}/x"], "Unknown preset 'gcnn-15'"),
+        (["train", "--preset", "gcnn-ptb", "--data", "{tmp}/nowhere", "--out", "{tmp}/x"], "does not exist"),
+        (["train", "--preset", "gcnn-ptb", "--data", "{tmp}/empty.txt", "--out", "{tmp}/x"], "is empty"),
+        (["train", "--preset", "gcnn-ptb", "--data", "ptb", "--out", "{tmp}/x",
+          "--set", "blocks=[[[0, 8]]]"], "kernel_size must be an integer >= 1, got 0"),
+        (["evaluate", "{tmp}/nopreset"], "does not exist"),
+        (["evaluate", "{tmp}/noconfig"], "has no config.json"),
+        (["score", "{tmp}/noconfig", "x"], "has no config.json"),
+    ],
+)
+def test_bad_input_gives_one_sentence_and_exit_code_2(argv, message, tmp_path, capsys):
+    (tmp_path / "empty.txt").write_text("\n  \n")
+    (tmp_path / "noconfig").mkdir()
+    code = main([a.replace("{tmp}", str(tmp_path)) for a in argv])
+    err = capsys.readouterr().err
+    assert code == 2
+    assert err.startswith("zoo: error: ") and message in err
+    assert "Traceback" not in err and len(err.strip().split("\n")) == 1
