@@ -30,6 +30,14 @@ class TimeBudget(keras.callbacks.Callback):
         self.start = time.monotonic()
 
     def on_train_batch_end(self, batch, logs=None):
+        self._check()
+
+    def on_epoch_end(self, epoch, logs=None):
+        # Also here: a budget that runs out during validation must not start another epoch
+        # only to stop it after one step and validate again.
+        self._check()
+
+    def _check(self):
         if time.monotonic() - self.start > self.seconds:
             self.model.stop_training = True
             self.stopped = True
