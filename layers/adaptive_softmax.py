@@ -44,6 +44,10 @@ class AdaptiveSoftmax(keras.layers.Layer):
     Methods: `log_prob(hidden)` (the full `[..., vocabulary]` log-distribution),
     `loss(hidden, targets)`, `target_log_prob(hidden, targets)`, `predict(hidden)`.
 
+    The cutoffs assume ids sorted by decreasing frequency, as every vocabulary builder of the
+    zoo makes them (`zoo.data.Vocabulary.build`): the head then holds the frequent words, and
+    most tokens never pay for a tail cluster.
+
     Args:
         vocabulary_size: number of ids, sorted by decreasing frequency.
         cutoffs: increasing ids where clusters start, all in `[1, vocabulary_size - 1]`.

@@ -7,7 +7,9 @@
 
 import os as _os
 
-_os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
+# TensorFlow's C++ start-up logs (e.g. "failed call to cuInit" on a machine without a GPU) are
+# noise for users of the zoo; set TF_CPP_MIN_LOG_LEVEL before importing zoo to see them.
+_os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "3")
 
 from zoo.models import GCNNLanguageModel, LanguageModel, RecurrentLanguageModel  # noqa: E402
 from zoo.registry import load, presets  # noqa: E402
