@@ -7,11 +7,36 @@ import keras
 PAPER_RECIPE = {"name": "nesterov", "learning_rate": 1.0, "momentum": 0.99, "clipnorm": 0.1}
 
 
+@keras.saving.register_keras_serializable(package="zoo")
+class WarmupRsqrtDecay(keras.optimizers.schedules.LearningRateSchedule):
+    """Shazeer et al. (2017), Appendix C.1: the learning rate rises linearly over the first
+    `warmup_steps` steps, then decays as the inverse square root of the step number."""
+
+    def __init__(self, learning_rate, warmup_steps):
+        self.learning_rate = learning_rate
+        self.warmup_steps = warmup_steps
+
+    def __call__(self, step):
+        step = keras.ops.cast(step, "float32") + 1.0
+        warmup = float(self.warmup_steps)
+        return self.learning_rate * keras.ops.minimum(step / warmup, keras.ops.sqrt(warmup / step))
+
+    def get_config(self):
+        return {"learning_rate": self.learning_rate, "warmup_steps": self.warmup_steps}
+
+
 def from_config(config=None):
-    """A Keras optimiser from a preset's optimizer spec (a dict with `name`), the paper's by default."""
+    """A Keras optimiser from a preset's optimizer spec (a dict with `name`), the paper's by default.
+
+    Names: "nesterov" (the GCNN paper's), "adam", "sgd", "factorized_adam" (Appendix D of
+    Shazeer et al.); `clipnorm` clips the global gradient norm; `warmup_steps` puts the learning
+    rate on `WarmupRsqrtDecay`."""
     config = dict(PAPER_RECIPE if config is None else config)
     name = config.pop("name", "nesterov")
     clipnorm = config.pop("clipnorm", None)
+    warmup = config.pop("warmup_steps", None)
+    if warmup:
+        config["learning_rate"] = WarmupRsqrtDecay(config.get("learning_rate", 1e-3), warmup)
     if name == "nesterov":
         return keras.optimizers.SGD(
             learning_rate=config.pop("learning_rate", 1.0),
@@ -24,4 +49,10 @@ def from_config(config=None):
         return keras.optimizers.Adam(global_clipnorm=clipnorm, **config)
     if name == "sgd":
         return keras.optimizers.SGD(global_clipnorm=clipnorm, **config)
-    raise ValueError(f"Unknown optimizer {name!r}; expected 'nesterov', 'adam' or 'sgd'.")
+    if name == "factorized_adam":
+        from zoo.factorized_adam import FactorizedAdam
+
+        return FactorizedAdam(global_clipnorm=clipnorm, **config)
+    raise ValueError(
+        f"Unknown optimizer {name!r}; expected 'nesterov', 'adam', 'sgd' or 'factorized_adam'."
+    )

@@ -17,7 +17,15 @@ def gcnn_params(config):
             dim = width
         if dim != block_in:  # linear projection on the skip path
             total += block_in * dim + per_channel * dim
+    moe = config.get("moe")
+    if moe:
+        total += len(moe.get("after_blocks", [])) * moe_params(dim_after(config, moe), moe)
     return total + head_params(vocab, dim, config.get("cutoffs"))
+
+
+def dim_after(config, moe):
+    """Width at the MoE's place (all MoE layers of a GCNN sit where widths agree)."""
+    return config["blocks"][moe["after_blocks"][0]][-1][1]
 
 
 def recurrent_params(config):
@@ -42,9 +50,40 @@ def head_params(vocab, dim, cutoffs=None, factor=4):
     return total
 
 
+def moe_params(dim, spec):
+    experts, hidden = spec["num_experts"], spec["hidden_units"]
+    out = spec.get("output_units") or dim
+    noisy = 2 if spec.get("noisy_gating", True) else 1
+    total = experts * (dim * hidden + hidden + hidden * out + out)
+    groups = spec.get("groups")
+    if groups:
+        return total + noisy * (dim * groups + dim * experts)  # primary [d, G], secondary [G, d, E/G]
+    return total + noisy * dim * experts
+
+
+def stack_params(config):
+    vocab, dim = config["vocabulary_size"], config.get("embedding_dim", 512)
+    total = vocab * dim
+    for spec in config["layers"]:
+        if spec["type"] == "lstm":
+            units, proj = spec["units"], spec.get("projection")
+            recurrent = proj or units
+            total += 4 * (dim * units + recurrent * units + units) + (units * proj if proj else 0)
+            dim = recurrent
+        elif spec["type"] == "moe":
+            total += moe_params(dim, spec)
+            dim = spec.get("output_units") or dim
+        else:
+            widths = [dim] + list(spec.get("hidden_units", [])) + [dim]
+            total += sum(a * b + b for a, b in zip(widths, widths[1:]))
+    return total + head_params(vocab, dim, config.get("cutoffs"))
+
+
 def count_params(class_name, config):
     if class_name == "GCNNLanguageModel":
         return gcnn_params(config)
     if class_name == "RecurrentLanguageModel":
         return recurrent_params(config)
+    if class_name == "StackLanguageModel":
+        return stack_params(config)
     raise ValueError(f"No parameter count for model class {class_name!r}.")

@@ -137,3 +137,111 @@ PRESETS.update(
         },
     }
 )
+
+
+# ---- Shazeer et al. (2017), Appendix C, Table 7: embedding, LSTM, MoE, LSTM, softmax ----------
+def _lstm_moe(dim, middle, lstm=None, dropout=0.1, moe_optimizer=True):
+    lstm = lstm or {"type": "lstm", "units": dim}
+    return {
+        "vocabulary_size": GBW_VOCABULARY,
+        "embedding_dim": dim,
+        "layers": [dict(lstm)] + [dict(m) for m in middle] + [dict(lstm)],
+        "dropout": dropout,
+        # The paper trained a sampled softmax (importance sampling, Jozefowicz et al. 2016);
+        # the zoo's exact, fast equivalent is the adaptive softmax with Table 1's GBW cutoffs.
+        "cutoffs": [10_000, 40_000, 200_000],
+        # Adam with 1000 warm-up steps then 1/sqrt(step) decay (C.1); the factorised Adam of
+        # Appendix D for the expert matrices.
+        "optimizer": {"name": "factorized_adam" if moe_optimizer else "adam", "learning_rate": 1e-3,
+                      "warmup_steps": 1000},
+    }
+
+
+def _moe(n, k, hidden=1024, groups=None, **extra):
+    spec = {"type": "moe", "num_experts": n, "k": k, "hidden_units": hidden}
+    if groups:
+        spec["groups"] = groups
+    spec.update(extra)
+    return spec
+
+
+TABLE_7 = {
+    "moe-4": ("MoE-4: 4 experts, k=4 (no sparsity)", _lstm_moe(512, [_moe(4, 4)])),
+    "moe-32": ("MoE-32: 32 experts, k=4", _lstm_moe(512, [_moe(32, 4)])),
+    "moe-256": ("MoE-256: 256 experts, k=4", _lstm_moe(512, [_moe(256, 4)])),
+    "moe-256-h": ("MoE-256-h: hierarchical, 16 groups of 16 experts, k=2 at each level",
+                  _lstm_moe(512, [_moe(256, 2, groups=16)])),
+    "moe-1024-h": ("MoE-1024-h: hierarchical, 16 groups of 64 experts, k=2 at each level",
+                   _lstm_moe(512, [_moe(1024, 2, groups=16)], dropout=0.2)),
+    "moe-4096-h": ("MoE-4096-h: hierarchical, 16 groups of 256 experts, k=2 at each level",
+                   _lstm_moe(512, [_moe(4096, 2, groups=16)], dropout=0.2)),
+    "moe-34m": ("MoE-34M (C.2): width 1024, LSTMs of 1024, hierarchical 1024 experts of hidden 2048",
+                _lstm_moe(1024, [_moe(1024, 2, hidden=2048, groups=16)], dropout=0.3)),
+    "moe-143m": ("MoE-143M (C.2): width 1024, LSTMs of 4096 projected to 1024, hierarchical 256 "
+                 "experts of hidden 8192",
+                 _lstm_moe(1024, [_moe(256, 2, hidden=8192, groups=16)],
+                           lstm={"type": "lstm", "units": 4096, "projection": 1024}, dropout=0.4)),
+    "moe-1-wide": ("MoE-1-Wide baseline: one always-used expert with a ReLU layer of 4096",
+                   _lstm_moe(512, [{"type": "ffn", "hidden_units": [4096]}], moe_optimizer=False)),
+    "moe-1-deep": ("MoE-1-Deep baseline: one always-used expert with four ReLU layers of 1024",
+                   _lstm_moe(512, [{"type": "ffn", "hidden_units": [1024] * 4}], moe_optimizer=False)),
+    "4xlstm-512": ("4xLSTM-512 baseline: the MoE replaced by two more LSTM layers of 512",
+                   _lstm_moe(512, [{"type": "lstm", "units": 512}] * 2, moe_optimizer=False)),
+    "lstm-2048-512": ("LSTM-2048-512 baseline: one LSTM of 2048 units projected to 512, no MoE",
+                      {**_lstm_moe(512, [], moe_optimizer=False),
+                       "layers": [{"type": "lstm", "units": 2048, "projection": 512}]}),
+}
+for _name, (_what, _config) in TABLE_7.items():
+    PRESETS[_name] = {
+        "class_name": "StackLanguageModel",
+        "description": f"Table 7, {_what}; vocabulary 793,471 (One Billion Word) with an adaptive "
+        "softmax (10k/40k/200k) where the paper used importance sampling.",
+        "paper": "Shazeer et al. 2017, Appendix C, Table 7",
+        "config": _config,
+    }
+
+PRESETS.update(
+    {
+        "lstm-moe-ptb": {
+            "class_name": "StackLanguageModel",
+            "description": "LSTM–MoE–LSTM for the Penn Treebank on a CPU: width 256, 32 experts "
+            "(ReLU hidden 256), k=4, losses 0.1/0.1, dropout 0.2, full softmax.",
+            "paper": "Shazeer et al. 2017, Appendix C.1, sized for 2 CPU cores",
+            "config": {
+                "vocabulary_size": PTB_VOCABULARY,
+                "embedding_dim": 256,
+                "layers": [{"type": "lstm", "units": 256}, _moe(32, 4, hidden=256),
+                           {"type": "lstm", "units": 256}],
+                "dropout": 0.2,
+                "optimizer": {"name": "adam", "learning_rate": 2e-3, "clipnorm": 1.0},
+            },
+            "train": {"batch_size": 32, "seq_len": 64},
+        },
+        "lstm-wide-ptb": {
+            "class_name": "StackLanguageModel",
+            "description": "The compute-matched dense baseline of lstm-moe-ptb (its MoE-1-Wide): one "
+            "always-used feed-forward layer of 1024 (= 4 experts of 256) between the LSTMs.",
+            "paper": "Shazeer et al. 2017, Appendix C.1 baselines, sized for 2 CPU cores",
+            "config": {
+                "vocabulary_size": PTB_VOCABULARY,
+                "embedding_dim": 256,
+                "layers": [{"type": "lstm", "units": 256}, {"type": "ffn", "hidden_units": [1024]},
+                           {"type": "lstm", "units": 256}],
+                "dropout": 0.2,
+                "optimizer": {"name": "adam", "learning_rate": 2e-3, "clipnorm": 1.0},
+            },
+            "train": {"batch_size": 32, "seq_len": 64},
+        },
+        "gcnn-moe-ptb": {
+            "class_name": "GCNNLanguageModel",
+            "description": "gcnn-ptb with a sparse MoE (32 experts of hidden 128, k=4) after its "
+            "second block: the GCNN paper's §5.1 next step.",
+            "paper": "Dauphin et al. §5.1 + Shazeer et al. 2017, sized for 2 CPU cores",
+            "config": {
+                **PRESETS["gcnn-ptb"]["config"],
+                "moe": {"after_blocks": [1], "num_experts": 32, "k": 4, "hidden_units": 128},
+            },
+            "train": {"batch_size": 32, "seq_len": 64},
+        },
+    }
+)

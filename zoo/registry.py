@@ -8,9 +8,10 @@ import os
 from zoo.models.base import CONFIG_FILE, WEIGHTS_FILE, load_vocabulary_if_any
 from zoo.models.gcnn import GCNNLanguageModel
 from zoo.models.recurrent import RecurrentLanguageModel
+from zoo.models.stack import StackLanguageModel
 from zoo.presets import PRESETS
 
-MODEL_CLASSES = {cls.__name__: cls for cls in (GCNNLanguageModel, RecurrentLanguageModel)}
+MODEL_CLASSES = {cls.__name__: cls for cls in (GCNNLanguageModel, RecurrentLanguageModel, StackLanguageModel)}
 
 
 def presets():
@@ -92,7 +93,7 @@ def load_weights(model, source):
 
 def default_vocabulary(name, vocabulary_size):
     """The Penn Treebank presets come with the treebank's own vocabulary."""
-    if name in ("gcnn-ptb", "lstm-ptb") and vocabulary_size == PRESETS[name]["config"]["vocabulary_size"]:
+    if name.endswith("-ptb") and name != "rnn-char" and vocabulary_size == PRESETS[name]["config"]["vocabulary_size"]:
         from zoo.data.datasets import ptb_vocabulary
 
         return ptb_vocabulary()

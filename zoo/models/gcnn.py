@@ -4,6 +4,7 @@ import keras
 from keras import ops
 
 from layers import FullSoftmax, ResidualBlock
+from layers.sparse_moe import SparseMoE
 from layers.residual import check_block_spec
 from zoo.models.base import LanguageModel
 from zoo.models.heads import make_head
@@ -22,6 +23,10 @@ class GCNNLanguageModel(LanguageModel):
         weight_norm: weight normalisation of every conv layer (§4.2).
         dropout: dropout on the input of every conv layer and of the output layer.
         cutoffs: adaptive-softmax cutoffs, or None for a full softmax.
+        moe: None, or a dict of `layers.SparseMoE` arguments plus `after_blocks` (block indices):
+            a sparse mixture of experts is added as a residual branch after each of those blocks
+            (`x + MoE(x)`, all positions of all sequences gated as one batch, §3.1 of Shazeer
+            et al.) — the combination §5.1 of the GCNN paper names as its next step.
         optimizer: the preset's own optimiser spec (see `zoo.optimizers`), None for the paper's.
     """
 
@@ -34,6 +39,7 @@ class GCNNLanguageModel(LanguageModel):
         weight_norm=True,
         dropout=0.0,
         cutoffs=None,
+        moe=None,
         optimizer=None,
         **kwargs,
     ):
@@ -53,6 +59,18 @@ class GCNNLanguageModel(LanguageModel):
                           name=f"block_{i}")
             for i, spec in enumerate(self.blocks_config)
         ]
+        self.moe = dict(moe) if moe else None
+        self.moe_layers = []
+        self._moe_after = {}  # block index -> position in self.moe_layers
+        if self.moe:
+            args = {k: v for k, v in self.moe.items() if k != "after_blocks"}
+            for i in self.moe.get("after_blocks", []):
+                if isinstance(i, bool) or not isinstance(i, int) or not 0 <= i < len(self.blocks):
+                    raise ValueError(
+                        f"moe after_blocks must be block indices in [0, {len(self.blocks) - 1}], got {i!r}."
+                    )
+                self._moe_after[i] = len(self.moe_layers)
+                self.moe_layers.append(SparseMoE(name=f"moe_{i}", **args))
         self.output_dropout = keras.layers.Dropout(dropout) if dropout else None
         self.head = make_head(vocabulary_size, cutoffs)
         # Build every weight now so that a fresh model can be saved, counted and stepped.
@@ -73,8 +91,10 @@ class GCNNLanguageModel(LanguageModel):
 
     def call(self, token_ids, training=None):
         x = self.embedding(token_ids)
-        for block in self.blocks:
+        for i, block in enumerate(self.blocks):
             x = block(x, training=training)
+            if i in self._moe_after:
+                x = x + self.moe_layers[self._moe_after[i]](x, training=training)
         if self.output_dropout is not None:
             x = self.output_dropout(x, training=training)
         return x
@@ -89,9 +109,11 @@ class GCNNLanguageModel(LanguageModel):
     def step(self, token_ids, state):
         x = self.embedding(token_ids)
         new_state = []
-        for block, s in zip(self.blocks, state):
+        for i, (block, s) in enumerate(zip(self.blocks, state)):
             x, s = block.step(x, s)
             new_state.append(s)
+            if i in self._moe_after:
+                x = x + self.moe_layers[self._moe_after[i]](x, training=False)
         return x, new_state
 
     def get_config(self):
@@ -104,6 +126,7 @@ class GCNNLanguageModel(LanguageModel):
                 "weight_norm": self.weight_norm,
                 "dropout": self.dropout,
                 "cutoffs": self.cutoffs,
+                "moe": self.moe,
             }
         )
         return config
