@@ -56,7 +56,10 @@ def assert_causal(model, length=30, seed=0):
 
 
 def test_every_preset_is_tested():
-    assert set(zoo.presets()) == set(TABLE_1) | {"gcnn-14", "gcnn-ptb", "lstm-ptb", "rnn-char"}
+    from zoo.models.stack_test import MOE_PTB, TABLE_7
+
+    assert set(zoo.presets()) == (set(TABLE_1) | {"gcnn-14", "gcnn-ptb", "lstm-ptb", "rnn-char"}
+                                  | set(TABLE_7) | set(MOE_PTB))
 
 
 @pytest.mark.parametrize("name", TABLE_1)

@@ -1,0 +1,101 @@
+"""The Appendix C stack models (LSTM / MoE / feed-forward) and the MoE presets."""
+
+import numpy as np
+import pytest
+
+import zoo
+from zoo.models.models_test import assert_causal
+from zoo.models.stack import StackLanguageModel
+from zoo.params import count_params
+from zoo.presets import PRESETS
+
+TABLE_7 = ("moe-4", "moe-32", "moe-256", "moe-256-h", "moe-1024-h", "moe-4096-h", "moe-34m",
+           "moe-143m", "moe-1-wide", "moe-1-deep", "4xlstm-512", "lstm-2048-512")
+MOE_PTB = ("lstm-moe-ptb", "lstm-wide-ptb", "gcnn-moe-ptb")
+
+
+def scaled(spec, dim=16):
+    """The same stack at width 16: experts capped at 32 (groups kept when they divide), hidden 8."""
+    spec = dict(spec)
+    if spec["type"] == "lstm":
+        spec["units"] = dim * (2 if spec.get("projection") else 1)
+        if spec.get("projection"):
+            spec["projection"] = dim
+    elif spec["type"] == "moe":
+        spec["num_experts"] = min(spec["num_experts"], 32)
+        spec["hidden_units"] = 8
+        if spec.get("groups"):
+            spec["groups"] = 4
+    else:
+        spec["hidden_units"] = [8] * len(spec["hidden_units"])
+    return spec
+
+
+@pytest.mark.parametrize("name", TABLE_7)
+def test_table_7_presets_are_causal_at_small_width(name):
+    config = PRESETS[name]["config"]
+    layers = [scaled(s) for s in config["layers"]]
+    model = zoo.load(name, vocabulary_size=50, embedding_dim=16, layers=layers, cutoffs=[10, 20])
+    assert [s["type"] for s in model.layer_specs] == [s["type"] for s in config["layers"]]
+    assert_causal(model)
+
+
+@pytest.mark.parametrize("name", MOE_PTB)
+def test_moe_ptb_presets_are_causal_and_counted(name):
+    model = zoo.load(name)
+    assert_causal(model)
+    assert model.count_params() == count_params(PRESETS[name]["class_name"], PRESETS[name]["config"])
+
+
+def tiny_stack(**kwargs):
+    import keras
+
+    keras.utils.set_random_seed(0)
+    layers = [{"type": "lstm", "units": 24, "projection": 16},
+              {"type": "moe", "num_experts": 8, "k": 2, "hidden_units": 8, "groups": 2},
+              {"type": "ffn", "hidden_units": [12, 12]},
+              {"type": "lstm", "units": 16}]
+    return StackLanguageModel(vocabulary_size=50, embedding_dim=16, layers=layers, **kwargs)
+
+
+def test_decode_step_matches_log_probs_through_moe_and_projected_lstm():
+    model = tiny_stack(cutoffs=[10, 30])
+    ids = np.random.default_rng(1).integers(0, 50, size=(2, 40))
+    full = model.log_probs(ids)
+    state, steps = None, []
+    for t in range(ids.shape[1]):
+        log_probs, state = model.decode_step(ids[:, t], state)
+        steps.append(log_probs.numpy())
+    np.testing.assert_allclose(np.stack(steps, axis=1), full, atol=1e-5)
+
+
+def test_parameter_count_and_preset_round_trip(tmp_path):
+    model = tiny_stack()
+    config = model.get_config()
+    assert model.count_params() == count_params("StackLanguageModel", config)
+    ids = np.random.default_rng(2).integers(0, 50, size=(3, 11))
+    model.save_to_preset(str(tmp_path / "p"))
+    again = zoo.load(str(tmp_path / "p"))
+    np.testing.assert_array_equal(again.log_probs(ids), model.log_probs(ids))
+
+
+def test_moe_metrics_show_in_fit_logs_and_aux_losses_enter_the_loss():
+    import keras
+
+    model = tiny_stack()
+    model.compile(optimizer=keras.optimizers.Adam(1e-3))
+    x = np.random.default_rng(3).integers(0, 50, size=(8, 12))
+    history = model.fit(x, np.roll(x, -1, axis=1), epochs=1, verbose=0).history
+    names = set(history)
+    assert {"moe_1_cv_importance", "moe_1_cv_load", "moe_1_max_load_ratio", "perplexity"} <= names
+    # the loss is the NLL plus the MoE's balancing losses: larger than log(perplexity)
+    assert history["loss"][0] > np.log(history["perplexity"][0])
+
+
+def test_bad_stack_specs_raise():
+    with pytest.raises(ValueError, match="'type' one of"):
+        StackLanguageModel(vocabulary_size=50, layers=[{"type": "gru", "units": 8}])
+    with pytest.raises(ValueError, match="non-empty list"):
+        StackLanguageModel(vocabulary_size=50, layers=[])
+    with pytest.raises(ValueError, match="after_blocks"):
+        zoo.load("gcnn-moe-ptb", moe={"after_blocks": [9], "num_experts": 4, "k": 2, "hidden_units": 8})
