@@ -8,9 +8,7 @@ Penn Treebank validation split with the stream protocol.
 import argparse
 import json
 import shlex
-import statistics
 import sys
-import time
 
 
 def ptb_softmax(argv):
@@ -28,6 +26,7 @@ def ptb_softmax(argv):
     import keras
 
     import zoo
+    from zoo.cli import tools_module
     from zoo.data import pipeline, ptb_vocabulary, read_lines
 
     vocab = ptb_vocabulary()
@@ -38,21 +37,13 @@ def ptb_softmax(argv):
         model.compile()
         models[name] = model
     batches = pipeline.stream_dataset(read_lines("ptb", "train"), vocab, args.batch_size, args.seq_len,
-                                      shuffle=True, seed=args.seed, repeat=True).take(args.steps)
-    times = {name: [] for name in models}
-    for step, (x, y, w) in enumerate(batches):
-        for name, model in models.items():
-            start = time.perf_counter()
-            model.train_on_batch(x, y, sample_weight=w)
-            times[name].append(time.perf_counter() - start)
-        if (step + 1) % 100 == 0:
-            print(f"  step {step + 1}/{args.steps}", flush=True)
+                                      shuffle=True, seed=args.seed, repeat=True)
+    trained = tools_module("side_by_side").train_side_by_side(models, batches, args.steps)
     valid = read_lines("ptb", "valid")
     results = {}
     for name, model in models.items():
-        steady = times[name][5:] or times[name]
         results[name] = {
-            "median_step_s": statistics.median(steady),
+            "median_step_s": trained[name]["median_step_s"],
             "valid_perplexity_stream": model.perplexity(valid, mode="stream"),
             "params": model.count_params(),
         }

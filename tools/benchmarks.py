@@ -3,6 +3,7 @@
     zoo benchmark adaptive-softmax [--vocab wt103|1bw|both] [--repeats N] [--threads N]
                                    [--torch-python PATH] [--json PATH] [--small]
     zoo benchmark ptb-softmax [--steps N] [--cutoffs 2000,6000]   (see bench_ptb_softmax.py)
+    zoo benchmark moe-ptb [--steps N]                              (see bench_moe_ptb.py)
 
 adaptive-softmax: seconds and peak memory of one training step (forward + backward of the mean
 negative log-likelihood, gradients w.r.t. the layer's weights and its hidden input) of
@@ -436,9 +437,16 @@ def ptb_softmax(argv):
     return tools_module("bench_ptb_softmax").ptb_softmax(argv)
 
 
+def moe_ptb(argv):
+    from zoo.cli import tools_module
+
+    return tools_module("bench_moe_ptb").moe_ptb(argv)
+
+
 BENCHMARKS = {
     "adaptive-softmax": adaptive_softmax,
     "ptb-softmax": ptb_softmax,
+    "moe-ptb": moe_ptb,
 }
 
 

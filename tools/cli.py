@@ -19,7 +19,7 @@ def cmd_presets(args):
     from zoo.presets import PRESETS
 
     for name, spec in PRESETS.items():
-        line = f"{name:10s}"
+        line = f"{name:14s}"
         if args.params:
             line += f" {count_params(spec['class_name'], spec['config']):>13,d}"
         print(f"{line}  {spec['description']}")

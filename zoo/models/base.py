@@ -97,6 +97,10 @@ class LanguageModel(keras.Model):
     def log_probs(self, token_ids):
         """`[batch, time, vocabulary]` log-probabilities of the token after each position."""
         ids = self.check_ids(token_ids)
+        if ids.ndim not in (1, 2):
+            raise ValueError(
+                f"Token ids must be [time] or [batch, time], got an array of shape {ids.shape}."
+            )
         if ids.ndim == 1:
             ids = ids[None]
         return self._log_probs_fn(tf.constant(ids)).numpy()

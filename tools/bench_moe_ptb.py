@@ -1,0 +1,80 @@
+"""`zoo benchmark moe-ptb`: Appendix A's Table 6 and Table 7's trend on the Penn Treebank.
+
+Three models train on the same batches from the same seed, steps interleaved:
+`lstm-moe-ptb` (32 experts, k=4) with both balancing losses at 0.1, the same with both at 0,
+and its compute-matched dense baseline `lstm-wide-ptb` (one always-used feed-forward layer of
+4 × 256 units). Reported: validation perplexity (stream protocol), and CV(Importance), CV(Load)
+and max/mean load averaged over the last 100 training batches, as Table 6 averages them.
+"""
+
+import argparse
+import json
+import shlex
+import sys
+
+
+def moe_ptb(argv):
+    p = argparse.ArgumentParser(prog="zoo benchmark moe-ptb")
+    p.add_argument("--steps", type=int, default=600)
+    p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--json", help="also write the results here")
+    args = p.parse_args(argv)
+    print("command: zoo benchmark moe-ptb " + " ".join(shlex.quote(a) for a in argv), flush=True)
+
+    import keras
+
+    import zoo
+    from zoo.cli import tools_module
+    from zoo.data import pipeline, ptb_vocabulary, read_lines
+    from zoo.presets import PRESETS
+
+    def without_balancing():
+        layers = [dict(s) for s in PRESETS["lstm-moe-ptb"]["config"]["layers"]]
+        for spec in layers:
+            if spec["type"] == "moe":
+                spec.update(importance_weight=0.0, load_weight=0.0)
+        return {"layers": layers}
+
+    variants = {
+        "lstm-moe-ptb, losses 0.1/0.1": ("lstm-moe-ptb", {}),
+        "lstm-moe-ptb, losses 0/0": ("lstm-moe-ptb", without_balancing()),
+        "lstm-wide-ptb (dense)": ("lstm-wide-ptb", {}),
+    }
+    models = {}
+    for label, (preset, overrides) in variants.items():
+        keras.utils.set_random_seed(args.seed)
+        model = zoo.load(preset, **overrides)
+        model.compile()
+        models[label] = model
+    vocab = ptb_vocabulary()
+    train = PRESETS["lstm-moe-ptb"]["train"]
+    batches = pipeline.stream_dataset(read_lines("ptb", "train"), vocab, train["batch_size"], train["seq_len"],
+                                      shuffle=True, seed=args.seed, repeat=True)
+    trained = tools_module("side_by_side").train_side_by_side(
+        models, batches, args.steps, track=("cv_importance", "cv_load", "max_load_ratio"))
+    valid = read_lines("ptb", "valid")
+    print(f"\n{args.steps} steps of {train['batch_size']}x{train['seq_len']} tokens, seed {args.seed}; "
+          "MoE statistics averaged over the last 100 training batches")
+    print(f"{'model':32s} {'params':>11s} {'s/step':>7s} {'CV(Imp)':>8s} {'CV(Load)':>9s} "
+          f"{'max/mean':>9s} {'valid ppl':>10s}")
+    results = {}
+    for label, model in models.items():
+        m = trained[label]["metrics"]
+        pick = lambda suffix: next((v for k, v in m.items() if k.endswith(suffix)), None)  # noqa: E731
+        r = {"params": model.count_params(), "median_step_s": trained[label]["median_step_s"],
+             "cv_importance": pick("cv_importance"), "cv_load": pick("cv_load"),
+             "max_load_ratio": pick("max_load_ratio"),
+             "valid_perplexity_stream": model.perplexity(valid, mode="stream")}
+        results[label] = r
+        fmt = lambda v, spec: "-" if v is None else format(v, spec)  # noqa: E731
+        print(f"{label:32s} {r['params']:>11,d} {r['median_step_s']:>7.3f} {fmt(r['cv_importance'], '.3f'):>8s} "
+              f"{fmt(r['cv_load'], '.3f'):>9s} {fmt(r['max_load_ratio'], '.3f'):>9s} "
+              f"{r['valid_perplexity_stream']:>10.2f}")
+    if args.json:
+        with open(args.json, "w") as f:
+            json.dump({"argv": argv, "results": results}, f, indent=2)
+    return results
+
+
+if __name__ == "__main__":
+    moe_ptb(sys.argv[1:])
