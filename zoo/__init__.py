@@ -11,8 +11,11 @@ import os as _os
 # noise for users of the zoo; set TF_CPP_MIN_LOG_LEVEL before importing zoo to see them.
 _os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "3")
 
+from zoo.factorized_adam import FactorizedAdam  # noqa: E402  (registered for .keras loading)
 from zoo.models import GCNNLanguageModel, LanguageModel, RecurrentLanguageModel  # noqa: E402
+from zoo.models.stack import StackLanguageModel  # noqa: E402
 from zoo.registry import load, presets  # noqa: E402
 
 __version__ = "0.1.0"
-__all__ = ["load", "presets", "GCNNLanguageModel", "RecurrentLanguageModel", "LanguageModel"]
+__all__ = ["load", "presets", "GCNNLanguageModel", "RecurrentLanguageModel", "StackLanguageModel",
+           "LanguageModel", "FactorizedAdam"]
