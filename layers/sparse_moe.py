@@ -1,0 +1,442 @@
+"""The sparsely-gated mixture-of-experts layer of Shazeer et al. (2017).
+
+`y = Σ_i G(x)_i · E_i(x)` (equation 1) with the noisy top-k gate of equations 3–5, the
+importance and load losses of §4 and Appendix A (equations 6–11), and optionally the two-level
+hierarchical mixture of Appendix B (equations 12–14). Only the k experts a token is sent to are
+evaluated on it.
+"""
+
+import math
+
+import keras
+import tensorflow as tf
+from keras import ops
+
+from layers.softmax import softmax_dtype
+
+# Keeps CV² finite when every value is 0 (e.g. an empty batch); far below any real mean².
+CV_EPSILON = 1e-10
+
+
+def cv_squared(values):
+    """Squared coefficient of variation of a vector: population variance / mean².
+
+    The population variance (divide by the number of values, not by one less) is used, as in
+    the authors' own code; `CV_EPSILON` in the denominator keeps an all-zero vector at 0.
+    """
+    values = ops.convert_to_tensor(values)
+    mean = ops.mean(values)
+    variance = ops.mean(ops.square(values - mean))
+    return variance / (ops.square(mean) + CV_EPSILON)
+
+
+def normal_cdf(z):
+    """Φ, the CDF of the standard normal distribution (equation 9)."""
+    return 0.5 * (1.0 + ops.erf(z / math.sqrt(2.0)))
+
+
+def check_positive_int(name, value):
+    if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+        raise ValueError(f"{name} must be an integer >= 1, got {value!r}.")
+
+
+def check_k(k, num_experts, groups):
+    """`k` as a pair `(k_primary, k_secondary)`; for a flat layer k_primary is the only one."""
+    if groups is None:
+        if isinstance(k, bool) or not isinstance(k, int) or not 1 <= k <= num_experts:
+            raise ValueError(
+                f"k must be an integer in [1, num_experts] = [1, {num_experts}], got {k!r}."
+            )
+        return k, None
+    per_group = num_experts // groups
+    if isinstance(k, (list, tuple)) and len(k) == 2:
+        levels = tuple(k)
+    elif isinstance(k, int) and not isinstance(k, bool):
+        levels = (k, k)
+    else:
+        raise ValueError(
+            f"k must be an integer or a pair (k_primary, k_secondary) when groups is set, got {k!r}."
+        )
+    k_primary, k_secondary = levels
+    for value, limit, what in ((k_primary, groups, "groups"), (k_secondary, per_group, "experts per group")):
+        if isinstance(value, bool) or not isinstance(value, int) or not 1 <= value <= limit:
+            raise ValueError(
+                f"k={k!r} does not fit {groups} groups of {per_group} experts: each level's k "
+                f"must be an integer in [1, {what}] = [1, {limit}], got {value!r}."
+            )
+    return k_primary, k_secondary
+
+
+def check_weight(name, value):
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or value < 0:
+        raise ValueError(f"{name} must be a number >= 0, got {value!r}.")
+
+
+def sort_by(ids, num_segments):
+    """The stable order that sorts `ids`, and how many ids fall in each of the segments."""
+    order = tf.argsort(ids, stable=True)
+    sizes = tf.math.unsorted_segment_sum(tf.ones_like(ids), ids, num_segments)
+    return order, sizes
+
+
+def segment_matmul(rows, sizes, kernels):
+    """`rows` sorted by segment, `sizes[s]` rows in segment s: each segment's rows times its own
+    `kernels[s]`, one matmul per segment. rows: [n, a]; kernels: [S, a, b] -> [n, b]."""
+    num_segments = kernels.shape[0]
+    parts = tf.split(rows, sizes, num=num_segments)
+    # unstack once: slicing the stacked tensor S times would give S full-size gradients.
+    kernels = tf.unstack(kernels, num=num_segments)
+    return tf.concat([ops.matmul(part, kernel) for part, kernel in zip(parts, kernels)], 0)
+
+
+@keras.saving.register_keras_serializable(package="layers")
+class SparseMoE(keras.layers.Layer):
+    """A sparsely-gated mixture of feed-forward experts (Shazeer et al., 2017).
+
+    Each expert is `E_i(x) = ReLU(x·W1_i + b1_i)·W2_i + b2_i` (the experts of §3.2 and Appendix
+    C). The gate is the noisy top-k gate of equations 3–5:
+    `H(x) = x·W_g + StandardNormal()·(Softplus(x·W_noise) + noise_epsilon)`, keep the k largest
+    entries of `H(x)`, softmax over those k. `W_g` and `W_noise` start at zero (Appendix A), so
+    every expert starts with the same expected load. Input of any rank is flattened to one batch
+    of tokens (§3.1: all positions of all sequences are gated together), and the output takes back
+    the input's leading shape.
+
+    Sparse dispatch: the k (token, expert) assignments of every token are sorted by expert, each
+    expert runs one matmul pair on just its own rows, and the gate-weighted results are summed back
+    into their tokens with `unsorted_segment_sum`. The expert work is `k · tokens · (d·h + h·o)`
+    multiply-adds, whatever the number of experts; no `[tokens, experts, hidden]` tensor is built.
+    The gate itself costs `tokens · d · num_experts` (flat) or `tokens · d · (groups + k_primary ·
+    num_experts / groups)` (hierarchical).
+
+    Losses (training only, through `add_loss`): `importance_weight · CV(Importance)²` (equations
+    6–7) and `load_weight · CV(Load)²` (equation 11), CV² being the population variance over the
+    squared mean (`cv_squared`). Load is the smooth estimator of equations 8–10 when the gate is
+    noisy, otherwise (noisy_gating=False, or k equal to the number of experts it chooses from) the
+    hard count of tokens per expert. A weight of 0 adds no loss at all.
+
+    Hierarchical mixture (`groups=G`, Appendix B): a primary noisy top-k gate over G groups, and in
+    each group a secondary noisy top-k gate over its `num_experts / G` experts, evaluated only on
+    the tokens the primary gate sends there (`X^(i)`). `y_H = Σ_i Σ_j G_primary(x)_i · G_i(x)_j ·
+    E_ij(x)` (equation 12); Importance_H and Load_H follow equations 13 and 14 and replace the
+    flat ones in the losses. `k` is either one integer used at both levels (the paper's machine
+    translation models use k=2 at each level, Appendix E) or a pair `(k_primary, k_secondary)`;
+    each token then reaches `k_primary · k_secondary` experts. Expert `(i, j)` is expert
+    `i · num_experts / G + j` of the stacked weights.
+
+    Where the text leaves a choice, the authors' tensor2tensor code (`expert_utils.py`) is
+    followed: the noise is drawn in training only (inference is deterministic), `noise_epsilon`
+    is added to the noise standard deviation so that the normal CDF of equation 9 never divides
+    by zero, and `kth_excluding(H(x), k, i)` is the (k+1)-th largest entry of `H(x)` when expert i
+    is among the top k and the k-th largest otherwise. Ties (as with the all-zero initial `W_g`
+    at inference) go to the lower expert index.
+
+    Metrics, averaged over the batches of an epoch as in Table 6 and shown in `fit` logs with
+    the layer's name as prefix: `<name>_cv_importance` (CV, not squared, of Importance),
+    `<name>_cv_load` and `<name>_max_load_ratio` (CV and max/mean of the number of tokens each
+    expert actually receives). They are `keras.metrics.Mean` attributes of the layer; Keras 3
+    collects the metrics of every sub-layer into the model's, so a plain `model.fit` logs them.
+
+    The per-expert slices have data-dependent sizes, so the layer sets `supports_jit = False`:
+    a model holding it runs its steps as a `tf.function` without XLA.
+
+    Expert variables are named `expert_kernel_in` [E, d, h], `expert_bias_in` [E, h],
+    `expert_kernel_out` [E, h, o], `expert_bias_out` [E, o] (every expert matrix is a 2-D slice,
+    for the factorised optimiser of Appendix D); gate variables are `gate_kernel` (`W_g`, the
+    primary gate when grouped), `noise_kernel` (`W_noise`), `secondary_gate_kernel` and
+    `secondary_noise_kernel` ([G, d, E/G]).
+
+    Methods: `gates(x, training=False, noise=None)` is the dense `[tokens, num_experts]` matrix of
+    gate values (zero outside each token's experts); `route(flat_x, training, noise)` gives the
+    sparse assignments with Importance, Load and the hard counts.
+
+    Args:
+        num_experts: number of experts E.
+        k: experts per token; an integer in [1, E], or with `groups` an integer or a pair
+            `(k_primary, k_secondary)`.
+        hidden_units: width h of each expert's ReLU layer.
+        output_units: output width o (the input width by default).
+        importance_weight: `w_importance` of equation 7 (the paper's 0.1).
+        load_weight: `w_load` of equation 11 (the paper's 0.1).
+        groups: None for a flat mixture, or the number of groups of a hierarchical one; must
+            divide `num_experts`.
+        noisy_gating: add the trainable Gaussian noise of equation 4 while training.
+        noise_epsilon: added to `Softplus(x·W_noise)`, the noise standard deviation.
+    """
+
+    def __init__(
+        self,
+        num_experts,
+        k,
+        hidden_units,
+        output_units=None,
+        importance_weight=0.1,
+        load_weight=0.1,
+        groups=None,
+        noisy_gating=True,
+        noise_epsilon=1e-2,
+        **kwargs,
+    ):
+        if kwargs.get("name") is None:
+            # Keras would derive "sparse_mo_e" from the class name; the metrics carry this name.
+            uid = keras.backend.get_uid("sparse_moe")
+            kwargs["name"] = "sparse_moe" if uid == 1 else f"sparse_moe_{uid - 1}"
+        super().__init__(**kwargs)
+        check_positive_int("num_experts", num_experts)
+        check_positive_int("hidden_units", hidden_units)
+        if output_units is not None:
+            check_positive_int("output_units", output_units)
+        if groups is not None:
+            check_positive_int("groups", groups)
+            if num_experts % groups:
+                raise ValueError(
+                    f"groups must divide num_experts: {num_experts} experts cannot be split "
+                    f"into groups={groups} equal groups."
+                )
+        self.k_primary, self.k_secondary = check_k(k, num_experts, groups)
+        check_weight("importance_weight", importance_weight)
+        check_weight("load_weight", load_weight)
+        check_weight("noise_epsilon", noise_epsilon)
+        if not isinstance(noisy_gating, bool):
+            raise ValueError(f"noisy_gating must be True or False, got {noisy_gating!r}.")
+        self.num_experts = num_experts
+        self.k = list(k) if isinstance(k, (list, tuple)) else k
+        self.hidden_units = hidden_units
+        self.output_units = output_units
+        self.importance_weight = importance_weight
+        self.load_weight = load_weight
+        self.groups = groups
+        self.noisy_gating = noisy_gating
+        self.noise_epsilon = noise_epsilon
+        self.seed_generator = keras.random.SeedGenerator()
+        # Each expert's slice has a data-dependent number of rows, which XLA cannot compile; this
+        # makes Keras' jit_compile="auto" (XLA on a GPU) fall back to plain tf.function.
+        self.supports_jit = False
+        # Named after the layer so that two MoE layers of one model log separately.
+        self.cv_importance_tracker = keras.metrics.Mean(name=f"{self.name}_cv_importance")
+        self.cv_load_tracker = keras.metrics.Mean(name=f"{self.name}_cv_load")
+        self.max_load_ratio_tracker = keras.metrics.Mean(name=f"{self.name}_max_load_ratio")
+
+    @property
+    def experts_per_group(self):
+        return self.num_experts // (self.groups or 1)
+
+    def build(self, input_shape):
+        dim = input_shape[-1]
+        if dim is None:
+            raise ValueError(f"The last axis of the input must be known, got shape {input_shape}.")
+        out = self.output_units or dim
+        experts, hidden = self.num_experts, self.hidden_units
+        self.input_dim, self.output_dim = dim, out
+
+        def glorot(fan_in, fan_out):
+            # Glorot-uniform limits of one expert's own 2-D matrix: Keras would compute the fans
+            # of the stacked [E, a, b] tensor as E·a and E·b.
+            limit = math.sqrt(6.0 / (fan_in + fan_out))
+            return keras.initializers.RandomUniform(-limit, limit)
+
+        self.expert_kernel_in = self.add_weight(
+            name="expert_kernel_in", shape=(experts, dim, hidden), initializer=glorot(dim, hidden)
+        )
+        self.expert_bias_in = self.add_weight(
+            name="expert_bias_in", shape=(experts, hidden), initializer="zeros"
+        )
+        self.expert_kernel_out = self.add_weight(
+            name="expert_kernel_out", shape=(experts, hidden, out), initializer=glorot(hidden, out)
+        )
+        self.expert_bias_out = self.add_weight(
+            name="expert_bias_out", shape=(experts, out), initializer="zeros"
+        )
+        # Appendix A: zero gate and noise weights, "no signal and some noise", balanced loads.
+        shape = (dim, self.groups or experts)
+        self.gate_kernel = self.add_weight(name="gate_kernel", shape=shape, initializer="zeros")
+        if self.noisy_gating:
+            self.noise_kernel = self.add_weight(name="noise_kernel", shape=shape, initializer="zeros")
+        if self.groups:
+            shape = (self.groups, dim, self.experts_per_group)
+            self.secondary_gate_kernel = self.add_weight(
+                name="secondary_gate_kernel", shape=shape, initializer="zeros"
+            )
+            if self.noisy_gating:
+                self.secondary_noise_kernel = self.add_weight(
+                    name="secondary_noise_kernel", shape=shape, initializer="zeros"
+                )
+
+    # ---- gating ----------------------------------------------------------------------
+    def _gate_logits(self, x, kernel):
+        """`x · kernel` in the compute dtype, then in float32 (float64) for the gate's softmax,
+        noise and normal CDF."""
+        logits = ops.matmul(x, ops.cast(kernel, self.compute_dtype))
+        return ops.cast(logits, softmax_dtype(self))
+
+    def _noisy_top_k(self, clean, raw_noise, k, training, noise):
+        """Equations 3–5 on `clean = x·W_g` ([n, m]) and `raw_noise = x·W_noise`.
+
+        Returns the kept experts [n, k], their gates [n, k] (softmax over the kept k), the
+        per-token contribution to Load [n, m] (P(x, i) of equation 9, or the 0/1 top-k
+        indicator when the gate is not noisy) and the 0/1 top-k indicator [n, m].
+        """
+        m = clean.shape[-1]
+        noisy = training and self.noisy_gating
+        if noisy:
+            stddev = ops.softplus(raw_noise) + self.noise_epsilon
+            if noise is None:
+                noise = keras.random.normal(ops.shape(clean), dtype=clean.dtype, seed=self.seed_generator)
+            logits = clean + ops.cast(noise, clean.dtype) * stddev  # H(x), equation 4
+        else:
+            logits = clean
+        # One value past the k-th: the threshold an expert already in the top k must stay above.
+        top_values, top_indices = ops.top_k(logits, min(k + 1, m))
+        kept = top_indices[:, :k]
+        if k == 1:  # a softmax over one value is 1: no gradient reaches W_g (§2.1 wants k > 1)
+            gates = ops.ones_like(top_values[:, :1])
+        else:
+            gates = ops.softmax(top_values[:, :k], axis=-1)  # Softmax(KeepTopK(H(x), k))
+        in_top = ops.sum(ops.one_hot(kept, m, dtype=clean.dtype), axis=1)
+        if not (noisy and k < m):
+            return kept, gates, in_top, in_top
+        # kth_excluding(H(x), k, i): the (k+1)-th value for an expert in the top k, else the k-th.
+        threshold = ops.where(in_top > 0, top_values[:, k : k + 1], top_values[:, k - 1 : k])
+        probability = normal_cdf((clean - threshold) / stddev)  # P(x, i), equation 9
+        return kept, gates, probability, in_top
+
+    def route(self, flat_x, training=False, noise=None):
+        """Who goes where, for tokens `flat_x` [n, d].
+
+        Returns a dict: `token_ids`, `expert_ids`, `gates` (one entry per (token, expert)
+        assignment), `importance` and `load` ([num_experts], equations 6 and 10, or 13 and 14)
+        and `counts` ([num_experts], tokens each expert receives).
+
+        `noise` replaces the standard-normal draws of a training call: [n, num_experts] for a
+        flat layer; for a grouped one a pair `([n, groups], [n, groups, experts_per_group])` of
+        which only the groups each token is sent to are read.
+        """
+        flat_x = ops.cast(flat_x, self.compute_dtype)
+        n = ops.shape(flat_x)[0]
+        noisy = training and self.noisy_gating
+        raw = self._gate_logits(flat_x, self.noise_kernel) if noisy else None  # no noise at inference
+        clean = self._gate_logits(flat_x, self.gate_kernel)
+        primary_noise, secondary_noise = noise if (noise is not None and self.groups) else (noise, None)
+        kept, gates, probability, in_top = self._noisy_top_k(
+            clean, raw, self.k_primary, training, primary_noise
+        )
+        token_ids = tf.repeat(tf.range(n), self.k_primary)
+        first_ids = ops.reshape(kept, (-1,))
+        first_gates = ops.reshape(gates, (-1,))
+        if not self.groups:
+            return {
+                "token_ids": token_ids,
+                "expert_ids": first_ids,
+                "gates": first_gates,
+                "importance": tf.math.unsorted_segment_sum(first_gates, first_ids, self.num_experts),
+                "load": ops.sum(probability, axis=0),
+                "counts": ops.sum(in_top, axis=0),
+            }
+        # Secondary gates only on X^(i), the tokens the primary gate sends to group i (Appendix B),
+        # so a token pays for k_primary secondary gates, not for all of them.
+        groups, per_group, k_secondary = self.groups, self.experts_per_group, self.k_secondary
+        order, sizes = sort_by(first_ids, groups)  # the (token, group) pairs, group by group
+        token_ids, first_ids, first_gates = (
+            tf.gather(t, order) for t in (token_ids, first_ids, first_gates)
+        )
+        kernels = [self.secondary_gate_kernel] + ([self.secondary_noise_kernel] if noisy else [])
+        kernel = ops.cast(ops.concatenate(kernels, axis=-1), self.compute_dtype)  # one matmul for both
+        logits = segment_matmul(tf.gather(flat_x, token_ids), sizes, kernel)
+        logits = ops.cast(logits, softmax_dtype(self))
+        clean_s = logits[:, :per_group]
+        raw_s = logits[:, per_group:] if noisy else None
+        if secondary_noise is not None:
+            pairs = ops.stack([token_ids, first_ids], axis=1)
+            secondary_noise = tf.gather_nd(ops.convert_to_tensor(secondary_noise), pairs)
+        kept_s, gates_s, probability_s, in_top_s = self._noisy_top_k(
+            clean_s, raw_s, k_secondary, training, secondary_noise
+        )
+        expert_ids = ops.reshape(first_ids[:, None] * per_group + kept_s, (-1,))
+        expert_gates = ops.reshape(first_gates[:, None] * gates_s, (-1,))  # equation 12
+        primary_load = ops.sum(probability, axis=0)[:, None]  # Load_primary(X)
+        tokens_per_group = ops.sum(in_top, axis=0)[:, None]  # |X^(i)|
+        secondary_load = tf.math.unsorted_segment_sum(probability_s, first_ids, groups)  # Load_i(X^(i))
+        # Equation 14. A group that received no token has a zero secondary load: max(·, 1) only
+        # avoids 0/0.
+        load = primary_load * secondary_load / ops.maximum(tokens_per_group, 1.0)
+        return {
+            "token_ids": tf.repeat(token_ids, k_secondary),
+            "expert_ids": expert_ids,
+            "gates": expert_gates,
+            # equation 13: Σ_x G_primary(x)_i · G_i(x)_j
+            "importance": tf.math.unsorted_segment_sum(expert_gates, expert_ids, self.num_experts),
+            "load": ops.reshape(load, (-1,)),
+            "counts": ops.reshape(tf.math.unsorted_segment_sum(in_top_s, first_ids, groups), (-1,)),
+        }
+
+    def gates(self, x, training=False, noise=None):
+        """The dense [tokens, num_experts] gate matrix (tokens = all leading positions of `x`),
+        zero outside each token's experts; for testing and inspection, not for the forward pass."""
+        if not self.built:
+            self.build(tuple(x.shape))
+        flat = ops.reshape(x, (-1, self.input_dim))
+        routing = self.route(flat, training, noise)
+        n = ops.shape(flat)[0]
+        index = routing["token_ids"] * self.num_experts + routing["expert_ids"]
+        dense = tf.math.unsorted_segment_sum(routing["gates"], index, n * self.num_experts)
+        return ops.reshape(dense, (-1, self.num_experts))
+
+    # ---- experts ---------------------------------------------------------------------
+    def _experts(self, flat_x, routing):
+        """`Σ_i G(x)_i E_i(x)` over each token's own experts only: the assignments are sorted by
+        expert, each expert runs on its slice, the results go back to their tokens."""
+        experts = self.num_experts
+        order, sizes = sort_by(routing["expert_ids"], experts)
+        token_ids, expert_ids, gates = (
+            tf.gather(routing[key], order) for key in ("token_ids", "expert_ids", "gates")
+        )
+        w_in, b_in, w_out, b_out = (
+            ops.cast(w, self.compute_dtype)
+            for w in (self.expert_kernel_in, self.expert_bias_in, self.expert_kernel_out, self.expert_bias_out)
+        )
+        rows = tf.gather(flat_x, token_ids)  # k rows per token, expert by expert
+        hidden = ops.relu(segment_matmul(rows, sizes, w_in) + tf.gather(b_in, expert_ids))
+        outputs = segment_matmul(hidden, sizes, w_out) + tf.gather(b_out, expert_ids)
+        weighted = outputs * ops.cast(gates, self.compute_dtype)[:, None]
+        return tf.math.unsorted_segment_sum(weighted, token_ids, ops.shape(flat_x)[0])
+
+    # ---- losses and metrics ----------------------------------------------------------
+    def _balance(self, routing, training):
+        if training:
+            if self.importance_weight:
+                self.add_loss(self.importance_weight * cv_squared(routing["importance"]))  # eq. 7
+            if self.load_weight:
+                self.add_loss(self.load_weight * cv_squared(routing["load"]))  # eq. 11
+        # Table 6's statistics, on the tokens the experts really receive.
+        importance = ops.stop_gradient(routing["importance"])
+        counts = ops.stop_gradient(routing["counts"])
+        self.cv_importance_tracker.update_state(ops.sqrt(cv_squared(importance)))
+        self.cv_load_tracker.update_state(ops.sqrt(cv_squared(counts)))
+        self.max_load_ratio_tracker.update_state(ops.max(counts) / (ops.mean(counts) + CV_EPSILON))
+
+    def call(self, inputs, training=None, noise=None):
+        training = bool(training)
+        flat = ops.reshape(inputs, (-1, self.input_dim))  # §3.1: every position is one token
+        routing = self.route(flat, training, noise)
+        outputs = self._experts(flat, routing)
+        self._balance(routing, training)
+        return ops.reshape(outputs, tuple(ops.shape(inputs)[:-1]) + (self.output_dim,))
+
+    def compute_output_shape(self, input_shape):
+        return tuple(input_shape[:-1]) + (self.output_units or input_shape[-1],)
+
+    def get_config(self):
+        config = super().get_config()
+        config.update(
+            {
+                "num_experts": self.num_experts,
+                "k": self.k,
+                "hidden_units": self.hidden_units,
+                "output_units": self.output_units,
+                "importance_weight": self.importance_weight,
+                "load_weight": self.load_weight,
+                "groups": self.groups,
+                "noisy_gating": self.noisy_gating,
+                "noise_epsilon": self.noise_epsilon,
+            }
+        )
+        return config

@@ -1,0 +1,411 @@
+import math
+
+import numpy as np
+import pytest
+import tensorflow as tf
+import keras
+
+from layers.sparse_moe import SparseMoE, cv_squared
+
+DIM, EXPERTS, HIDDEN, K = 8, 6, 16, 2
+EPS = 1e-2  # noise_epsilon
+
+
+def make(dtype="float32", seed=0, scale=1.0, **kwargs):
+    """A built layer whose gate weights are random (the zero initialisation ties every expert)."""
+    options = dict(num_experts=EXPERTS, k=K, hidden_units=HIDDEN)
+    options.update(kwargs)
+    layer = SparseMoE(dtype=dtype, **options)
+    layer.build((None, DIM))
+    rng = np.random.default_rng(seed)
+    for var in layer.weights:
+        if "gate" in var.path or "noise" in var.path:
+            var.assign(scale * rng.normal(size=var.shape))
+        elif "bias" in var.path:  # non-zero biases, so a test also sees them
+            var.assign(0.1 * rng.normal(size=var.shape))
+    return layer
+
+
+def tokens(n=7, seed=1, dtype="float32", shape=None):
+    return np.random.default_rng(seed).normal(size=shape or (n, DIM)).astype(dtype)
+
+
+# ---- numpy references ---------------------------------------------------------------------
+def softplus(z):
+    return np.logaddexp(0.0, z)
+
+
+def phi(z):
+    return 0.5 * (1.0 + np.vectorize(math.erf)(z / math.sqrt(2.0)))
+
+
+def all_experts(layer, x):
+    """[tokens, experts, out]: every expert on every token (the dense reference of equation 1)."""
+    w1, b1, w2, b2 = (v.numpy() for v in (layer.expert_kernel_in, layer.expert_bias_in,
+                                           layer.expert_kernel_out, layer.expert_bias_out))
+    hidden = np.maximum(np.einsum("td,edh->teh", x, w1) + b1, 0.0)
+    return np.einsum("teh,eho->teo", hidden, w2) + b2
+
+
+def top_k_softmax(logits, k):
+    """Softmax(KeepTopK(logits, k)) row by row (equations 3 and 5)."""
+    gates = np.zeros_like(logits)
+    for t, row in enumerate(logits):
+        top = np.argsort(-row, kind="stable")[:k]
+        e = np.exp(row[top] - row[top].max())
+        gates[t, top] = e / e.sum()
+    return gates
+
+
+def noisy_logits(x, w_gate, w_noise, noise):
+    """H(x) of equation 4, with the noise std Softplus(x·W_noise) + epsilon."""
+    return x @ w_gate + noise * (softplus(x @ w_noise) + EPS)
+
+
+def load_probability(x, w_gate, w_noise, noise, k):
+    """P(x, i) of equations 8–9, kth_excluding taken literally: drop entry i, sort, take the k-th."""
+    h = noisy_logits(x, w_gate, w_noise, noise)
+    clean, std = x @ w_gate, softplus(x @ w_noise) + EPS
+    p = np.zeros_like(h)
+    for t in range(h.shape[0]):
+        for i in range(h.shape[1]):
+            kth_excluding = np.sort(np.delete(h[t], i))[::-1][k - 1]
+            p[t, i] = phi((clean[t, i] - kth_excluding) / std[t, i])
+    return p
+
+
+def cv2(v):
+    return v.var() / v.mean() ** 2  # population variance
+
+
+def mixture(gates, experts):
+    return np.einsum("te,teo->to", gates, experts)
+
+
+# ---- 1. sparse dispatch equals the dense mixture ------------------------------------------------
+def test_sparse_dispatch_equals_dense_reference_at_inference():
+    layer = make()
+    x = tokens()
+    expected_gates = top_k_softmax(x @ layer.gate_kernel.numpy(), K)
+    gates = layer.gates(x).numpy()
+    np.testing.assert_allclose(gates, expected_gates, atol=1e-6)
+    assert ((gates > 0).sum(1) == K).all()
+    y = layer(x).numpy()
+    np.testing.assert_allclose(y, mixture(expected_gates, all_experts(layer, x)), atol=1e-5)
+    # no noise at inference: the same answer twice, and under tf.function
+    np.testing.assert_array_equal(layer(x).numpy(), y)
+    np.testing.assert_allclose(tf.function(lambda v: layer(v, training=False))(x).numpy(), y, atol=1e-6)
+
+
+def test_sparse_dispatch_equals_dense_reference_in_training_with_given_noise():
+    layer = make()
+    x = tokens()
+    noise = np.random.default_rng(2).normal(size=(len(x), EXPERTS)).astype("float32")
+    h = noisy_logits(x, layer.gate_kernel.numpy(), layer.noise_kernel.numpy(), noise)
+    expected_gates = top_k_softmax(h, K)
+    assert not np.allclose(expected_gates, top_k_softmax(x @ layer.gate_kernel.numpy(), K))
+    np.testing.assert_allclose(layer.gates(x, training=True, noise=noise).numpy(), expected_gates, atol=1e-6)
+    y = layer(x, training=True, noise=noise).numpy()
+    np.testing.assert_allclose(y, mixture(expected_gates, all_experts(layer, x)), atol=1e-5)
+    # with fresh noise, two training calls differ
+    assert not np.allclose(layer(x, training=True).numpy(), layer(x, training=True).numpy())
+
+
+def test_no_tokens_experts_hidden_tensor_and_one_matmul_pair_per_expert():
+    layer = make()
+    graph = tf.function(lambda v: layer(v, training=True)).get_concrete_function(
+        tf.TensorSpec((None, DIM))
+    ).graph
+    shapes = [t.shape for op in graph.get_operations() for t in op.outputs if t.shape.rank is not None]
+    assert not [s for s in shapes if s.rank >= 3 and None in s.as_list() and HIDDEN in s.as_list()]
+    hidden_matmuls = [op for op in graph.get_operations() if op.type == "MatMul"
+                      and op.outputs[0].shape.as_list() == [None, HIDDEN]]
+    assert len(hidden_matmuls) == EXPERTS
+    # each expert sees its own slice of the gathered rows, not every token
+    assert all(op.inputs[0].op.type == "SplitV" for op in hidden_matmuls)
+
+
+# ---- 2. gradients ------------------------------------------------------------------------------
+def check_gradients(objective, variables, rng, samples=5):
+    with tf.GradientTape() as tape:
+        value = objective()
+    grads = tape.gradient(value, variables)
+    objective = tf.function(objective)  # the same float64 arithmetic, without eager overhead
+    eps = 1e-6
+    for var, grad in zip(variables, grads):
+        grad = tf.convert_to_tensor(grad).numpy()
+        assert np.abs(grad).max() > 0, var.name
+        for _ in range(samples):
+            index = tuple(rng.integers(0, s) for s in var.shape)
+            original = var.numpy()
+            bumped = original.copy()
+            bumped[index] += eps
+            var.assign(bumped)
+            plus = objective().numpy()
+            bumped[index] -= 2 * eps
+            var.assign(bumped)
+            minus = objective().numpy()
+            var.assign(original)
+            np.testing.assert_allclose(grad[index], (plus - minus) / (2 * eps), rtol=1e-5, atol=1e-8,
+                                       err_msg=var.name)
+
+
+@pytest.mark.parametrize("experts, groups, k", [(EXPERTS, None, K), (12, 3, [2, 2])])
+def test_gradients_match_finite_differences(experts, groups, k):
+    """Both levels keep k >= 2 of more than k, so every gate weight has a gradient everywhere."""
+    layer = make("float64", num_experts=experts, groups=groups, k=k)
+    x = tf.Variable(tokens(6, dtype="float64"))
+    rng = np.random.default_rng(3)
+    if groups is None:
+        noise = rng.normal(size=(6, experts))
+    else:
+        noise = (rng.normal(size=(6, groups)), rng.normal(size=(6, groups, experts // groups)))
+    weights = rng.normal(size=(6, DIM))
+    gate_vars = [layer.gate_kernel, layer.noise_kernel]
+    if groups:
+        gate_vars += [layer.secondary_gate_kernel, layer.secondary_noise_kernel]
+
+    def output():
+        return tf.reduce_sum(layer(x, training=True, noise=noise) * weights)
+
+    check_gradients(output, [x, layer.expert_kernel_in, layer.expert_bias_in, layer.expert_kernel_out,
+                             layer.expert_bias_out] + gate_vars, rng)
+    for i in range(2):  # L_importance, then L_load
+        def loss():
+            layer(x, training=True, noise=noise)
+            return layer.losses[i]
+
+        check_gradients(loss, gate_vars, rng)
+
+
+# ---- 3. k = num_experts without noise is the plain softmax mixture (equation 2) ----------------
+def test_all_experts_without_noise_is_the_softmax_mixture():
+    layer = make(k=EXPERTS, noisy_gating=False)
+    assert not hasattr(layer, "noise_kernel")
+    x = tokens()
+    logits = x @ layer.gate_kernel.numpy()
+    softmax = np.exp(logits - logits.max(1, keepdims=True))
+    softmax /= softmax.sum(1, keepdims=True)
+    expected = mixture(softmax, all_experts(layer, x))
+    for training in (False, True):
+        np.testing.assert_allclose(layer(x, training=training).numpy(), expected, atol=1e-5)
+
+
+# ---- 4. §3.1: every position of every sequence is one token -----------------------------------
+def test_rank_3_input_equals_the_flattened_call():
+    layer = make()
+    x = tokens(shape=(3, 5, DIM))
+    flat = x.reshape(-1, DIM)
+    y = layer(x).numpy()
+    assert y.shape == (3, 5, DIM)
+    np.testing.assert_allclose(y.reshape(-1, DIM), layer(flat).numpy(), atol=1e-6)
+    noise = np.random.default_rng(4).normal(size=(15, EXPERTS)).astype("float32")
+    y = layer(x, training=True, noise=noise).numpy()
+    losses = [v.numpy() for v in layer.losses]
+    np.testing.assert_allclose(y.reshape(-1, DIM), layer(flat, training=True, noise=noise).numpy(), atol=1e-6)
+    np.testing.assert_allclose(losses, [v.numpy() for v in layer.losses], rtol=1e-6)
+    assert SparseMoE(EXPERTS, K, HIDDEN, output_units=3)(x).shape == (3, 5, 3)
+    assert layer(np.zeros((2, 0, DIM), "float32"), training=True).shape == (2, 0, DIM)  # no tokens
+
+
+# ---- 5. losses --------------------------------------------------------------------------------
+def test_cv_squared_uses_the_population_variance():
+    # mean 3, population variance (4 + 1 + 0 + 9) / 4 = 3.5 (the sample variance would be 14/3)
+    np.testing.assert_allclose(cv_squared(np.array([1.0, 2.0, 3.0, 6.0])).numpy(), 3.5 / 9, rtol=1e-6)
+    assert cv_squared(np.full(5, 2.5)).numpy() == 0
+    assert cv_squared(np.zeros(4)).numpy() == 0
+
+
+def test_uniform_gates_give_zero_losses():
+    layer = SparseMoE(EXPERTS, EXPERTS, HIDDEN, noisy_gating=False)  # zero W_g: gates all 1/6
+    layer(tokens(), training=True)
+    assert len(layer.losses) == 2
+    np.testing.assert_allclose([v.numpy() for v in layer.losses], 0.0, atol=1e-12)
+    np.testing.assert_allclose(layer.cv_importance_tracker.result().numpy(), 0.0, atol=1e-6)
+
+
+def test_losses_follow_equations_6_to_11():
+    layer = make("float64", importance_weight=0.3, load_weight=0.2, scale=0.5)
+    x = tokens(9, dtype="float64")
+    noise = np.random.default_rng(5).normal(size=(9, EXPERTS))
+    w_gate, w_noise = layer.gate_kernel.numpy(), layer.noise_kernel.numpy()
+    importance = top_k_softmax(noisy_logits(x, w_gate, w_noise, noise), K).sum(0)  # eq. 6
+    load = load_probability(x, w_gate, w_noise, noise, K).sum(0)  # eq. 10
+    layer(x, training=True, noise=noise)
+    importance_loss, load_loss = (v.numpy() for v in layer.losses)
+    np.testing.assert_allclose(importance_loss, 0.3 * cv2(importance), rtol=1e-6)  # eq. 7
+    np.testing.assert_allclose(load_loss, 0.2 * cv2(load), rtol=1e-6)  # eq. 11
+    # the estimator is close to, but not, the hard count of tokens per expert
+    counts = (layer.gates(x, training=True, noise=noise).numpy() > 0).sum(0)
+    assert not np.allclose(load, counts) and abs(load.sum() - counts.sum()) < 0.5 * counts.sum()
+    # at inference, Load is the hard count
+    gates = layer.gates(x).numpy()
+    routing = layer.route(tf.constant(x), training=False)
+    np.testing.assert_allclose(routing["load"].numpy(), (gates > 0).sum(0))
+    np.testing.assert_allclose(routing["importance"].numpy(), gates.sum(0), atol=1e-12)
+
+
+def test_loss_weights_scale_the_losses_linearly_and_zero_adds_none():
+    base = make(importance_weight=0.1, load_weight=0.1)
+    x = tokens()
+    noise = np.random.default_rng(6).normal(size=(len(x), EXPERTS)).astype("float32")
+    base(x, training=True, noise=noise)
+    importance, load = (v.numpy() for v in base.losses)
+    assert importance > 0 and load > 0
+
+    def losses(importance_weight, load_weight):
+        config = dict(base.get_config(), name=None,
+                      importance_weight=importance_weight, load_weight=load_weight)
+        other = SparseMoE.from_config(config)
+        other.build((None, DIM))
+        other.set_weights(base.get_weights())
+        other(x, training=True, noise=noise)
+        return [v.numpy() for v in other.losses]
+
+    np.testing.assert_allclose(losses(0.3, 0.7), [3 * importance, 7 * load], rtol=1e-5)
+    np.testing.assert_allclose(losses(0.2, 0.0), [2 * importance], rtol=1e-5)
+    np.testing.assert_allclose(losses(0.0, 0.5), [5 * load], rtol=1e-5)
+    assert losses(0.0, 0.0) == []
+    base(x)  # inference adds no loss
+    assert base.losses == []
+
+
+# ---- 6. hierarchical mixture (Appendix B) --------------------------------------------------------
+def hierarchical_gates(layer, x, k_primary, k_secondary, noise=None):
+    """Dense [tokens, experts] G_primary(x)_i · G_i(x)_j of equation 12."""
+    groups, per_group = layer.groups, EXPERTS // layer.groups
+    primary = x @ layer.gate_kernel.numpy()
+    if noise is not None:
+        primary = noisy_logits(x, layer.gate_kernel.numpy(), layer.noise_kernel.numpy(), noise[0])
+    primary = top_k_softmax(primary, k_primary)
+    gates = np.zeros((len(x), EXPERTS))
+    for i in range(groups):
+        secondary = x @ layer.secondary_gate_kernel.numpy()[i]
+        if noise is not None:
+            secondary = noisy_logits(x, layer.secondary_gate_kernel.numpy()[i],
+                                     layer.secondary_noise_kernel.numpy()[i], noise[1][:, i])
+        columns = slice(i * per_group, (i + 1) * per_group)  # expert (i, j) is i * per_group + j
+        gates[:, columns] = primary[:, i:i + 1] * top_k_softmax(secondary, k_secondary)
+    return gates
+
+
+@pytest.mark.parametrize("k", [2, [1, 2], [2, 1]])
+def test_hierarchical_output_is_equation_12(k):
+    layer = make(groups=2, k=k)
+    k_primary, k_secondary = (k, k) if isinstance(k, int) else k
+    x = tokens(9)
+    expected = hierarchical_gates(layer, x, k_primary, k_secondary)
+    assert ((expected > 0).sum(1) == k_primary * k_secondary).all()
+    np.testing.assert_allclose(layer.gates(x).numpy(), expected, atol=1e-6)
+    np.testing.assert_allclose(layer(x).numpy(), mixture(expected, all_experts(layer, x)), atol=1e-5)
+
+
+def test_hierarchical_losses_are_equations_13_and_14():
+    layer = make("float64", groups=2, k=[1, 2], scale=0.5)
+    x = tokens(10, dtype="float64")
+    rng = np.random.default_rng(7)
+    noise = (rng.normal(size=(10, 2)), rng.normal(size=(10, 2, 3)))
+    gates = hierarchical_gates(layer, x, 1, 2, noise)
+    y = layer(x, training=True, noise=noise).numpy()
+    np.testing.assert_allclose(y, mixture(gates, all_experts(layer, x)), atol=1e-10)
+    importance = gates.sum(0)  # eq. 13
+    w_gate, w_noise = layer.gate_kernel.numpy(), layer.noise_kernel.numpy()
+    primary = top_k_softmax(noisy_logits(x, w_gate, w_noise, noise[0]), 1)
+    load_primary = load_probability(x, w_gate, w_noise, noise[0], 1).sum(0)
+    load = np.zeros((2, 3))
+    for i in range(2):
+        members = primary[:, i] > 0  # X^(i)
+        secondary = load_probability(x[members], layer.secondary_gate_kernel.numpy()[i],
+                                     layer.secondary_noise_kernel.numpy()[i], noise[1][members, i], 2)
+        load[i] = load_primary[i] * secondary.sum(0) / members.sum()  # eq. 14
+    importance_loss, load_loss = (v.numpy() for v in layer.losses)
+    np.testing.assert_allclose(importance_loss, 0.1 * cv2(importance), rtol=1e-6)
+    np.testing.assert_allclose(load_loss, 0.1 * cv2(load.ravel()), rtol=1e-6)
+
+
+# ---- 7. bad arguments -------------------------------------------------------------------------
+@pytest.mark.parametrize(
+    "kwargs, match",
+    [
+        (dict(k=0), r"k must be an integer in \[1, num_experts\] = \[1, 6\], got 0"),
+        (dict(k=7), r"\[1, 6\], got 7"),
+        (dict(groups=4), "6 experts cannot be split into groups=4"),
+        (dict(importance_weight=-1), "importance_weight must be a number >= 0, got -1"),
+        (dict(load_weight=-0.5), "load_weight must be a number >= 0, got -0.5"),
+        (dict(groups=2, k=3), r"\[1, groups\] = \[1, 2\], got 3"),
+        (dict(groups=2, k=[1, 4]), r"\[1, experts per group\] = \[1, 3\], got 4"),
+        (dict(hidden_units=0), "hidden_units must be an integer >= 1, got 0"),
+    ],
+)
+def test_bad_arguments_raise_one_clear_error(kwargs, match):
+    options = dict(num_experts=EXPERTS, k=K, hidden_units=HIDDEN)
+    options.update(kwargs)
+    with pytest.raises(ValueError, match=match):
+        SparseMoE(**options)
+
+
+# ---- 8. serialisation -------------------------------------------------------------------------
+@pytest.mark.parametrize("groups", [None, 2])
+def test_serialisation_and_saving_round_trip(tmp_path, groups):
+    layer = make(groups=groups, output_units=5)
+    x = tokens(shape=(2, 4, DIM))
+    clone = SparseMoE.from_config(layer.get_config())
+    clone.build((None, DIM))
+    clone.set_weights(layer.get_weights())
+    np.testing.assert_array_equal(clone(x).numpy(), layer(x).numpy())
+    assert clone.get_config() == layer.get_config()
+
+    inputs = keras.Input((None, DIM))
+    model = keras.Model(inputs, clone(inputs))
+    path = str(tmp_path / "moe.keras")
+    model.save(path)
+    again = keras.models.load_model(path)
+    np.testing.assert_array_equal(again.predict(x, verbose=0), model.predict(x, verbose=0))
+    assert again.layers[-1].get_config() == layer.get_config()
+
+
+def test_variables_are_named_for_the_factorised_optimiser_and_gates_start_at_zero():
+    layer = SparseMoE(EXPERTS, K, HIDDEN, groups=2, output_units=5)
+    layer.build((None, DIM))
+    shapes = {v.path.split("/")[-1]: tuple(v.shape) for v in layer.weights}
+    assert shapes == {
+        "expert_kernel_in": (EXPERTS, DIM, HIDDEN), "expert_bias_in": (EXPERTS, HIDDEN),
+        "expert_kernel_out": (EXPERTS, HIDDEN, 5), "expert_bias_out": (EXPERTS, 5),
+        "gate_kernel": (DIM, 2), "noise_kernel": (DIM, 2),
+        "secondary_gate_kernel": (2, DIM, 3), "secondary_noise_kernel": (2, DIM, 3),
+    }
+    for v in layer.weights:  # Appendix A: W_g and W_noise start at zero
+        assert ("expert" in v.path) != ("gate" in v.path or "noise" in v.path)
+        assert ("expert" in v.path) == bool(np.any(v.numpy()) or "bias" in v.path)
+
+
+# ---- 9. metrics in fit logs -------------------------------------------------------------------
+def test_metrics_and_losses_reach_fit():
+    inputs = keras.Input((5, DIM))
+    moe = SparseMoE(EXPERTS, K, HIDDEN, name="moe")
+    model = keras.Model(inputs, keras.layers.Dense(1)(moe(inputs)))
+    with pytest.warns(UserWarning, match="jit_compile"):  # per-expert slices are data-dependent
+        model.compile(optimizer=keras.optimizers.SGD(0.01), loss="mse", jit_compile=True)
+    assert model.jit_compile is False
+    x = tokens(shape=(16, 5, DIM))
+    y = np.random.default_rng(8).normal(size=(16, 5, 1)).astype("float32")
+    # At inference the zero-initialised gate ties every expert: all tokens go to experts 0 and 1.
+    before = model.evaluate(x, y, verbose=0, return_dict=True)
+    np.testing.assert_allclose(before["moe_max_load_ratio"], EXPERTS / K, rtol=1e-6)
+    history = model.fit(x, y, batch_size=8, epochs=2, validation_data=(x, y), verbose=0).history
+    for name in ("cv_importance", "cv_load", "max_load_ratio"):
+        assert f"moe_{name}" in history and f"val_moe_{name}" in history
+        assert all(np.isfinite(history[f"moe_{name}"]))
+    # Training noise spreads the tokens from the start (Appendix A's initialisation).
+    assert history["moe_max_load_ratio"][0] < EXPERTS / K
+    model(x, training=True)
+    assert len(model.losses) == 2  # what Keras adds to the training loss
+
+
+def test_mixed_precision_keeps_the_gate_in_float32():
+    layer = make(dtype="mixed_bfloat16")
+    x = tokens()
+    assert layer(tf.cast(x, "bfloat16")).dtype == tf.bfloat16
+    assert layer.gates(x).dtype == tf.float32
+    layer(tf.cast(x, "bfloat16"), training=True)
+    assert all(v.dtype == tf.float32 for v in layer.losses)
