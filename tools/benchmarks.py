@@ -4,6 +4,10 @@
                                    [--torch-python PATH] [--json PATH] [--small]
     zoo benchmark ptb-softmax [--steps N] [--cutoffs 2000,6000]   (see bench_ptb_softmax.py)
     zoo benchmark moe-ptb [--steps N]                              (see bench_moe_ptb.py)
+    zoo benchmark moe [--experts 4,32,256] [--tokens N] [--repeats N] [--small] [--json PATH]
+                                                                   (see bench_moe.py)
+    zoo benchmark optimizer-memory [--experts N] [--repeats N] [--small] [--json PATH]
+                                                                   (see bench_optimizer_memory.py)
 
 adaptive-softmax: seconds and peak memory of one training step (forward + backward of the mean
 negative log-likelihood, gradients w.r.t. the layer's weights and its hidden input) of
@@ -443,10 +447,24 @@ def moe_ptb(argv):
     return tools_module("bench_moe_ptb").moe_ptb(argv)
 
 
+def moe(argv):
+    from zoo.cli import tools_module
+
+    return tools_module("bench_moe").moe(argv)
+
+
+def optimizer_memory(argv):
+    from zoo.cli import tools_module
+
+    return tools_module("bench_optimizer_memory").optimizer_memory(argv)
+
+
 BENCHMARKS = {
     "adaptive-softmax": adaptive_softmax,
     "ptb-softmax": ptb_softmax,
     "moe-ptb": moe_ptb,
+    "moe": moe,
+    "optimizer-memory": optimizer_memory,
 }
 
 

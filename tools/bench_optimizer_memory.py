@@ -1,0 +1,258 @@
+"""`zoo benchmark optimizer-memory`: optimiser state and step time for a large layer's experts.
+
+The expert variables of `SparseMoE(256, 4, 1024)` on input 512 (`expert_kernel_in`
+[256, 512, 1024], `expert_kernel_out` [256, 1024, 512], and with `--biases` also
+`expert_bias_in` [256, 1024] and `expert_bias_out` [256, 512], which FactorizedAdam's default
+may factor or give plain Adam: the report says how many variables it factors) under three
+optimisers, each built on exactly those variables:
+
+* `zoo.factorized_adam.FactorizedAdam` (Appendix D of Shazeer et al. 2017): no first moment and
+  a row and a column average of g² per expert matrix, E · (rows + cols) floats per variable;
+* `keras.optimizers.Adam`: a first and a second moment the size of every variable;
+* `keras.optimizers.Adafactor` (Keras 3): factored row/column statistics, but also a full-size
+  velocity for every variable.
+
+State bytes are the sizes (shape × dtype) of the optimiser's own variables after `build`, its
+iteration counter and learning-rate variable left out (`state_bytes`); for FactorizedAdam the
+module's own `optimizer_state_bytes` helper is reported as well when it exists. Step time is one
+`apply_gradients` of fixed random gradients for those variables, in a `tf.function`, the
+optimisers' timed steps interleaved; median over `--repeats` after one warm-up step.
+"""
+
+import argparse
+import json
+import os
+import platform
+import shlex
+import statistics
+import sys
+import time
+
+import numpy as np
+
+FULL = {"experts": 256, "k": 4, "input_dim": 512, "hidden": 1024}
+SMALL = {"experts": 16, "k": 4, "input_dim": 64, "hidden": 128}
+OPTIMIZERS = ("factorized_adam", "adam", "adafactor")
+LABELS = {
+    "factorized_adam": "ours FactorizedAdam",
+    "adam": "keras Adam",
+    "adafactor": "keras Adafactor",
+}
+SEED = 0
+
+
+def state_bytes(optimizer):
+    """Bytes of `optimizer`'s variables but its iteration counter and learning-rate variable, and
+    how many there are."""
+    import keras
+
+    excluded = [optimizer.iterations, getattr(optimizer, "_learning_rate", None)]
+    total = count = 0
+    for variable in optimizer.variables:
+        if any(variable is other for other in excluded):
+            continue
+        itemsize = np.dtype(keras.backend.standardize_dtype(variable.dtype)).itemsize
+        total += int(np.prod(variable.shape, dtype=np.int64)) * itemsize
+        count += 1
+    return total, count
+
+
+def make_optimizer(name):
+    import keras
+
+    if name == "factorized_adam":
+        from zoo.factorized_adam import FactorizedAdam
+
+        return FactorizedAdam(learning_rate=1e-3)
+    if name == "adam":
+        return keras.optimizers.Adam(learning_rate=1e-3)
+    if name == "adafactor":
+        return keras.optimizers.Adafactor(learning_rate=1e-3)
+    raise ValueError(f"unknown optimizer {name!r}; choose from {', '.join(OPTIMIZERS)}.")
+
+
+def expert_variables(sizes, biases=False, seed=SEED):
+    """The expert variables of a built `SparseMoE(experts, k, hidden)` on input `input_dim`."""
+    import keras
+
+    from layers.sparse_moe import SparseMoE
+
+    keras.utils.set_random_seed(seed)
+    layer = SparseMoE(sizes["experts"], sizes["k"], sizes["hidden"])
+    layer.build((None, sizes["input_dim"]))
+    variables = [layer.expert_kernel_in, layer.expert_kernel_out]
+    if biases:
+        variables += [layer.expert_bias_in, layer.expert_bias_out]
+    return layer, variables
+
+
+def run_benchmark(sizes, optimizers=OPTIMIZERS, repeats=5, biases=False, seed=SEED, log=print):
+    """Builds every optimiser on the same expert variables, counts its state and times its step.
+
+    Returns {"variables": [(path, shape)], "params": n, "param_bytes": b, "results": {name: {...}}}.
+    """
+    import tensorflow as tf
+
+    if repeats < 1:
+        raise ValueError(f"--repeats must be >= 1, got {repeats}.")
+    layer, variables = expert_variables(sizes, biases, seed)
+    params = sum(int(np.prod(v.shape)) for v in variables)
+    rng = np.random.default_rng(seed)
+    # Fixed gradients, small enough that a few steps leave the weights sensible.
+    gradients = [tf.constant(1e-3 * rng.standard_normal(tuple(v.shape), dtype=np.float32)) for v in variables]
+    results, steps = {}, {}
+    for name in optimizers:
+        optimizer = make_optimizer(name)
+        optimizer.build(variables)
+        total, count = state_bytes(optimizer)
+        result = {"state_bytes": total, "state_variables": count, "times_s": []}
+        if name == "factorized_adam":
+            from zoo import factorized_adam
+
+            helper = getattr(factorized_adam, "optimizer_state_bytes", None)
+            result["helper_state_bytes"] = helper(optimizer) if helper else None
+            result["factored"] = [bool(optimizer.uses_factored_state(v)) for v in variables] if hasattr(
+                optimizer, "uses_factored_state") else None
+
+        def make_step(optimizer):
+            @tf.function
+            def step(grads):
+                optimizer.apply_gradients(zip(grads, variables))
+                return optimizer.iterations
+
+            return step
+
+        steps[name] = make_step(optimizer)
+        results[name] = result
+        log(f"  {LABELS[name]}: built, {total / 2**20:,.2f} MiB of state in {count} variables", flush=True)
+
+    def timed(name):
+        start = time.perf_counter()
+        int(steps[name](gradients))  # waits for the step
+        return time.perf_counter() - start
+
+    for name in optimizers:
+        results[name]["warmup_s"] = [timed(name)]  # traces the tf.function
+    for _ in range(repeats):  # interleaved, so machine noise hits all alike
+        for name in optimizers:
+            results[name]["times_s"].append(timed(name))
+    for name in optimizers:
+        r = results[name]
+        r["median_s"] = statistics.median(r["times_s"])
+        r["min_s"] = min(r["times_s"])
+        log(f"  {LABELS[name]}: median step {r['median_s']:.4f} s", flush=True)
+    adam = results.get("adam")
+    for r in results.values():
+        r["bytes_vs_adam"] = r["state_bytes"] / adam["state_bytes"] if adam else None
+        r["time_vs_adam"] = r["median_s"] / adam["median_s"] if adam else None
+    return {
+        "variables": [(v.path, list(v.shape)) for v in variables],
+        "params": params,
+        "param_bytes": sum(int(np.prod(v.shape)) * np.dtype(v.dtype).itemsize for v in variables),
+        "results": results,
+    }
+
+
+def _cpu_model():
+    try:
+        with open("/proc/cpuinfo") as f:
+            for line in f:
+                if line.startswith("model name"):
+                    return line.split(":", 1)[1].strip()
+    except OSError:
+        pass
+    return platform.processor() or "unknown CPU"
+
+
+def _fmt(x, spec):
+    return "-" if x is None else format(x, spec)
+
+
+def print_table(report, log=print):
+    header = (f"{'optimizer':<20} {'state vars':>10} {'state bytes':>15} {'MiB':>10} {'bytes/param':>11} "
+              f"{'vs Adam':>8} {'median s':>9} {'min s':>8} {'steps':>5} {'time vs Adam':>12}")
+    log(header)
+    log("-" * len(header))
+    for name, r in report["results"].items():
+        log(f"{LABELS[name]:<20} {r['state_variables']:>10} {r['state_bytes']:>15,d} "
+            f"{r['state_bytes'] / 2**20:>10,.2f} {r['state_bytes'] / report['params']:>11.4f} "
+            f"{_fmt(r['bytes_vs_adam'], '.3%'):>8} {r['median_s']:>9.4f} {r['min_s']:>8.4f} "
+            f"{len(r['times_s']):>5} {_fmt(r['time_vs_adam'], '.2f') + 'x':>12}")
+
+
+def optimizer_memory(argv):
+    p = argparse.ArgumentParser(
+        prog="zoo benchmark optimizer-memory",
+        description="Optimiser state bytes and step time for a SparseMoE's expert variables: "
+                    "FactorizedAdam against Keras Adam and Adafactor.")
+    p.add_argument("--experts", type=int, help=f"number of experts (default {FULL['experts']})")
+    p.add_argument("--input-dim", type=int, help=f"input width (default {FULL['input_dim']})")
+    p.add_argument("--hidden", type=int, help=f"expert hidden width (default {FULL['hidden']})")
+    p.add_argument("--small", action="store_true", help="smoke test: 16 experts, input 64, hidden 128")
+    p.add_argument("--biases", action="store_true",
+                   help="also the expert biases [E, hidden] and [E, output] (FactorizedAdam's default decides whether "
+                        "they are factored)")
+    p.add_argument("--repeats", type=int, default=5, help="timed steps after 1 warm-up step (default 5)")
+    p.add_argument("--optimizers", default=",".join(OPTIMIZERS), help="subset of " + ",".join(OPTIMIZERS))
+    p.add_argument("--threads", type=int, default=0, help="TF intra-op threads (default 0: TensorFlow's choice)")
+    p.add_argument("--seed", type=int, default=SEED)
+    p.add_argument("--json", metavar="PATH", help="also write the results here")
+    args = p.parse_args(argv)
+    sizes = dict(SMALL if args.small else FULL)
+    for key in ("experts", "input_dim", "hidden"):
+        value = getattr(args, key)
+        if value is not None:
+            if value < 1:
+                raise ValueError(f"--{key.replace('_', '-')} must be >= 1, got {value}.")
+            sizes[key] = value
+    sizes["k"] = min(sizes["k"], sizes["experts"])
+    optimizers = tuple(o.strip() for o in args.optimizers.split(",") if o.strip())
+    for name in optimizers:
+        if name not in OPTIMIZERS:
+            raise ValueError(f"unknown optimizer {name!r}; choose from {', '.join(OPTIMIZERS)}.")
+    command = "zoo benchmark optimizer-memory " + shlex.join(argv)
+    print(f"command: {command.strip()}", flush=True)
+
+    os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
+    import tensorflow as tf
+
+    tf.config.set_visible_devices([], "GPU")
+    if args.threads:
+        tf.config.threading.set_intra_op_parallelism_threads(args.threads)
+    import keras
+
+    e, d, h = sizes["experts"], sizes["input_dim"], sizes["hidden"]
+    print(f"optimizer-memory: the expert {'variables' if args.biases else 'matrices'} of SparseMoE({e}, "
+          f"{sizes['k']}, {h}) on input {d}; one apply_gradients of fixed random gradients in a tf.function; "
+          f"1 warm-up step, then {args.repeats} timed steps, optimisers interleaved; seed {args.seed}")
+    print(f"machine: {platform.machine()} {_cpu_model()}, os.cpu_count() = {os.cpu_count()}, load average "
+          f"{' '.join(f'{x:.2f}' for x in os.getloadavg())}; tensorflow {tf.__version__}, keras "
+          f"{keras.__version__}; device CPU", flush=True)
+    report = run_benchmark(sizes, optimizers, args.repeats, args.biases, args.seed)
+    print()
+    print("variables: " + ", ".join(f"{path} {shape}" for path, shape in report["variables"])
+          + f" = {report['params']:,} parameters, {report['param_bytes'] / 2**20:,.1f} MiB")
+    print_table(report)
+    ours, adam = report["results"].get("factorized_adam"), report["results"].get("adam")
+    if ours:
+        helper = ours.get("helper_state_bytes")
+        if helper is not None:
+            agree = "agrees" if helper == ours["state_bytes"] else "DISAGREES"
+            print(f"zoo.factorized_adam.optimizer_state_bytes(FactorizedAdam) = {helper:,d} bytes ({agree})")
+        if ours.get("factored") is not None:
+            print(f"factored (row/column state): {sum(ours['factored'])} of {len(ours['factored'])} variables")
+        if adam:
+            print(f"ours/Adam: state {ours['bytes_vs_adam']:.3%} (target <= 1%), step time "
+                  f"{ours['time_vs_adam']:.2f}x (target <= 1.2x)")
+    out = {"command": command.strip(), "benchmark": "optimizer-memory", "sizes": sizes, "biases": args.biases,
+           "repeats": args.repeats, "seed": args.seed, "cpu": _cpu_model(), "cpu_count": os.cpu_count(),
+           **report}
+    if args.json:
+        with open(args.json, "w") as f:
+            json.dump(out, f, indent=1)
+        print(f"results written to {args.json}")
+    return out
+
+
+if __name__ == "__main__":
+    optimizer_memory(sys.argv[1:])
