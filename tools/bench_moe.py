@@ -39,6 +39,11 @@ import time
 
 import numpy as np
 
+from zoo.cli import tools_module
+
+_common = tools_module("benchmarks")  # the machine and number helpers every benchmark shares
+_cpu_model, _fmt = _common._cpu_model, _common._fmt
+
 FULL = {"tokens": 8192, "input_dim": 512, "hidden": 1024, "k": 4, "group_size": 512}
 SMALL = {"tokens": 512, "input_dim": 64, "hidden": 128, "k": 4, "group_size": 128}
 DEFAULT_EXPERTS = (4, 32, 256)
@@ -299,19 +304,8 @@ def run_benchmark(sizes, experts_list, models=MODELS, repeats=3, max_step_s=120.
 
 
 # ---- command line ---------------------------------------------------------------------------------
-def _cpu_model():
-    try:
-        with open("/proc/cpuinfo") as f:
-            for line in f:
-                if line.startswith("model name"):
-                    return line.split(":", 1)[1].strip()
-    except OSError:
-        pass
-    return platform.processor() or "unknown CPU"
 
 
-def _fmt(x, spec):
-    return "-" if x is None else format(x, spec)
 
 
 def print_table(report, log=print):

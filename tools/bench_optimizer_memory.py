@@ -30,6 +30,11 @@ import time
 
 import numpy as np
 
+from zoo.cli import tools_module
+
+_common = tools_module("benchmarks")  # the machine and number helpers every benchmark shares
+_cpu_model, _fmt = _common._cpu_model, _common._fmt
+
 FULL = {"experts": 256, "k": 4, "input_dim": 512, "hidden": 1024}
 SMALL = {"experts": 16, "k": 4, "input_dim": 64, "hidden": 128}
 OPTIMIZERS = ("factorized_adam", "adam", "adafactor")
@@ -153,19 +158,8 @@ def run_benchmark(sizes, optimizers=OPTIMIZERS, repeats=5, biases=False, seed=SE
     }
 
 
-def _cpu_model():
-    try:
-        with open("/proc/cpuinfo") as f:
-            for line in f:
-                if line.startswith("model name"):
-                    return line.split(":", 1)[1].strip()
-    except OSError:
-        pass
-    return platform.processor() or "unknown CPU"
 
 
-def _fmt(x, spec):
-    return "-" if x is None else format(x, spec)
 
 
 def print_table(report, log=print):
