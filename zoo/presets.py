@@ -200,6 +200,18 @@ for _name, (_what, _config) in TABLE_7.items():
         "config": _config,
     }
 
+def _ptb_stack(middle):
+    """LSTM 256, `middle`, LSTM 256 on the treebank: the MoE preset and its dense baseline differ
+    only in the middle layer."""
+    return {
+        "vocabulary_size": PTB_VOCABULARY,
+        "embedding_dim": 256,
+        "layers": [{"type": "lstm", "units": 256}, dict(middle), {"type": "lstm", "units": 256}],
+        "dropout": 0.2,
+        "optimizer": {"name": "adam", "learning_rate": 2e-3, "clipnorm": 1.0},
+    }
+
+
 PRESETS.update(
     {
         "lstm-moe-ptb": {
@@ -207,14 +219,7 @@ PRESETS.update(
             "description": "LSTM–MoE–LSTM for the Penn Treebank on a CPU: width 256, 32 experts "
             "(ReLU hidden 256), k=4, losses 0.1/0.1, dropout 0.2, full softmax.",
             "paper": "Shazeer et al. 2017, Appendix C.1, sized for 2 CPU cores",
-            "config": {
-                "vocabulary_size": PTB_VOCABULARY,
-                "embedding_dim": 256,
-                "layers": [{"type": "lstm", "units": 256}, _moe(32, 4, hidden=256),
-                           {"type": "lstm", "units": 256}],
-                "dropout": 0.2,
-                "optimizer": {"name": "adam", "learning_rate": 2e-3, "clipnorm": 1.0},
-            },
+            "config": _ptb_stack(_moe(32, 4, hidden=256)),
             "train": {"batch_size": 32, "seq_len": 64},
         },
         "lstm-wide-ptb": {
@@ -222,14 +227,7 @@ PRESETS.update(
             "description": "The compute-matched dense baseline of lstm-moe-ptb (its MoE-1-Wide): one "
             "always-used feed-forward layer of 1024 (= 4 experts of 256) between the LSTMs.",
             "paper": "Shazeer et al. 2017, Appendix C.1 baselines, sized for 2 CPU cores",
-            "config": {
-                "vocabulary_size": PTB_VOCABULARY,
-                "embedding_dim": 256,
-                "layers": [{"type": "lstm", "units": 256}, {"type": "ffn", "hidden_units": [1024]},
-                           {"type": "lstm", "units": 256}],
-                "dropout": 0.2,
-                "optimizer": {"name": "adam", "learning_rate": 2e-3, "clipnorm": 1.0},
-            },
+            "config": _ptb_stack({"type": "ffn", "hidden_units": [1024]}),
             "train": {"batch_size": 32, "seq_len": 64},
         },
         "gcnn-moe-ptb": {
