@@ -459,12 +459,26 @@ def optimizer_memory(argv):
     return tools_module("bench_optimizer_memory").optimizer_memory(argv)
 
 
+def serving(argv):
+    from zoo.cli import tools_module
+
+    return tools_module("bench_serving").serving(argv)
+
+
+def input_pipeline(argv):
+    from zoo.cli import tools_module
+
+    return tools_module("bench_input").input_pipeline(argv)
+
+
 BENCHMARKS = {
     "adaptive-softmax": adaptive_softmax,
     "ptb-softmax": ptb_softmax,
     "moe-ptb": moe_ptb,
     "moe": moe,
     "optimizer-memory": optimizer_memory,
+    "serving": serving,
+    "input": input_pipeline,
 }
 
 

@@ -1,4 +1,4 @@
-"""The `zoo` command line: presets, train, evaluate, score, generate, benchmark."""
+"""The `zoo` command line: presets, train, evaluate, export, score, generate, benchmark."""
 
 import argparse
 import json
@@ -80,6 +80,12 @@ def cmd_generate(args):
                          top_k=args.top_k, seed=args.seed))
 
 
+def cmd_export(args):
+    from export.cli import export_command
+
+    export_command(args)
+
+
 def cmd_benchmark(args):
     from zoo.cli import tools_module
 
@@ -129,6 +135,13 @@ def parser():
     s.add_argument("--top-k", type=int)
     s.add_argument("--seed", type=int)
     s.set_defaults(func=cmd_generate)
+
+    s = sub.add_parser("export", help="export a preset directory as a SavedModel for TF Serving")
+    s.add_argument("directory", help="a preset directory (e.g. runs/gcnn-ptb/best)")
+    s.add_argument("--base", default="exports", help="TF Serving base directory")
+    s.add_argument("--name", help="model name (default: the directory's preset name)")
+    s.add_argument("--version", type=int, help="version number (default: one above the highest present)")
+    s.set_defaults(func=cmd_export)
 
     s = sub.add_parser("benchmark", help="speed benchmarks (see tools/benchmarks.py)")
     s.add_argument("name")
