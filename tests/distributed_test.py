@@ -1,18 +1,229 @@
-"""`fit` under MirroredStrategy (two logical CPU devices) equals `fit` on one device.
+"""Distributed training equals training on one device, and a killed run resumes exactly.
 
-Logical devices must be configured before TensorFlow starts, so the comparison runs in a
-fresh Python process.
+- `fit` under MirroredStrategy (two logical CPU devices) equals `fit` on one device.
+- `zoo.training.train` under MirroredStrategy, and with two worker processes on localhost under
+  MultiWorkerMirroredStrategy, gives the per-step losses and final weights of one process with
+  the same global batch, for a GCNN with an adaptive softmax and for an MoE model.
+- A run killed with SIGKILL after its step-20 checkpoint and started again ends with the
+  weights of a run never killed; a corrupt newest checkpoint is reported and skipped.
+
+Logical devices and multi-worker collectives are configured when TensorFlow starts, so these
+runs happen in fresh processes (`distributed_worker.py`).
 """
 
 import json
 import os
+import shutil
+import signal
+import socket
 import subprocess
 import sys
 import textwrap
+import time
+
+import numpy as np
+import pytest
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+WORKER = os.path.join(ROOT, "tests", "distributed_worker.py")
 
-SCRIPT = textwrap.dedent(
+
+def _env(**extra):
+    env = dict(os.environ, PYTHONPATH=ROOT + os.pathsep + os.environ.get("PYTHONPATH", ""),
+               TF_CPP_MIN_LOG_LEVEL="3", CUDA_VISIBLE_DEVICES="")
+    env.pop("TF_CONFIG", None)
+    env.update(extra)
+    return env
+
+
+@pytest.fixture(scope="module")
+def corpus(tmp_path_factory):
+    """60 word types with Zipf frequencies (so an adaptive softmax with cutoffs [10, 30] has
+    every cluster in use), sentences of 3–11 words."""
+    rng = np.random.default_rng(0)
+    words = [f"w{i}" for i in range(60)]
+    p = 1.0 / np.arange(1, 61)
+    p /= p.sum()
+    root = tmp_path_factory.mktemp("corpus")
+    for split, n in (("train", 200), ("valid", 20), ("test", 20)):
+        lines = [" ".join(rng.choice(words, size=rng.integers(3, 12), p=p)) for _ in range(n)]
+        (root / f"{split}.txt").write_text("\n".join(lines) + "\n")
+    return str(root)
+
+
+def _run_worker(mode, corpus, out, result, models, env=None, timeout=600):
+    proc = subprocess.run([sys.executable, WORKER, mode, corpus, out, result, *models],
+                          capture_output=True, text=True, env=env or _env(), timeout=timeout)
+    assert proc.returncode == 0, proc.stderr[-4000:]
+    with open(result) as f:
+        return json.load(f)
+
+
+def _assert_same_run(a, b, loss_rtol=1e-5, weight_atol=1e-5):
+    assert len(a["losses"]) == len(b["losses"]) == 20
+    np.testing.assert_allclose(b["losses"], a["losses"], rtol=loss_rtol)
+    for x, y in zip(a["weights"], b["weights"]):
+        np.testing.assert_allclose(np.array(y), np.array(x), rtol=loss_rtol, atol=weight_atol)
+    assert a["losses"][-1] < a["losses"][0]  # training moved, so equality is not vacuous
+
+
+def test_train_under_mirrored_strategy_matches_one_device(corpus, tmp_path):
+    result = _run_worker("mirrored", corpus, str(tmp_path), str(tmp_path / "r.json"), ["gcnn", "moe"])
+    for model in ("gcnn", "moe"):
+        _assert_same_run(result[f"{model}-single"], result[f"{model}-mirrored"])
+
+
+def _free_ports(n):
+    sockets = [socket.socket() for _ in range(n)]
+    for s in sockets:
+        s.bind(("localhost", 0))
+    ports = [s.getsockname()[1] for s in sockets]
+    for s in sockets:
+        s.close()
+    return ports
+
+
+def _start_workers(args, ports):
+    cluster = {"worker": [f"localhost:{p}" for p in ports]}
+    procs = []
+    for index in range(len(ports)):
+        tf_config = json.dumps({"cluster": cluster, "task": {"type": "worker", "index": index}})
+        procs.append(subprocess.Popen(args(index), stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                                      text=True, env=_env(TF_CONFIG=tf_config)))
+    return procs
+
+
+def _wait(procs, timeout=600):
+    outputs = [p.communicate(timeout=timeout) for p in procs]
+    for p, (out, err) in zip(procs, outputs):
+        assert p.returncode == 0, err[-4000:]
+    return outputs
+
+
+def test_two_workers_on_localhost_match_one_process(corpus, tmp_path):
+    models = ["gcnn", "moe"]
+    procs = _start_workers(
+        lambda i: [sys.executable, WORKER, "worker", corpus, str(tmp_path / "run"),
+                   str(tmp_path / f"worker{i}.json"), *models], _free_ports(2))
+    single = _run_worker("single", corpus, str(tmp_path / "single"), str(tmp_path / "single.json"), models)
+    _wait(procs)
+    workers = [json.load(open(tmp_path / f"worker{i}.json")) for i in range(2)]
+    for model in models:
+        for worker in workers:
+            _assert_same_run(single[f"{model}-single"], worker[f"{model}-worker"])
+    # fit refuses at once, in one sentence that points to `zoo train`
+    assert "zoo train --strategy multi_worker_mirrored" in workers[0]["fit_error"]
+    assert "\n" not in workers[0]["fit_error"]
+    # only the chief wrote the run's files; no worker's scratch checkpoint is left behind
+    for model in models:
+        run = tmp_path / "run" / f"{model}-worker"
+        assert sorted(os.listdir(run)) == ["best", "checkpoints", "final", "history.json", "logs"]
+        assert sorted(os.listdir(run / "checkpoints")) == [
+            "ckpt-20.data-00000-of-00001", "ckpt-20.index"]
+
+
+# ---- kill and resume -------------------------------------------------------------------------
+TRAIN_SCRIPT = textwrap.dedent(
+    """
+    import os, sys, time
+    from zoo.training import train
+
+    def on_step(step, loss):
+        # The first run, once step 22 is done (its step-20 checkpoint written), waits to be killed.
+        if step == 22 and os.environ.get("ZOO_TEST_PAUSE_FILE"):
+            open(os.environ["ZOO_TEST_PAUSE_FILE"], "w").close()
+            time.sleep(600)
+
+    corpus, out = sys.argv[1:3]
+    train("gcnn-moe-ptb", data=corpus, out_dir=out, global_batch_size=8, seq_len=12, steps=40,
+          checkpoint_every=10, steps_per_epoch=20, seed=5, on_step=on_step, embedding_dim=8,
+          blocks=[[[3, 16]], [[3, 16]]], dropout=0.1, cutoffs=[10, 30],
+          moe={"after_blocks": [0], "num_experts": 4, "k": 2, "hidden_units": 8})
+    """
+)
+
+
+def _final_weights(run):
+    import h5py
+
+    values = {}
+    with h5py.File(os.path.join(run, "final", "model.weights.h5"), "r") as f:
+        f.visititems(lambda name, obj: values.__setitem__(name, obj[()]) if hasattr(obj, "shape") else None)
+    return values
+
+
+def _train(corpus, out, env=None, wait=True):
+    args = [sys.executable, "-c", TRAIN_SCRIPT, corpus, out]
+    if not wait:
+        return subprocess.Popen(args, env=env or _env(), stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    proc = subprocess.run(args, env=env or _env(), capture_output=True, text=True, timeout=600)
+    assert proc.returncode == 0, proc.stderr[-4000:]
+    return proc.stdout
+
+
+@pytest.fixture(scope="module")
+def uninterrupted(corpus, tmp_path_factory):
+    """40 steps with checkpoints every 10 (dropout and gating noise on, so the random
+    generators' states must be restored too), never interrupted."""
+    out = str(tmp_path_factory.mktemp("uninterrupted"))
+    _train(corpus, out)
+    return out
+
+
+def test_killed_run_resumes_and_ends_with_the_same_weights(corpus, uninterrupted, tmp_path):
+    out, pause = str(tmp_path / "run"), str(tmp_path / "paused")
+    proc = _train(corpus, out, env=_env(ZOO_TEST_PAUSE_FILE=pause), wait=False)
+    deadline = time.monotonic() + 300
+    while not os.path.exists(pause):
+        assert proc.poll() is None, proc.communicate()[1][-4000:]
+        assert time.monotonic() < deadline, "the run never reached step 22"
+        time.sleep(0.1)
+    proc.send_signal(signal.SIGKILL)
+    proc.wait()
+    assert proc.returncode == -signal.SIGKILL
+    assert not os.path.exists(os.path.join(out, "final"))
+    from zoo.training import checkpoint_steps
+
+    assert checkpoint_steps(os.path.join(out, "checkpoints")) == [20, 10]
+    printed = _train(corpus, out)  # the same command again
+    assert "Resuming from" in printed and "ckpt-20 (step 20 of 40)" in printed
+    expected, got = _final_weights(uninterrupted), _final_weights(out)
+    assert expected.keys() == got.keys() and len(expected) > 10
+    for name in expected:
+        np.testing.assert_allclose(got[name], expected[name], rtol=0, atol=1e-6, err_msg=name)
+    history = json.load(open(os.path.join(out, "history.json")))
+    assert [h["step"] for h in history] == [20, 40]
+
+
+@pytest.mark.parametrize("damage", ["truncated data", "garbage index", "index missing"])
+def test_corrupt_newest_checkpoint_falls_back_to_the_previous_one(corpus, uninterrupted, tmp_path, damage):
+    out = str(tmp_path / "run")
+    shutil.copytree(uninterrupted, out)
+    shutil.rmtree(os.path.join(out, "final"))
+    ckpt = os.path.join(out, "checkpoints", "ckpt-40")
+    if damage == "truncated data":
+        data = ckpt + ".data-00000-of-00001"
+        with open(data, "r+b") as f:
+            f.truncate(os.path.getsize(data) // 2)
+    elif damage == "garbage index":
+        with open(ckpt + ".index", "wb") as f:
+            f.write(b"\x00not an index" * 10)
+    else:  # a save killed before its index was written: not a checkpoint at all
+        os.remove(ckpt + ".index")
+    printed = _train(corpus, out)
+    lines = [l for l in printed.splitlines() if "unreadable" in l]
+    if damage == "index missing":
+        assert lines == []
+    else:
+        assert len(lines) == 1 and "ckpt-40 is unreadable" in lines[0] and "falling back" in lines[0]
+    assert "Resuming from" in printed and "ckpt-30 (step 30 of 40)" in printed
+    expected, got = _final_weights(uninterrupted), _final_weights(out)
+    for name in expected:
+        np.testing.assert_allclose(got[name], expected[name], rtol=0, atol=1e-6, err_msg=name)
+
+
+# ---- fit under MirroredStrategy ----------------------------------------------------------------
+FIT_SCRIPT = textwrap.dedent(
     """
     import json, sys
     import numpy as np
@@ -26,7 +237,7 @@ SCRIPT = textwrap.dedent(
     x = rng.integers(0, 50, size=(8, 12)).astype("int32")
     y = np.roll(x, -1, axis=1)
     w = np.ones_like(y, dtype="float32")
-    w[:, -3:] = 0.0  # uneven weights: the loss must be the mean over real tokens of the global batch
+    w[:4, -5:] = 0.0  # uneven weights: the loss must be the mean over real tokens of the global batch
 
     def train(strategy):
         with strategy.scope():
@@ -47,17 +258,12 @@ SCRIPT = textwrap.dedent(
 
 
 def test_mirrored_fit_with_adaptive_softmax_matches_one_device():
-    env = dict(os.environ, PYTHONPATH=ROOT + os.pathsep + os.environ.get("PYTHONPATH", ""),
-               TF_CPP_MIN_LOG_LEVEL="3", CUDA_VISIBLE_DEVICES="")
-    out = subprocess.run([sys.executable, "-c", SCRIPT], capture_output=True, text=True, env=env,
+    out = subprocess.run([sys.executable, "-c", FIT_SCRIPT], capture_output=True, text=True, env=_env(),
                          timeout=300)
     assert out.returncode == 0, out.stderr[-3000:]
     result = json.loads(out.stdout.strip().split("\n")[-1])
     (loss_one, weights_one), (loss_two, weights_two) = result["one"], result["two"]
     assert abs(loss_one[0] - loss_two[0]) <= 1e-5 * abs(loss_one[0])
-    import numpy as np
-
     for a, b in zip(weights_one, weights_two):
         np.testing.assert_allclose(np.array(b), np.array(a), rtol=1e-5, atol=1e-6)
-    # and training moved the weights, so the comparison is not vacuous
     assert loss_one[0] > 0

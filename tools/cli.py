@@ -42,11 +42,12 @@ def cmd_train(args):
     from zoo.training import train
 
     model, history = train(
-        args.preset, data=args.data, out_dir=args.out, epochs=args.epochs,
-        max_minutes=args.max_minutes, steps_per_epoch=args.steps_per_epoch,
-        batch_size=args.batch_size, seq_len=args.seq_len, seed=args.seed,
-        min_count=args.min_count, max_vocabulary=args.max_vocabulary,
-        verbose=1 if sys.stdout.isatty() else 2, **_overrides(args.set),
+        args.preset, data=args.data, out_dir=args.out, strategy=args.strategy,
+        global_batch_size=args.global_batch_size, seq_len=args.seq_len, steps=args.steps,
+        epochs=args.epochs, steps_per_epoch=args.steps_per_epoch, max_minutes=args.max_minutes,
+        checkpoint_every=args.checkpoint_every, keep_checkpoints=args.keep_checkpoints,
+        mixed_precision=args.mixed_precision, seed=args.seed, log_every=args.log_every,
+        min_count=args.min_count, max_vocabulary=args.max_vocabulary, **_overrides(args.set),
     )
     best = min((h for h in history if "val_perplexity" in h), key=lambda h: h["val_perplexity"], default=None)
     print(f"Best model: {os.path.join(args.out, 'best')} (epoch {best['epoch'] if best else '?'})")
@@ -104,11 +105,20 @@ def parser():
     s.add_argument("--preset", required=True, help="a preset name or a preset directory")
     s.add_argument("--data", default="ptb", help="'ptb', or a directory of train/valid/test text files, or a text file")
     s.add_argument("--out", required=True, help="run directory (history.json, logs/, best/)")
-    s.add_argument("--max-minutes", type=float, help="stop after this many minutes of training")
+    s.add_argument("--strategy", default="default", help="default | mirrored | multi_worker_mirrored "
+                   "(the last configured by TF_CONFIG, or by Slurm)")
+    s.add_argument("--global-batch-size", "--batch-size", dest="global_batch_size", type=int,
+                   help="sequences per step, over all replicas together")
+    s.add_argument("--seq-len", type=int, help="tokens per training window")
+    s.add_argument("--steps", type=int, help="total training steps (default: epochs × steps per epoch)")
     s.add_argument("--epochs", type=int)
-    s.add_argument("--steps-per-epoch", type=int, help="validate every this many steps")
-    s.add_argument("--batch-size", type=int)
-    s.add_argument("--seq-len", type=int)
+    s.add_argument("--steps-per-epoch", type=int, help="validate every this many steps (default: one pass)")
+    s.add_argument("--max-minutes", type=float, help="stop after this many minutes of training")
+    s.add_argument("--checkpoint-every", type=int, help="steps between checkpoints (default: every epoch)")
+    s.add_argument("--keep-checkpoints", type=int, default=3, help="how many checkpoints to keep")
+    s.add_argument("--mixed-precision", action="store_true",
+                   help="mixed_float16 on a GPU, mixed_bfloat16 on a CPU; softmax and loss in float32")
+    s.add_argument("--log-every", type=int, help="steps between progress lines")
     s.add_argument("--min-count", type=int, default=1, help="vocabulary: minimum word count")
     s.add_argument("--max-vocabulary", type=int, help="vocabulary: maximum size")
     s.add_argument("--seed", type=int, default=0)
@@ -154,7 +164,7 @@ def main(argv=None):
     args = parser().parse_args(argv)
     try:
         args.func(args)
-    except (ValueError, FileNotFoundError) as e:
+    except (ValueError, FileNotFoundError, FloatingPointError) as e:
         print(f"zoo: error: {e}", file=sys.stderr)
         return 2
     return 0

@@ -29,6 +29,12 @@ CONFIG_FILE = "config.json"
 WEIGHTS_FILE = "model.weights.h5"
 
 
+def keras_fit_breaks_multi_worker():
+    """Keras 3's `fit` under `MultiWorkerMirroredStrategy` fails (keras-team/keras#20585, still
+    open at 3.15); a Keras release that fixes it can be let through here."""
+    return int(keras.version().split(".")[0]) == 3
+
+
 class LanguageModel(keras.Model):
     def __init__(self, vocabulary_size, optimizer=None, **kwargs):
         super().__init__(**kwargs)
@@ -39,7 +45,8 @@ class LanguageModel(keras.Model):
 
     def build(self, input_shape=None):
         # Sublayers build on the first call; the output layer is not part of `call`.
-        self.head.build((None, self.hidden_dim))
+        if not self.head.built:
+            self.head.build((None, self.hidden_dim))
         self.built = True
 
     # ---- training ------------------------------------------------------------------
@@ -47,16 +54,24 @@ class LanguageModel(keras.Model):
         """With no optimizer: the preset's own recipe (by default the paper's §4.2–4.3:
         Nesterov momentum 0.99, learning rate 1, gradient clipping at norm 0.1).
         The loss is always the output layer's exact per-token negative log-likelihood."""
-        from zoo import optimizers
-
         if loss is not None:
             raise ValueError(
                 "A language model of the zoo computes its own loss (the output layer's "
                 f"negative log-likelihood); got loss={loss!r}. Leave `loss` unset."
             )
         if optimizer is None:
-            optimizer = optimizers.from_config(self.optimizer_config)
+            optimizer = self.make_optimizer()
         super().compile(optimizer=optimizer, **kwargs)
+
+    def fit(self, *args, **kwargs):
+        strategy = getattr(self, "distribute_strategy", None) or tf.distribute.get_strategy()
+        if isinstance(strategy, tf.distribute.MultiWorkerMirroredStrategy) and keras_fit_breaks_multi_worker():
+            raise RuntimeError(
+                f"model.fit does not work under MultiWorkerMirroredStrategy in Keras {keras.version()} "
+                "(keras-team/keras#20585); train with `zoo train --strategy multi_worker_mirrored` "
+                "(zoo.training.train) instead."
+            )
+        return super().fit(*args, **kwargs)
 
     def compute_loss(self, x=None, y=None, y_pred=None, sample_weight=None, training=True):
         nll = self.head.loss(y_pred, y)
@@ -66,14 +81,23 @@ class LanguageModel(keras.Model):
         total = ops.sum(nll * sample_weight)
         count = ops.sum(sample_weight)
         self.perplexity_tracker.update_state(total, count)
-        loss = total / ops.maximum(count, 1.0)
-        if self.losses:  # auxiliary losses of inner layers (e.g. MoE balancing)
-            loss = loss + ops.cast(ops.sum(ops.stack(self.losses)), "float32")
-        # Keras sums replica gradients; divide so that the step follows the global mean.
+        # Replica gradients are summed, so each replica's loss is its share of the global
+        # batch's mean: its token sum over the token count of all replicas together.
         replicas = tf.distribute.get_strategy().num_replicas_in_sync
-        if replicas > 1:
-            loss = loss / replicas
+        context = tf.distribute.get_replica_context()
+        if replicas > 1 and context is not None:
+            count = context.all_reduce(tf.distribute.ReduceOp.SUM, count)
+        loss = total / ops.maximum(count, 1.0)
+        if self.losses:  # auxiliary losses of inner layers (e.g. MoE balancing), computed by
+            # the layers on the whole global batch, so each replica adds its 1/N share.
+            loss = loss + ops.cast(ops.sum(ops.stack(self.losses)), "float32") / replicas
         return loss
+
+    def make_optimizer(self):
+        """The preset's own optimiser (the paper's recipe when the preset names none)."""
+        from zoo import optimizers
+
+        return optimizers.from_config(self.optimizer_config)
 
     def predict_step(self, data):
         x, _, _ = keras.utils.unpack_x_y_sample_weight(data)
