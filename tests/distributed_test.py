@@ -71,6 +71,9 @@ def test_train_under_mirrored_strategy_matches_one_device(corpus, tmp_path):
     result = _run_worker("mirrored", corpus, str(tmp_path), str(tmp_path / "r.json"), ["gcnn", "moe"])
     for model in ("gcnn", "moe"):
         _assert_same_run(result[f"{model}-single"], result[f"{model}-mirrored"])
+    assert result["batch_error"] == ("The global batch size 7 is not divisible by the 2 replicas in "
+                                     "sync; use a multiple of 2.")
+    assert not os.path.exists(tmp_path / "odd")  # refused before anything was written
 
 
 def _free_ports(n):

@@ -57,6 +57,13 @@ def main(mode, corpus, out, result_path, *models):
                              log=lambda m: None, **overrides)
             result[f"{name}-{label}"] = {"losses": losses,
                                          "weights": [w.tolist() for w in model.get_weights()]}
+    if mode == "mirrored":  # a global batch the replicas cannot share evenly is refused
+        try:
+            train("gcnn-ptb", data=corpus, out_dir=os.path.join(out, "odd"), global_batch_size=7,
+                  strategy=strategies["mirrored"], steps=1, log=lambda m: None)
+            result["batch_error"] = None
+        except ValueError as e:
+            result["batch_error"] = str(e)
     if mode == "worker":  # fit must refuse at once, pointing to `zoo train`
         try:
             model.fit(tf.data.Dataset.from_tensors((tf.zeros((2, 4), tf.int32),) * 2), verbose=0)

@@ -228,8 +228,10 @@ def train(preset, data="ptb", out_dir="runs/model", strategy="default", global_b
     chief = distribute.is_chief(strategy)
     replicas = strategy.num_replicas_in_sync
     spec = registry.PRESETS.get(preset, {}).get("train", {})
-    global_batch_size = global_batch_size or batch_size or spec.get("batch_size", 32)
-    seq_len = seq_len or spec.get("seq_len", 64)
+    if global_batch_size is None:
+        global_batch_size = batch_size if batch_size is not None else spec.get("batch_size", 32)
+    if seq_len is None:
+        seq_len = spec.get("seq_len", 64)
     for name, value in (("global_batch_size", global_batch_size), ("seq_len", seq_len),
                         ("steps", steps), ("epochs", epochs), ("steps_per_epoch", steps_per_epoch),
                         ("checkpoint_every", checkpoint_every), ("keep_checkpoints", keep_checkpoints),

@@ -1,0 +1,91 @@
+"""The training loop's data order, its sharding over workers and replicas, and mixed precision."""
+
+import numpy as np
+import pytest
+import tensorflow as tf
+
+from zoo.training import TrainingWindows, evaluation_windows, train
+from zoo.data.vocab import Vocabulary
+
+
+def _windows(n=23, length=5, batch=4, seed=0):
+    inputs = np.arange(n * length, dtype=np.int32).reshape(n, length)
+    return TrainingWindows(inputs, inputs + 1, np.ones_like(inputs, np.float32), batch, seed)
+
+
+def _take(ds, count):
+    return [tuple(t.numpy() for t in item) for item in ds.take(count)]
+
+
+def _context(pipelines=1, pipeline=0, replicas=1):
+    return tf.distribute.InputContext(num_input_pipelines=pipelines, input_pipeline_id=pipeline,
+                                      num_replicas_in_sync=replicas)
+
+
+def test_batches_are_a_function_of_the_step_alone():
+    windows = _windows()
+    assert windows.batches_per_pass == 5  # 23 windows, batches of 4: the last 3 are dropped
+    from_start = _take(windows.dataset(0, _context()), 12)
+    for start in (1, 5, 7):  # inside the first pass, at a pass boundary, inside the second
+        resumed = _take(windows.dataset(start, _context()), 12 - start)
+        for a, b in zip(from_start[start:], resumed):
+            np.testing.assert_array_equal(a[0], b[0])
+    # each pass is a permutation: 20 distinct windows, and the next pass is another order
+    first = np.concatenate([b[0][:, 0] for b in from_start[:5]])
+    second = np.concatenate([b[0][:, 0] for b in from_start[5:10]])
+    assert len(set(first)) == 20 and len(set(second)) == 20 and not np.array_equal(first, second)
+    assert not np.array_equal(first, np.concatenate([b[0][:, 0] for b in _take(_windows(seed=1).dataset(0, _context()), 5)]))
+
+
+@pytest.mark.parametrize("pipelines, replicas", [(1, 2), (2, 2), (2, 4)])
+def test_workers_and_replicas_split_each_global_batch_in_order(pipelines, replicas):
+    windows = _windows(n=40, batch=8)
+    whole = _take(windows.dataset(3, _context()), 4)
+    local = replicas // pipelines
+    parts = [_take(windows.dataset(3, _context(pipelines, p, replicas)), 4 * local) for p in range(pipelines)]
+    for step in range(4):
+        rows = np.concatenate([parts[p][step * local + r][0] for p in range(pipelines) for r in range(local)])
+        np.testing.assert_array_equal(rows, whole[step][0])
+        assert all(parts[p][step * local + r][0].shape[0] == 8 // replicas
+                   for p in range(pipelines) for r in range(local))
+
+
+def test_too_little_data_for_one_global_batch_is_refused():
+    with pytest.raises(ValueError, match="has 3 windows, fewer than one global batch of 4"):
+        _windows(n=3)
+
+
+def test_evaluation_windows_are_padded_with_weightless_windows():
+    vocab = Vocabulary.build(["a b c d e f g"] * 3)
+    inputs, targets, weights = evaluation_windows(["a b c d e f g"] * 3, vocab, seq_len=4, context=2,
+                                                  global_batch_size=4)
+    assert len(inputs) % 4 == 0
+    real = 3 * 9 - 1  # every next-token prediction of the stream, `<s>` targets excluded below
+    assert weights.sum() == real - 2 and np.all(weights[-1] == 0)
+
+
+@pytest.mark.parametrize("policy", ["mixed_bfloat16", "mixed_float16"])
+def test_mixed_precision_trains_in_half_precision_with_float32_softmax(policy, tmp_path):
+    import keras
+
+    corpus = tmp_path / "corpus"
+    corpus.mkdir()
+    rng = np.random.default_rng(0)
+    for split, n in (("train", 60), ("valid", 10)):
+        (corpus / f"{split}.txt").write_text(
+            "\n".join(" ".join(rng.choice(list("abcdefgh"), size=6)) for _ in range(n)) + "\n")
+    losses = []
+    model, history = train("gcnn-ptb", data=str(corpus), out_dir=str(tmp_path / "run"), steps=20,
+                           global_batch_size=8, seq_len=8, mixed_precision=policy, log=lambda m: None,
+                           on_step=lambda s, l: losses.append(l), embedding_dim=8,
+                           blocks=[[[3, 16]]], dropout=0.0, cutoffs=[4])
+    assert keras.config.dtype_policy().name == "float32"  # the global policy is restored
+    assert model.blocks[0].dtype_policy.name == policy
+    hidden = model(tf.constant([[4, 5, 6]]))
+    assert hidden.dtype == policy.split("_")[1]
+    assert model.head.log_prob(hidden).dtype == tf.float32
+    assert all(np.isfinite(losses)) and losses[-1] < losses[0]
+    # the saved preset is an ordinary float32 model
+    import zoo
+
+    assert zoo.load(str(tmp_path / "run" / "final")).blocks[0].dtype_policy.name == "float32"
