@@ -138,7 +138,8 @@ TRAIN_SCRIPT = textwrap.dedent(
             time.sleep(600)
 
     corpus, out = sys.argv[1:3]
-    train("gcnn-moe-ptb", data=corpus, out_dir=out, global_batch_size=8, seq_len=12, steps=40,
+    strategy = sys.argv[3] if len(sys.argv) > 3 else "default"
+    train("gcnn-moe-ptb", data=corpus, out_dir=out, strategy=strategy, global_batch_size=8, seq_len=12, steps=40,
           checkpoint_every=10, steps_per_epoch=20, seed=5, on_step=on_step, embedding_dim=8,
           blocks=[[[3, 16]], [[3, 16]]], dropout=0.1, cutoffs=[10, 30],
           moe={"after_blocks": [0], "num_experts": 4, "k": 2, "hidden_units": 8})
@@ -270,3 +271,45 @@ def test_mirrored_fit_with_adaptive_softmax_matches_one_device():
     for a, b in zip(weights_one, weights_two):
         np.testing.assert_allclose(np.array(b), np.array(a), rtol=1e-5, atol=1e-6)
     assert loss_one[0] > 0
+
+
+@pytest.mark.slow
+def test_multi_worker_job_killed_and_restarted_ends_with_the_same_weights(corpus, tmp_path):
+    """Two workers on localhost: worker 1 is killed with SIGKILL after step 22, the job (both
+    workers) is restarted with the same commands, and the chief's final weights equal those of
+    a two-worker job never killed."""
+    def job(out, pause=None):
+        def args(i):
+            return [sys.executable, "-c", TRAIN_SCRIPT, corpus, out, "multi_worker_mirrored"]
+        ports = _free_ports(2)
+        cluster = {"worker": [f"localhost:{p}" for p in ports]}
+        procs = []
+        for index in range(2):
+            env = _env(TF_CONFIG=json.dumps({"cluster": cluster, "task": {"type": "worker", "index": index}}))
+            if pause:
+                env["ZOO_TEST_PAUSE_FILE"] = f"{pause}-{index}"
+            procs.append(subprocess.Popen(args(index), env=env, stdout=subprocess.PIPE,
+                                          stderr=subprocess.PIPE, text=True))
+        return procs
+
+    reference = str(tmp_path / "reference")
+    _wait(job(reference))
+    out, pause = str(tmp_path / "run"), str(tmp_path / "paused")
+    procs = job(out, pause)
+    deadline = time.monotonic() + 300
+    while not os.path.exists(f"{pause}-1"):
+        assert all(p.poll() is None for p in procs), procs[1].communicate()[1][-4000:]
+        assert time.monotonic() < deadline
+        time.sleep(0.1)
+    procs[1].send_signal(signal.SIGKILL)  # a worker dies ...
+    procs[1].wait()
+    procs[0].send_signal(signal.SIGKILL)  # ... and the job is torn down
+    procs[0].wait()
+    from zoo.training import checkpoint_steps
+
+    assert checkpoint_steps(os.path.join(out, "checkpoints")) == [20, 10]
+    outputs = _wait(job(out))
+    assert "ckpt-20 (step 20 of 40)" in outputs[0][0]
+    expected, got = _final_weights(reference), _final_weights(out)
+    for name in expected:
+        np.testing.assert_allclose(got[name], expected[name], rtol=0, atol=1e-6, err_msg=name)
