@@ -142,7 +142,8 @@ TRAIN_SCRIPT = textwrap.dedent(
     train("gcnn-moe-ptb", data=corpus, out_dir=out, strategy=strategy, global_batch_size=8, seq_len=12, steps=40,
           checkpoint_every=10, steps_per_epoch=20, seed=5, on_step=on_step, embedding_dim=8,
           blocks=[[[3, 16]], [[3, 16]]], dropout=0.1, cutoffs=[10, 30],
-          moe={"after_blocks": [0], "num_experts": 4, "k": 2, "hidden_units": 8})
+          moe={"after_blocks": [0], "num_experts": 4, "k": 2, "hidden_units": 8},
+          optimizer={"name": "factorized_adam", "learning_rate": 0.01})
     """
 )
 
@@ -168,7 +169,8 @@ def _train(corpus, out, env=None, wait=True):
 @pytest.fixture(scope="module")
 def uninterrupted(corpus, tmp_path_factory):
     """40 steps with checkpoints every 10 (dropout and gating noise on, so the random
-    generators' states must be restored too), never interrupted."""
+    generators' states must be restored too; the factorised Adam, whose factored slots must be
+    restored), never interrupted."""
     out = str(tmp_path_factory.mktemp("uninterrupted"))
     _train(corpus, out)
     return out

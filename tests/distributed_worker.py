@@ -21,12 +21,15 @@ MODELS = {
     # A GCNN with a bottleneck block and an adaptive softmax.
     "gcnn": ("gcnn-ptb", {"embedding_dim": 8, "blocks": [[[3, 16]], [[1, 4], [3, 4], [1, 16]]],
                           "cutoffs": [10, 30], "dropout": 0.0}),
-    # The same with a sparse MoE (4 experts, k = 2) after its first block; no gating noise, whose
-    # draws depend on how the batch is split (the balancing losses stay on).
+    # The same with a sparse MoE (4 experts, k = 2) after its first block, trained with the
+    # factorised Adam of Appendix D; no gating noise, whose draws depend on how the batch is
+    # split (the balancing losses stay on).
     "moe": ("gcnn-moe-ptb", {"embedding_dim": 8, "blocks": [[[3, 16]], [[3, 16]]], "dropout": 0.0,
                              "cutoffs": [10, 30],
                              "moe": {"after_blocks": [0], "num_experts": 4, "k": 2, "hidden_units": 8,
-                                     "noisy_gating": False}}),
+                                     "noisy_gating": False},
+                             "optimizer": {"name": "factorized_adam", "learning_rate": 0.01,
+                                           "clipnorm": 1.0}}),
 }
 
 

@@ -223,6 +223,8 @@ def train(preset, data="ptb", out_dir="runs/model", strategy="default", global_b
     In a multi-worker job `out_dir` must be storage every worker reads (a shared file system):
     all workers restore the chief's checkpoints.
     """
+    if isinstance(optimizer, dict):  # an optimizer spec (e.g. from `--set optimizer=...`)
+        overrides["optimizer"], optimizer = optimizer, None
     if isinstance(strategy, str):
         strategy = distribute.get_strategy(strategy)  # first: it configures the collectives
     chief = distribute.is_chief(strategy)
