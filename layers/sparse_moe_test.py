@@ -5,7 +5,8 @@ import pytest
 import tensorflow as tf
 import keras
 
-from layers.sparse_moe import SparseMoE, cv_squared
+from layers import sparse_moe
+from layers.sparse_moe import SparseMoE, cv_squared, segment_matmul
 
 DIM, EXPERTS, HIDDEN, K = 8, 6, 16, 2
 EPS = 1e-2  # noise_epsilon
@@ -176,6 +177,120 @@ def test_gradients_match_finite_differences(experts, groups, k):
             return layer.losses[i]
 
         check_gradients(loss, gate_vars, rng)
+
+
+# ---- 2b. segment_matmul's hand-written gradient --------------------------------------------------
+def segment_reference(rows, sizes, kernels):
+    """Every row times its own segment's kernel through a gather, differentiated by TensorFlow."""
+    ids = tf.repeat(tf.range(len(sizes)), sizes)
+    return tf.einsum("na,nab->nb", rows, tf.gather(kernels, ids))
+
+
+@pytest.mark.parametrize("sizes", [
+    [3, 0, 5, 1],  # an empty segment
+    [0, 9, 0, 0],  # every row in one segment
+    [600, 0, 700, 5],  # mean segment size over SMALL_SEGMENT_ROWS: the other row-gradient branch
+])
+@pytest.mark.parametrize("graph", [False, True])
+def test_segment_matmul_gradients_equal_the_gather_reference(sizes, graph):
+    rng = np.random.default_rng(0)
+    rows = tf.constant(rng.normal(size=(sum(sizes), 5)))
+    kernels = tf.constant(rng.normal(size=(len(sizes), 5, 3)))
+    upstream = tf.constant(rng.normal(size=(sum(sizes), 3)))
+
+    def both(rows, sizes, kernels):
+        results = []
+        for fn in (segment_matmul, segment_reference):
+            with tf.GradientTape() as tape:
+                tape.watch([rows, kernels])
+                out = fn(rows, sizes, kernels)
+            grads = tape.gradient(out, [rows, kernels], output_gradients=upstream)
+            results.append([out] + [tf.convert_to_tensor(g) for g in grads])
+        return results
+
+    if graph:  # the number of rows and the sizes unknown while tracing
+        both = tf.function(both, input_signature=[
+            tf.TensorSpec((None, 5), tf.float64), tf.TensorSpec((len(sizes),), tf.int32),
+            tf.TensorSpec((len(sizes), 5, 3), tf.float64)])
+    ours, reference = both(rows, tf.constant(sizes, tf.int32), kernels)
+    for a, b in zip(ours, reference):
+        np.testing.assert_allclose(a.numpy(), b.numpy(), rtol=1e-12, atol=1e-12)
+    assert np.abs(ours[2].numpy()[np.array(sizes) == 0]).max(initial=0.0) == 0.0  # empty: zero gradient
+
+
+def test_both_row_gradient_branches_give_the_same_layer_gradients(monkeypatch):
+    layer = make()
+    x = tf.constant(tokens(40))
+    noise = np.random.default_rng(2).normal(size=(40, EXPERTS)).astype("float32")
+
+    def grads():
+        with tf.GradientTape() as tape:
+            tape.watch(x)
+            y = layer(x, training=True, noise=noise)
+            loss = tf.reduce_sum(tf.square(y)) + tf.add_n(layer.losses)
+        return tape.gradient(loss, layer.trainable_variables + [x])
+
+    monkeypatch.setattr(sparse_moe, "SMALL_SEGMENT_ROWS", 0)  # never "small"
+    large = grads()
+    monkeypatch.setattr(sparse_moe, "SMALL_SEGMENT_ROWS", 10**6)  # always "small"
+    small = grads()
+    for a, b in zip(large, small):
+        np.testing.assert_allclose(tf.convert_to_tensor(b).numpy(), tf.convert_to_tensor(a).numpy(),
+                                   rtol=1e-5, atol=1e-6)
+
+
+MIRRORED = """
+import json, sys
+import numpy as np
+import tensorflow as tf
+cpu = tf.config.list_physical_devices("CPU")[0]
+tf.config.set_logical_device_configuration(cpu, [tf.config.LogicalDeviceConfiguration()] * 2)
+import keras
+from layers.sparse_moe import SparseMoE
+
+x = np.random.default_rng(0).normal(size=(16, 8)).astype("float32")
+
+def grads(strategy):
+    with strategy.scope():
+        keras.utils.set_random_seed(1)
+        layer = SparseMoE(6, 2, 16, noisy_gating=False)
+        layer.build((None, 8))
+        for i, v in enumerate(layer.trainable_variables):
+            v.assign(np.random.default_rng(i).normal(size=v.shape))
+
+    @tf.function
+    def step(inputs):
+        with tf.GradientTape() as tape:
+            loss = tf.reduce_sum(tf.square(layer(inputs, training=True)))
+        return [tf.convert_to_tensor(g) for g in tape.gradient(loss, layer.trainable_variables)]
+
+    ds = strategy.experimental_distribute_dataset(tf.data.Dataset.from_tensor_slices(x).batch(16))
+    per_replica = strategy.run(step, args=(next(iter(ds)),))
+    summed = [strategy.reduce("SUM", g, axis=None) for g in per_replica]
+    return [g.numpy().tolist() for g in summed]
+
+one = grads(tf.distribute.OneDeviceStrategy("/cpu:0"))
+two = grads(tf.distribute.MirroredStrategy(["/cpu:0", "/cpu:1"]))
+json.dump({"one": one, "two": two}, sys.stdout)
+"""
+
+
+def test_gradients_under_mirrored_strategy_equal_one_device():
+    """Each replica dispatches its own half of the batch (unknown size while tracing)."""
+    import json
+    import os
+    import subprocess
+    import sys
+
+    root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+    env = dict(os.environ, PYTHONPATH=root + os.pathsep + os.environ.get("PYTHONPATH", ""),
+               TF_CPP_MIN_LOG_LEVEL="3", CUDA_VISIBLE_DEVICES="")
+    out = subprocess.run([sys.executable, "-c", MIRRORED], capture_output=True, text=True, env=env,
+                         timeout=300)
+    assert out.returncode == 0, out.stderr[-3000:]
+    result = json.loads(out.stdout.strip().split("\n")[-1])
+    for a, b in zip(result["one"], result["two"]):
+        np.testing.assert_allclose(np.array(b), np.array(a), rtol=1e-5, atol=1e-5)
 
 
 # ---- 3. k = num_experts without noise is the plain softmax mixture (equation 2) ----------------
@@ -409,3 +524,9 @@ def test_mixed_precision_keeps_the_gate_in_float32():
     assert layer.gates(x).dtype == tf.float32
     layer(tf.cast(x, "bfloat16"), training=True)
     assert all(v.dtype == tf.float32 for v in layer.losses)
+    with tf.GradientTape() as tape:
+        y = layer(tf.cast(x, "bfloat16"), training=True)
+        loss = tf.reduce_sum(tf.cast(y, "float32") ** 2) + tf.add_n(layer.losses)
+    grads = tape.gradient(loss, layer.trainable_variables)
+    assert all(g is not None and tf.convert_to_tensor(g).dtype == tf.float32 for g in grads)
+    assert all(np.isfinite(tf.convert_to_tensor(g).numpy()).all() for g in grads)
