@@ -38,6 +38,24 @@ def cv_squared(values):
     return variance / (ops.square(mean) + CV_EPSILON)
 
 
+def sum_over_replicas(*values):
+    """Each of `values` summed over the replicas of a synchronous distributed step, in one
+    all-reduce; unchanged outside one.
+
+    The balancing losses are functions of batch-wide sums (Importance, Load, §4 and Appendix A),
+    so under `MirroredStrategy` or `MultiWorkerMirroredStrategy` they are computed on the global
+    batch, as on one device, not as a mean of per-replica CV²s. The all-reduce's gradient is an
+    all-reduce, so each replica receives the gradient of the global losses."""
+    context = tf.distribute.get_replica_context()
+    if context is None or context.num_replicas_in_sync == 1:
+        return values
+    shapes = [ops.shape(v) for v in values]
+    flat = ops.concatenate([ops.reshape(v, (-1,)) for v in values], axis=0)
+    flat = context.all_reduce(tf.distribute.ReduceOp.SUM, flat)
+    sizes = [int(math.prod(shape)) for shape in shapes]
+    return tuple(ops.reshape(part, shape) for part, shape in zip(tf.split(flat, sizes), shapes))
+
+
 def normal_cdf(z):
     """Φ, the CDF of the standard normal distribution (equation 9)."""
     return 0.5 * (1.0 + ops.erf(z / math.sqrt(2.0)))
@@ -394,13 +412,18 @@ class SparseMoE(keras.layers.Layer):
         first_ids = ops.reshape(kept, (-1,))
         first_gates = ops.reshape(gates, (-1,))
         if not self.groups:
+            importance, load, counts = sum_over_replicas(
+                tf.math.unsorted_segment_sum(first_gates, first_ids, self.num_experts),
+                ops.sum(probability, axis=0),
+                ops.cast(ops.sum(in_top, axis=0), probability.dtype),
+            )
             return {
                 "token_ids": token_ids,
                 "expert_ids": first_ids,
                 "gates": first_gates,
-                "importance": tf.math.unsorted_segment_sum(first_gates, first_ids, self.num_experts),
-                "load": ops.sum(probability, axis=0),
-                "counts": ops.sum(in_top, axis=0),
+                "importance": importance,
+                "load": load,
+                "counts": counts,
             }
         # Secondary gates only on X^(i), the tokens the primary gate sends to group i (Appendix B),
         # so a token pays for k_primary secondary gates, not for all of them.
@@ -423,9 +446,14 @@ class SparseMoE(keras.layers.Layer):
         )
         expert_ids = ops.reshape(first_ids[:, None] * per_group + kept_s, (-1,))
         expert_gates = ops.reshape(first_gates[:, None] * gates_s, (-1,))  # equation 12
-        primary_load = ops.sum(probability, axis=0)[:, None]  # Load_primary(X)
-        tokens_per_group = ops.sum(in_top, axis=0)[:, None]  # |X^(i)|
-        secondary_load = tf.math.unsorted_segment_sum(probability_s, first_ids, groups)  # Load_i(X^(i))
+        importance, primary_load, tokens_per_group, secondary_load, counts = sum_over_replicas(
+            # equation 13: Σ_x G_primary(x)_i · G_i(x)_j
+            tf.math.unsorted_segment_sum(expert_gates, expert_ids, self.num_experts),
+            ops.sum(probability, axis=0)[:, None],  # Load_primary(X)
+            ops.cast(ops.sum(in_top, axis=0), probability.dtype)[:, None],  # |X^(i)|
+            tf.math.unsorted_segment_sum(probability_s, first_ids, groups),  # Load_i(X^(i))
+            ops.cast(tf.math.unsorted_segment_sum(in_top_s, first_ids, groups), probability.dtype),
+        )
         # Equation 14. A group that received no token has a zero secondary load: max(·, 1) only
         # avoids 0/0.
         load = primary_load * secondary_load / ops.maximum(tokens_per_group, 1.0)
@@ -433,10 +461,9 @@ class SparseMoE(keras.layers.Layer):
             "token_ids": tf.repeat(token_ids, k_secondary),
             "expert_ids": expert_ids,
             "gates": expert_gates,
-            # equation 13: Σ_x G_primary(x)_i · G_i(x)_j
-            "importance": tf.math.unsorted_segment_sum(expert_gates, expert_ids, self.num_experts),
+            "importance": importance,
             "load": ops.reshape(load, (-1,)),
-            "counts": ops.reshape(tf.math.unsorted_segment_sum(in_top_s, first_ids, groups), (-1,)),
+            "counts": ops.reshape(counts, (-1,)),
         }
 
     def gates(self, x, training=False, noise=None):

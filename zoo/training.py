@@ -278,6 +278,7 @@ def train(preset, data="ptb", out_dir="runs/model", strategy="default", global_b
     windows = TrainingWindows(*pipeline.stream_windows(ids, seq_len, 0, vocabulary.bos_id),
                               global_batch_size, seed)
     steps_per_epoch = steps_per_epoch or windows.batches_per_pass
+    until_budget = steps is None and epochs is None and max_minutes is not None
     if steps is None:
         steps = steps_per_epoch * (epochs or (10**6 if max_minutes else 1))
     checkpoint_every = checkpoint_every or steps_per_epoch
@@ -335,8 +336,9 @@ def train(preset, data="ptb", out_dir="runs/model", strategy="default", global_b
     stopped = False
     if start < steps:
         log(f"Training {type(model).__name__} ({model.count_params():,} parameters) on {replicas} "
-            f"replica(s), global batch {global_batch_size} × {seq_len} tokens, steps {start + 1}–{steps}"
-            f"{f', at most {max_minutes:g} minutes' if max_minutes else ''}.")
+            f"replica(s), global batch {global_batch_size} × {seq_len} tokens, "
+            + (f"from step {start + 1}" if until_budget else f"steps {start + 1}–{steps}")
+            + (f", at most {max_minutes:g} minutes" if max_minutes else "") + ".")
     _reset_metrics(model)
     while step < steps and not stopped:
         loss = float(train_fn(train_iter))
@@ -351,7 +353,7 @@ def train(preset, data="ptb", out_dir="runs/model", strategy="default", global_b
             now = time.monotonic()
             rate = window_tokens / max(now - window_start, 1e-9)
             metrics = _metric_results(model)
-            log(f"step {step}/{steps}  loss {loss:.4f}  perplexity {metrics.get('perplexity', math.nan):.2f}"
+            log(f"step {step}{'' if until_budget else f'/{steps}'}  loss {loss:.4f}  perplexity {metrics.get('perplexity', math.nan):.2f}"
                 f"  {rate:,.0f} tokens/s")
             if writer:
                 with writer.as_default(step=step):

@@ -88,10 +88,21 @@ class LanguageModel(keras.Model):
         if replicas > 1 and context is not None:
             count = context.all_reduce(tf.distribute.ReduceOp.SUM, count)
         loss = total / ops.maximum(count, 1.0)
-        if self.losses:  # auxiliary losses of inner layers (e.g. MoE balancing), computed by
-            # the layers on the whole global batch, so each replica adds its 1/N share.
-            loss = loss + ops.cast(ops.sum(ops.stack(self.losses)), "float32") / replicas
+        aux = self.replica_losses() if replicas > 1 else self.losses
+        if aux:  # auxiliary losses of inner layers (e.g. MoE balancing), computed by the
+            # layers on the whole global batch, so each replica adds its 1/N share.
+            loss = loss + ops.cast(ops.sum(ops.stack(aux)), "float32") / replicas
         return loss
+
+    def replica_losses(self):
+        """`self.losses` of this replica only. Under `MirroredStrategy` the replicas trace
+        their steps in parallel threads into one graph, and Keras 3 keeps `add_loss` losses in
+        one list per layer, so each replica's list also holds the other replicas' losses; those
+        carry the other replicas' devices."""
+        if not tf.inside_function():
+            return self.losses
+        device = tf.zeros(()).device
+        return [loss for loss in self.losses if getattr(loss, "device", device) == device]
 
     def make_optimizer(self):
         """The preset's own optimiser (the paper's recipe when the preset names none)."""
