@@ -1,0 +1,75 @@
+"""`zoo export` end to end: versions 1 then 2 from one preset directory, the default name, the
+existing version untouched, and one-sentence errors with exit code 2."""
+
+import hashlib
+import os
+
+import pytest
+
+from export.cli import default_name
+from export.export_test import tiny_lstm, vocabulary
+from zoo.cli import main
+
+
+@pytest.fixture(scope="module")
+def preset(tmp_path_factory):
+    """A training run's best/ preset directory, as `zoo train` leaves it."""
+    model = tiny_lstm()
+    model.vocabulary = vocabulary()
+    directory = tmp_path_factory.mktemp("runs") / "tiny-lstm" / "best"
+    model.save_to_preset(str(directory))
+    return str(directory)
+
+
+def _digest(directory):
+    h = hashlib.sha256()
+    for root, dirs, files in sorted(os.walk(directory)):
+        dirs.sort()
+        for name in sorted(files):
+            h.update(name.encode() + open(os.path.join(root, name), "rb").read())
+    return h.hexdigest()
+
+
+def test_export_twice_makes_versions_1_and_2_and_never_touches_1(preset, tmp_path, capsys):
+    base = tmp_path / "exports"
+    assert main(["export", preset, "--base", str(base)]) == 0
+    first = capsys.readouterr().out.strip()
+    assert first == str(base / "tiny-lstm" / "1")  # named after the run, not "best"
+    before = _digest(first)
+    assert main(["export", preset, "--base", str(base)]) == 0
+    assert capsys.readouterr().out.strip() == str(base / "tiny-lstm" / "2")
+    assert sorted(os.listdir(base / "tiny-lstm")) == ["1", "2"]  # no temporary directory left
+    assert _digest(first) == before
+    for version in ("1", "2"):
+        assert {"saved_model.pb", "variables", "assets", "assets.extra"} <= set(os.listdir(base / "tiny-lstm" / version))
+
+    code = main(["export", preset, "--base", str(base), "--version", "1"])
+    err = capsys.readouterr().err
+    assert code == 2
+    assert err.startswith("zoo: error: Version 1 of 'tiny-lstm' already exists") and "never overwritten" in err
+    assert len(err.strip().split("\n")) == 1 and "Traceback" not in err
+    assert _digest(first) == before
+
+
+@pytest.mark.parametrize("argv, message", [
+    (["export", "{tmp}/nowhere"], "does not exist"),
+    (["export", "{tmp}/noconfig"], "has no config.json"),
+    (["export", "{preset}", "--base", "{tmp}/e", "--name", ".hidden"], "model name"),
+    (["export", "{preset}", "--base", "{tmp}/e", "--version", "0"], "version must be an integer >= 1"),
+])
+def test_bad_export_arguments_give_one_sentence_and_exit_code_2(argv, message, preset, tmp_path, capsys):
+    (tmp_path / "noconfig").mkdir()
+    code = main([a.replace("{tmp}", str(tmp_path)).replace("{preset}", preset) for a in argv])
+    err = capsys.readouterr().err
+    assert code == 2
+    assert err.startswith("zoo: error: ") and message in err
+    assert "Traceback" not in err and len(err.strip().split("\n")) == 1
+    assert not os.path.exists(tmp_path / "e" / ".hidden")
+
+
+def test_default_name(tmp_path):
+    assert default_name(str(tmp_path / "runs" / "gcnn-ptb" / "best")) == "gcnn-ptb"
+    assert default_name(str(tmp_path / "my lm")) == "my-lm"
+    (tmp_path / "p").mkdir()
+    (tmp_path / "p" / "config.json").write_text('{"preset": "lstm-ptb", "config": {}}')
+    assert default_name(str(tmp_path / "p")) == "lstm-ptb"

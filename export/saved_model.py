@@ -1,0 +1,163 @@
+"""`export_saved_model`: a model of the zoo as a versioned SavedModel for TensorFlow Serving.
+
+TF Serving watches `base/<name>/` and serves the highest numbered version directory it finds.
+A version is written into a hidden temporary directory beside it (`.<version>.tmp-…`, a name TF
+Serving ignores) and renamed into place once complete, so a half-written version is never
+loaded; an existing version is never written to; a failed export removes what it wrote.
+
+The SavedModel holds the signatures of `export.signatures`, the vocabulary as an asset
+(`assets/vocabulary.txt`) and, in `assets.extra/zoo_export.json` (a file TF Serving ignores), a
+description for clients: the signatures' inputs and outputs, the decoding state's tensor names
+and shapes, `max_tokens` and the model's config. Loading it needs TensorFlow only.
+"""
+
+import json
+import os
+import shutil
+import tempfile
+
+import tensorflow as tf
+
+DEFAULT_MAX_TOKENS = 1024
+METADATA_FILE = os.path.join("assets.extra", "zoo_export.json")
+
+
+class ExportError(ValueError):
+    """An export that could not be written; the message is one sentence saying why."""
+
+
+def existing_versions(model_dir):
+    """The version numbers TF Serving would see under `model_dir` (names that are integers)."""
+    if not os.path.isdir(model_dir):
+        return []
+    return sorted(int(n) for n in os.listdir(model_dir)
+                  if n.isdigit() and os.path.isdir(os.path.join(model_dir, n)))
+
+
+def _check_arguments(model, name, version, max_tokens):
+    if not isinstance(name, str) or not name or name in (".", "..") or name.startswith(".") \
+            or "/" in name or os.sep in name:
+        raise ValueError(f"The model name must be a non-empty directory name not starting with '.', got {name!r}.")
+    if version is not None and (isinstance(version, bool) or not isinstance(version, int) or version < 1):
+        raise ValueError(f"The version must be an integer >= 1, got {version!r}.")
+    if isinstance(max_tokens, bool) or not isinstance(max_tokens, int) or max_tokens < 1:
+        raise ValueError(f"max_tokens must be an integer >= 1, got {max_tokens!r}.")
+    vocabulary = getattr(model, "vocabulary", None)
+    if vocabulary is None:
+        raise ValueError("The model has no vocabulary to tokenise text with: load it from a preset "
+                         "directory that has one, or set model.vocabulary, before exporting.")
+    if len(vocabulary) != model.vocabulary_size:
+        raise ValueError(f"The model's vocabulary has {len(vocabulary)} tokens but the model predicts "
+                         f"{model.vocabulary_size} ids; they must agree to export.")
+
+
+def _reason(error):
+    if isinstance(error, OSError):
+        return error.strerror or str(error)
+    if isinstance(error, tf.errors.OpError):
+        return (error.message or str(error)).strip().splitlines()[0].rstrip(".")
+    return str(error)
+
+
+def export_saved_model(model, base_dir, name, version=None, max_tokens=DEFAULT_MAX_TOKENS):
+    """Write `model` to `base_dir/name/<version>/` and return that path.
+
+    `version` defaults to one above the highest version present (1 for a new model). Lines of
+    more than `max_tokens` words are cut (see `export.signatures`). Raises `ExportError` (a
+    `ValueError`) with one sentence when the version exists or cannot be written, leaving no
+    partial version behind.
+    """
+    _check_arguments(model, name, version, max_tokens)
+    model_dir = os.path.abspath(os.path.join(base_dir, name))
+    created = not os.path.isdir(model_dir)
+    try:
+        os.makedirs(model_dir, exist_ok=True)
+    except OSError as e:
+        raise ExportError(f"Cannot create the model directory {model_dir}: {_reason(e)}; nothing was written.") from e
+    versions = existing_versions(model_dir)
+    if version is None:
+        version = (versions[-1] if versions else 0) + 1
+    final = os.path.join(model_dir, str(version))
+    if os.path.exists(final):
+        raise ExportError(f"Version {version} of {name!r} already exists at {final} and is never overwritten: "
+                          "leave the version unset to write the next one.")
+    tmp = None
+    try:
+        tmp = tempfile.mkdtemp(prefix=f".{version}.tmp-", dir=model_dir)
+        _write(model, tmp, name, version, max_tokens)
+        if os.path.exists(final):  # another export took this version meanwhile
+            raise ExportError(f"Version {version} of {name!r} appeared at {final} during the export and was "
+                              "left untouched; nothing was written.")
+        os.rename(tmp, final)
+    except BaseException as e:
+        if tmp is not None:
+            shutil.rmtree(tmp, ignore_errors=True)
+        if created and os.path.isdir(model_dir) and not os.listdir(model_dir):
+            os.rmdir(model_dir)
+        if isinstance(e, (OSError, tf.errors.OpError)):
+            raise ExportError(f"Could not write version {version} of {name!r} under {model_dir}: {_reason(e)}; "
+                              "the partial export was removed.") from e
+        raise
+    return final
+
+
+def _write(model, path, name, version, max_tokens):
+    """The SavedModel itself, written to the (empty, temporary) directory `path`.
+
+    `keras.export.ExportArchive` would do, but it traces every endpoint once to find the
+    variables it uses and the save traces it again; here the save traces each signature once,
+    the object graph holding the model's variables and the vocabulary's lookup tables."""
+    from export.signatures import Signatures, serving_trace
+    from export.tokenizer import Tokenizer
+
+    with tempfile.TemporaryDirectory(prefix="zoo-export-vocabulary-") as staging:
+        # The asset's source: copied into the SavedModel's assets/ by the save.
+        vocabulary_file = os.path.join(staging, "vocabulary.txt")
+        with open(vocabulary_file, "w", encoding="utf-8") as f:
+            f.write("".join(token + "\n" for token in model.vocabulary.tokens))
+        tokenizer = Tokenizer(model.vocabulary, vocabulary_file)
+        signatures = Signatures(model, tokenizer, max_tokens)
+        root = tf.Module()
+        # The tf.Variables behind the Keras variables, which the traced functions capture.
+        root.model_variables = [v.value if hasattr(v, "_value") else v for v in model.weights]
+        root.tables = tokenizer.tables
+        functions = {}
+        for endpoint, (fn, input_signature) in signatures.all().items():
+            functions[endpoint] = tf.function(fn, input_signature=input_signature, autograph=False)
+            setattr(root, endpoint, functions[endpoint])
+        with serving_trace(model):
+            write_archive(root, path, functions)
+    metadata = describe(model, name, version, max_tokens, tokenizer, signatures)
+    os.makedirs(os.path.join(path, "assets.extra"), exist_ok=True)
+    with open(os.path.join(path, METADATA_FILE), "w") as f:
+        json.dump(metadata, f, indent=1)
+
+
+def write_archive(root, path, signatures):
+    tf.saved_model.save(root, path, signatures=signatures)
+
+
+def describe(model, name, version, max_tokens, tokenizer, signatures):
+    """What a client needs to know, as written to `assets.extra/zoo_export.json`."""
+    endpoints = {}
+    for endpoint, (_, input_signature) in signatures.all().items():
+        endpoints[endpoint] = {
+            "inputs": {spec.name: {"dtype": spec.dtype.name,
+                                   "shape": None if spec.shape.rank is None else
+                                   [-1 if d is None else d for d in spec.shape.as_list()]}
+                       for spec in input_signature},
+            "outputs": signatures.outputs(endpoint),
+        }
+    return {
+        "name": name,
+        "version": version,
+        "model_class": type(model).__name__,
+        "config": model.get_config(),
+        "vocabulary_size": int(model.vocabulary_size),
+        "tokenizer": tokenizer.kind,
+        "special_ids": {"<pad>": tokenizer.pad_id, "<s>": tokenizer.bos_id, "</s>": tokenizer.eos_id,
+                        "<unk>": tokenizer.unk_id},
+        "max_tokens": max_tokens,
+        "decode_state": {n: list(shape) for n, shape in signatures.state.specs.items()},
+        "signatures": endpoints,
+    }

@@ -1,0 +1,125 @@
+"""The zoo's vocabularies as core TensorFlow ops, so that TF Serving tokenises inside the graph.
+
+`zoo.data.vocab.Vocabulary.encode` splits a line with Python's `str.split()`, and
+`CharacterVocabulary.encode` takes the characters of `line.strip()` (a space becoming U+2581,
+any other whitespace character dropped). The ops here reproduce both exactly:
+
+- the input bytes are first decoded as UTF-8 with every invalid sequence replaced by U+FFFD,
+  which is what `bytes.decode("utf-8", errors="replace")` gives, so bytes that are not UTF-8 end
+  up as unknown words instead of an error;
+- "whitespace" is Python's: the 29 code points for which `str.isspace()` is true (ASCII
+  whitespace, the separators \\x1c–\\x1f, U+0085, U+00A0, U+1680, U+2000–U+200A, U+2028,
+  U+2029, U+202F, U+205F, U+3000), not only the ASCII whitespace `tf.strings.split` knows;
+- words are looked up in a `tf.lookup.StaticHashTable` initialised from the vocabulary file (a
+  SavedModel asset), unknown words going to `<unk>`.
+
+Only core ops are used (`UnicodeTranscode`, `StaticRegexReplace`/`RegexFullMatch`,
+`StringSplitV2`, `UnicodeDecode`, hash tables), so stock TF Serving loads the result; nothing
+from tensorflow-text is needed.
+"""
+
+import sys
+
+import tensorflow as tf
+
+REPLACEMENT_CHARACTER = 0xFFFD
+SPACE_MARK = "\u2581"  # CharacterVocabulary's stand-in for a space
+
+
+def python_whitespace():
+    """Every code point that `str.isspace()` (and so `str.split()`) treats as whitespace."""
+    return [c for c in range(sys.maxunicode + 1) if chr(c).isspace()]
+
+
+def _character_class(code_points):
+    """An RE2 character class (`[\\x{9}-\\x{d}…]`) matching exactly `code_points`."""
+    ranges, start = [], None
+    for c in sorted(code_points):
+        if start is not None and c == end + 1:
+            end = c
+            continue
+        if start is not None:
+            ranges.append((start, end))
+        start = end = c
+    ranges.append((start, end))
+    parts = [f"\\x{{{a:x}}}" if a == b else f"\\x{{{a:x}}}-\\x{{{b:x}}}" for a, b in ranges]
+    return "[" + "".join(parts) + "]"
+
+
+WHITESPACE = _character_class(python_whitespace())
+
+
+def decode_utf8(text):
+    """`bytes.decode("utf-8", errors="replace")` for a string tensor: valid UTF-8 unchanged,
+    each invalid sequence replaced by U+FFFD."""
+    return tf.strings.unicode_transcode(
+        text, input_encoding="UTF-8", output_encoding="UTF-8", errors="replace",
+        replacement_char=REPLACEMENT_CHARACTER, replace_control_characters=False,
+    )
+
+
+def split_words(text):
+    """`line.split()` of each line of `text` ([batch] strings) → ragged [batch, words]."""
+    text = tf.strings.regex_replace(decode_utf8(text), WHITESPACE, " ")
+    return tf.strings.split(text)  # sep=None: runs of spaces, no empty words
+
+
+def split_characters(text):
+    """`CharacterVocabulary`'s tokens of each line: the characters of `line.strip()`, a space as
+    U+2581, any other whitespace character dropped → ragged [batch, characters]."""
+    chars = tf.strings.unicode_split(decode_utf8(text), "UTF-8")
+    is_space = tf.strings.regex_full_match(chars.flat_values, WHITESPACE)
+    solid = tf.cast(tf.logical_not(is_space), tf.int32)
+    dense = chars.with_flat_values(solid).to_tensor(0)
+    # inside the strip: some non-whitespace character at or before, and at or after, the position
+    inside = tf.logical_and(tf.math.cumsum(dense, axis=1) > 0,
+                            tf.math.cumsum(dense, axis=1, reverse=True) > 0)
+    inside = tf.RaggedTensor.from_tensor(inside, lengths=chars.row_lengths())
+    is_blank = tf.equal(chars.flat_values, " ")
+    keep = tf.logical_and(inside.flat_values, tf.logical_or(tf.logical_not(is_space), is_blank))
+    marked = chars.with_flat_values(tf.where(is_blank, SPACE_MARK, chars.flat_values))
+    return tf.ragged.boolean_mask(marked, chars.with_flat_values(keep))
+
+
+class Tokenizer:
+    """Words (or characters) → ids and ids → words, from a vocabulary file, in the graph.
+
+    `vocabulary_file` holds one token per line, a token's id being its line number, as
+    `Vocabulary.save` writes it. The two lookup tables must be tracked by the SavedModel
+    (`ExportArchive.track`), which ships the file as an asset.
+    """
+
+    def __init__(self, vocabulary, vocabulary_file):
+        from zoo.data.vocab import CharacterVocabulary
+
+        self.kind = "char" if isinstance(vocabulary, CharacterVocabulary) else "word"
+        self.size = len(vocabulary)
+        self.pad_id, self.bos_id, self.eos_id, self.unk_id = (
+            vocabulary.pad_id, vocabulary.bos_id, vocabulary.eos_id, vocabulary.unk_id)
+        whole_line, line_number = tf.lookup.TextFileIndex.WHOLE_LINE, tf.lookup.TextFileIndex.LINE_NUMBER
+        self.word_to_id = tf.lookup.StaticHashTable(
+            tf.lookup.TextFileInitializer(vocabulary_file, tf.string, whole_line, tf.int64, line_number,
+                                          vocab_size=self.size),
+            default_value=self.unk_id,
+        )
+        self.id_to_word = tf.lookup.StaticHashTable(
+            tf.lookup.TextFileInitializer(vocabulary_file, tf.int64, line_number, tf.string, whole_line,
+                                          vocab_size=self.size),
+            default_value="",
+        )
+
+    @property
+    def tables(self):
+        return [self.word_to_id, self.id_to_word]
+
+    def tokens(self, text):
+        return split_characters(text) if self.kind == "char" else split_words(text)
+
+    def encode(self, text):
+        """Ragged [batch, tokens] int32 ids of each line's words, without `<s>` / `</s>`."""
+        tokens = self.tokens(text)
+        return tokens.with_flat_values(tf.cast(self.word_to_id.lookup(tokens.flat_values), tf.int32))
+
+    def decode(self, ids):
+        """The token of each id (any shape); "" for an id outside the vocabulary."""
+        return self.id_to_word.lookup(tf.cast(ids, tf.int64))

@@ -1,0 +1,334 @@
+"""`zoo benchmark serving`: the exported SavedModel against the in-process Keras model.
+
+For each preset (random weights, the treebank's vocabulary), the model is exported with
+`export.export_saved_model` and loaded back with `tf.saved_model.load`, in this process, and the
+`serving_default` signature (tokenisation in the graph, scores out) is timed side by side with the
+in-process model doing the same work, calls interleaved (in alternating order) so that machine
+noise hits both alike:
+
+* latency: one 20-word sentence per call, p50 and p99 over `--latency-calls` calls; in process,
+  `model.score([sentence])`, the public API (Python tokenisation, one tf.function call), whose
+  tf.function here only ever sees [1, 21] ids (a trace with static shapes), and the same call
+  with the trace generalised to [1, None], which is what `model.score` runs once it has seen
+  sentences of two lengths (reduce_retracing), i.e. under real traffic;
+* throughput: 64 sentences of 20 words per call, the median call; in process, `model.score`
+  (one call per sentence; timed in every fifth round) and the batched equivalent (Python
+  tokenisation, one padded `[64, 21]` batch through the same tf.function `score` uses, per-row
+  sums in numpy) — the ratio is against the faster of the two;
+* stress: `--threads` threads calling the loaded signature with one sentence each for `--seconds`
+  seconds; every answer is checked against the single-threaded one (1e-5), errors counted.
+
+Ratios are SavedModel / in-process time (below 1: the SavedModel is faster); the target is ≤ 1.1.
+"""
+
+import argparse
+import json
+import os
+import platform
+import shlex
+import statistics
+import sys
+import tempfile
+import threading
+import time
+
+import numpy as np
+
+from zoo.cli import tools_module
+
+_common = tools_module("benchmarks")  # the machine and number helpers every benchmark shares
+_cpu_model, _fmt = _common._cpu_model, _common._fmt
+
+DEFAULT_PRESETS = ("gcnn-ptb", "lstm-ptb", "lstm-moe-ptb")
+WORDS_PER_SENTENCE = 20
+BATCH = 64
+TARGET_RATIO = 1.1
+SEED = 0
+SMALL = {"vocabulary_size": 50}  # --small: tiny configs of the same presets (smoke test)
+SMALL_CONFIGS = {
+    "gcnn-ptb": {"embedding_dim": 8, "blocks": [[[3, 16]], [[3, 16]]]},
+    "lstm-ptb": {"embedding_dim": 8, "units": [8, 8]},
+    "lstm-moe-ptb": {"embedding_dim": 16, "layers": [{"type": "lstm", "units": 16},
+                                                      {"type": "moe", "num_experts": 4, "k": 2, "hidden_units": 8},
+                                                      {"type": "lstm", "units": 16}]},
+    "gcnn-moe-ptb": {"embedding_dim": 8, "blocks": [[[3, 16]], [[3, 16]]],
+                     "moe": {"after_blocks": [1], "num_experts": 4, "k": 2, "hidden_units": 8}},
+}
+
+
+def percentile(values, q):
+    """The q-th percentile (0–100), linear interpolation between order statistics."""
+    return float(np.percentile(np.asarray(values, dtype=np.float64), q))
+
+
+def sentences(vocabulary, count, words=WORDS_PER_SENTENCE, seed=SEED):
+    """`count` lines of `words` words drawn from the vocabulary (specials excluded)."""
+    rng = np.random.default_rng(seed)
+    pool = vocabulary.tokens[4:]
+    return [" ".join(pool[i] for i in rng.integers(0, len(pool), size=words)) for _ in range(count)]
+
+
+def build_model(preset, small):
+    import zoo
+    from zoo.data.vocab import SPECIALS, Vocabulary
+
+    if not small:
+        model = zoo.load(preset)
+        if model.vocabulary is None:
+            raise ValueError(f"The preset {preset!r} has no default vocabulary to serve text with.")
+        return model
+    if preset not in SMALL_CONFIGS:
+        raise ValueError(f"--small knows the presets {', '.join(SMALL_CONFIGS)}, not {preset!r}.")
+    import keras
+
+    keras.utils.set_random_seed(SEED)
+    model = zoo.load(preset, **SMALL, **SMALL_CONFIGS[preset])
+    model.vocabulary = Vocabulary(list(SPECIALS) + [f"w{i}" for i in range(SMALL["vocabulary_size"] - 4)])
+    return model
+
+
+class InProcess:
+    """The in-process model scoring text the way `serving_default` does."""
+
+    def __init__(self, model):
+        import tensorflow as tf
+
+        self.model, self.tf = model, tf
+        self.vocabulary = model.vocabulary
+        # What `model.score`'s tf.function becomes once it has seen sentences of two lengths
+        # (reduce_retracing generalises the time axis): the same graph, traced for [1, None].
+        spec = tf.TensorSpec([1, None], tf.int32)
+        self._general = tf.function(lambda ids, targets: model.head.target_log_prob(model(ids, training=False), targets),
+                                    input_signature=[spec, spec], autograph=False)
+
+    def score(self, texts):
+        """The public API: one tf.function call per sentence (here always [1, 21]: a trace with
+        static shapes)."""
+        return self.model.score(texts)
+
+    def score_general(self, texts):
+        """`model.score` with its trace generalised to any sentence length, as varied traffic
+        leaves it."""
+        out = []
+        for text in texts:
+            ids = self.vocabulary.encode(text)
+            x, y = self.tf.constant([ids[:-1]], self.tf.int32), self.tf.constant([ids[1:]], self.tf.int32)
+            out.append(self._general(x, y).numpy()[0])
+        return out
+
+    def batched(self, texts):
+        """Python tokenisation, one padded batch through the tf.function `score` uses."""
+        rows = [self.vocabulary.encode(t) for t in texts]
+        width = max(len(r) for r in rows)
+        ids = np.zeros((len(rows), width), np.int32)
+        for i, r in enumerate(rows):
+            ids[i, : len(r)] = r
+        lengths = np.array([len(r) - 1 for r in rows])
+        log_probs = self.model._target_log_prob_fn(self.tf.constant(ids[:, :-1]), self.tf.constant(ids[:, 1:])).numpy()
+        mask = np.arange(width - 1)[None, :] < lengths[:, None]
+        token_log_probs = np.where(mask, log_probs, 0.0)
+        total = token_log_probs.sum(axis=1)
+        return {"token_log_probs": token_log_probs, "lengths": lengths, "log_prob": total,
+                "perplexity": np.exp(-total / lengths)}
+
+
+def _time(fn, *args):
+    start = time.perf_counter()
+    out = fn(*args)
+    return time.perf_counter() - start, out
+
+
+def measure(preset, args, log=print):
+    import tensorflow as tf
+
+    from export import export_saved_model
+
+    model = build_model(preset, args.small)
+    local = InProcess(model)
+    one = sentences(model.vocabulary, 1, seed=SEED)
+    batch = sentences(model.vocabulary, BATCH, seed=SEED + 1)
+    # In-process functions traced before the SavedModel is loaded (warm-up).
+    want_one = local.score(one)[0]
+    np.testing.assert_allclose(local.score_general(one)[0], want_one, atol=1e-5)
+    want_batch = local.batched(batch)
+    with tempfile.TemporaryDirectory(prefix="zoo-bench-serving-") as base:
+        start = time.perf_counter()
+        path = export_saved_model(model, base, preset)
+        export_s = time.perf_counter() - start
+        size = sum(os.path.getsize(os.path.join(r, f)) for r, _, fs in os.walk(path) for f in fs)
+        serve = tf.saved_model.load(path).signatures["serving_default"]
+
+        def served(texts):
+            return {k: v.numpy() for k, v in serve(text=tf.constant(texts)).items()}
+
+        got = served(one)
+        np.testing.assert_allclose(got["token_log_probs"][0], want_one, atol=1e-5)
+        got = served(batch)
+        np.testing.assert_allclose(got["token_log_probs"], want_batch["token_log_probs"], atol=1e-5)
+        log(f"  {preset}: exported in {export_s:.1f} s ({size / 2**20:.1f} MiB); SavedModel answers equal the "
+            f"in-process model's to 1e-5", flush=True)
+
+        for _ in range(args.warmup):
+            served(one), local.score(one), local.score_general(one), served(batch), local.batched(batch)
+        local.score(batch)
+        # Interleaved, the order alternating from round to round (ABBA), so that neither path
+        # always runs right after the other.
+        paths = {"saved": lambda: served(one), "score": lambda: local.score(one),
+                 "general": lambda: local.score_general(one)}
+        latency = {name: [] for name in paths}
+        for i in range(args.latency_calls):
+            for name in (list(paths) if i % 2 == 0 else list(paths)[::-1]):
+                latency[name].append(_time(paths[name])[0])
+        paths = {"saved": lambda: served(batch), "batched": lambda: local.batched(batch),
+                 "score": lambda: local.score(batch)}
+        throughput = {name: [] for name in paths}
+        for i in range(args.batch_calls):
+            for name in (list(paths) if i % 2 == 0 else list(paths)[::-1]):
+                if name == "score" and i % 5:  # 64 calls each: every fifth round is enough for its median
+                    continue
+                throughput[name].append(_time(paths[name])[0])
+        log(f"  {preset}: latency and throughput measured; {args.threads} threads for {args.seconds:g} s ...",
+            flush=True)
+        stress = run_stress(served, one, want_one, args.threads, args.seconds)
+
+    result = {"preset": preset, "params": int(model.count_params()), "export_s": export_s, "size_bytes": size}
+    for name, times in latency.items():
+        result[f"latency_{name}"] = {"p50_s": percentile(times, 50), "p99_s": percentile(times, 99),
+                                     "calls": len(times)}
+    for name, times in throughput.items():
+        median = statistics.median(times)
+        result[f"throughput_{name}"] = {"median_s": median, "sentences_per_s": BATCH / median, "calls": len(times)}
+    best_local = min(result["throughput_batched"]["median_s"], result["throughput_score"]["median_s"])
+    result["ratios"] = {
+        "latency_p50": result["latency_saved"]["p50_s"] / result["latency_score"]["p50_s"],
+        "latency_p99": result["latency_saved"]["p99_s"] / result["latency_score"]["p99_s"],
+        "batch": result["throughput_saved"]["median_s"] / best_local,
+    }
+    result["ratios_general"] = {
+        "latency_p50": result["latency_saved"]["p50_s"] / result["latency_general"]["p50_s"],
+        "latency_p99": result["latency_saved"]["p99_s"] / result["latency_general"]["p99_s"],
+    }
+    result["stress"] = stress
+    return result
+
+
+def run_stress(served, texts, want, threads, seconds):
+    """`threads` threads calling `served(texts)` for `seconds`; answers checked against `want`."""
+    stop = time.perf_counter() + seconds
+    counts, errors, wrong = [0] * threads, [], [0] * threads
+
+    def worker(i):
+        while time.perf_counter() < stop:
+            try:
+                out = served(texts)
+                if not np.allclose(out["token_log_probs"][0], want, atol=1e-5) or \
+                        not np.all(np.isfinite(out["perplexity"])):
+                    wrong[i] += 1
+                counts[i] += 1
+            except Exception as e:  # counted and reported, never raised: the point is to count them
+                errors.append(f"{type(e).__name__}: {e}")
+                counts[i] += 1
+
+    pool = [threading.Thread(target=worker, args=(i,)) for i in range(threads)]
+    start = time.perf_counter()
+    for t in pool:
+        t.start()
+    for t in pool:
+        t.join()
+    wall = time.perf_counter() - start
+    return {"threads": threads, "seconds": wall, "calls": sum(counts), "calls_per_s": sum(counts) / wall,
+            "errors": len(errors), "first_error": errors[0] if errors else None, "wrong_answers": sum(wrong)}
+
+
+def print_table(results, log=print):
+    ms = 1e3
+    header = (f"{'preset':<13} {'path':<44} {'p50 ms':>8} {'p99 ms':>8} {'batch-64 ms':>11} {'sent/s':>8}")
+    log(header)
+    log("-" * len(header))
+    for r in results:
+        rows = [
+            ("SavedModel serving_default", r["latency_saved"], r["throughput_saved"]),
+            ("in-process model.score (static [1, 21] trace)", r["latency_score"], r["throughput_score"]),
+            ("in-process model.score (trace for [1, None])", r["latency_general"], None),
+            ("in-process batched tf.function", None, r["throughput_batched"]),
+        ]
+        for i, (label, lat, thr) in enumerate(rows):
+            col = r["preset"] if i == 0 else ""
+            p50 = _fmt(lat["p50_s"] * ms, ".2f") if lat else "-"
+            p99 = _fmt(lat["p99_s"] * ms, ".2f") if lat else "-"
+            batch = f"{thr['median_s'] * ms:.1f}" if thr else "-"
+            rate = f"{thr['sentences_per_s']:.0f}" if thr else "-"
+            log(f"{col:<13} {label:<44} {p50:>8} {p99:>8} {batch:>11} {rate:>8}")
+        q, g = r["ratios"], r["ratios_general"]
+        log(f"{'':<13} {'ratio SavedModel / in-process (static)':<44} {q['latency_p50']:>8.2f} "
+            f"{q['latency_p99']:>8.2f} {q['batch']:>11.2f} {'':>8}  "
+            f"<= {TARGET_RATIO}: {'yes' if max(q.values()) <= TARGET_RATIO else 'NO'}")
+        log(f"{'':<13} {'ratio SavedModel / in-process ([1, None])':<44} {g['latency_p50']:>8.2f} "
+            f"{g['latency_p99']:>8.2f} {'':>11} {'':>8}  "
+            f"<= {TARGET_RATIO}: {'yes' if max(g.values()) <= TARGET_RATIO else 'NO'}")
+        s = r["stress"]
+        log(f"{'':<13} {'stress: %d threads, %.0f s' % (s['threads'], s['seconds']):<44} {s['calls']:>8} calls, "
+            f"{s['calls_per_s']:.0f}/s, errors {s['errors']}, wrong answers {s['wrong_answers']}"
+            + (f" (first: {s['first_error']})" if s["first_error"] else ""))
+
+
+def serving(argv):
+    p = argparse.ArgumentParser(
+        prog="zoo benchmark serving",
+        description="Latency, throughput and multi-threaded calls of the exported SavedModel's "
+                    "serving_default against the in-process Keras model.")
+    p.add_argument("--presets", default=",".join(DEFAULT_PRESETS), help="comma-separated presets")
+    p.add_argument("--latency-calls", type=int, default=300, help="one-sentence calls per path (default 300)")
+    p.add_argument("--batch-calls", type=int, default=30,
+                   help="batch-64 calls of the SavedModel and of the batched in-process path (default 30; "
+                        "model.score, 64 calls each, in every fifth round)")
+    p.add_argument("--warmup", type=int, default=5, help="untimed calls of each path first (default 5)")
+    p.add_argument("--threads", type=int, default=8, help="threads of the stress run (default 8)")
+    p.add_argument("--seconds", type=float, default=30.0, help="length of the stress run (default 30)")
+    p.add_argument("--small", action="store_true", help="smoke test: tiny configs of the presets")
+    p.add_argument("--json", metavar="PATH", help="also write the results here")
+    args = p.parse_args(argv)
+    for name in ("latency_calls", "batch_calls", "threads"):
+        if getattr(args, name) < 1:
+            raise ValueError(f"--{name.replace('_', '-')} must be >= 1, got {getattr(args, name)}.")
+    if args.seconds <= 0 or args.warmup < 0:
+        raise ValueError("--seconds must be > 0 and --warmup >= 0.")
+    presets = [s.strip() for s in args.presets.split(",") if s.strip()]
+    command = shlex.join(getattr(sys, "orig_argv", sys.argv))
+    print(f"$ {command}", flush=True)
+
+    os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
+    import tensorflow as tf
+
+    tf.config.set_visible_devices([], "GPU")  # a CPU benchmark
+    import keras
+
+    print(f"serving: serving_default of the exported SavedModel (loaded with tf.saved_model.load in this "
+          f"process) against the in-process model on the same text; {WORDS_PER_SENTENCE}-word sentences of "
+          f"random vocabulary words (seed {SEED}); random weights{' (tiny configs)' if args.small else ''}")
+    print(f"machine: {platform.machine()} {_cpu_model()}, os.cpu_count() = {os.cpu_count()}, load average "
+          f"{' '.join(f'{x:.2f}' for x in os.getloadavg())}; tensorflow {tf.__version__}, keras "
+          f"{keras.__version__}; TF threads: default; device CPU")
+    print(f"calls: {args.warmup} warm-up each, then latency {args.latency_calls} x 1 sentence and throughput "
+          f"{args.batch_calls} x {BATCH} sentences per path, paths interleaved; stress {args.threads} threads x "
+          f"{args.seconds:g} s", flush=True)
+    results = [measure(preset, args) for preset in presets]
+    print()
+    print_table(results)
+    print(f"load average at the end: {' '.join(f'{x:.2f}' for x in os.getloadavg())} (other processes share "
+          f"the {os.cpu_count()} CPUs: timings move with them; the interleaving keeps the ratios fair)")
+    print(f"ratios: SavedModel time / in-process time (p50 and p99 of one sentence against model.score, its "
+          f"tf.function traced for [1, 21] only (static shapes, as when every sentence has 20 words) or for "
+          f"[1, None] (as after sentences of two lengths); batch against the faster in-process path); target "
+          f"<= {TARGET_RATIO}. The SavedModel's signature has [None] inputs, as TF Serving needs.")
+    out = {"command": command, "benchmark": "serving", "cpu": _cpu_model(), "cpu_count": os.cpu_count(),
+           "args": vars(args), "results": results}
+    if args.json:
+        with open(args.json, "w") as f:
+            json.dump(out, f, indent=1)
+        print(f"results written to {args.json}")
+    return out
+
+
+if __name__ == "__main__":
+    serving(sys.argv[1:])
