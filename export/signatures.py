@@ -37,19 +37,17 @@ from export.state import StateLayout
 def serving_trace(model):
     """While the signatures are traced: `SparseMoE` updates its balance metrics on every call,
     even at inference, which would put metric variables and their updates into the served
-    graph; the served model keeps no state, so each MoE layer's `_balance` is a no-op here."""
+    graph; the served model keeps no state, so each MoE layer's `track_metrics` is off here."""
     from layers.sparse_moe import SparseMoE
 
     moe_layers = [layer for layer in model._flatten_layers(include_self=False) if isinstance(layer, SparseMoE)]
     for layer in moe_layers:
-        if not callable(getattr(type(layer), "_balance", None)):
-            raise RuntimeError("SparseMoE no longer has the _balance method export/signatures.py disables.")
-        layer._balance = lambda routing, training: None
+        layer.track_metrics = False
     try:
         yield
     finally:
         for layer in moe_layers:
-            del layer.__dict__["_balance"]
+            layer.track_metrics = True
 
 
 class Signatures:

@@ -301,6 +301,9 @@ class SparseMoE(keras.layers.Layer):
         # makes Keras' jit_compile="auto" (XLA on a GPU) fall back to plain tf.function.
         self.supports_jit = False
         # Named after the layer so that two MoE layers of one model log separately.
+        # Whether calls update the metrics below; a stateless graph (a SavedModel's serving
+        # signatures, `export`) turns it off while it traces.
+        self.track_metrics = True
         self.cv_importance_tracker = keras.metrics.Mean(name=f"{self.name}_cv_importance")
         self.cv_load_tracker = keras.metrics.Mean(name=f"{self.name}_cv_load")
         self.max_load_ratio_tracker = keras.metrics.Mean(name=f"{self.name}_max_load_ratio")
@@ -504,6 +507,8 @@ class SparseMoE(keras.layers.Layer):
                 self.add_loss(self.importance_weight * cv_squared(routing["importance"]))  # eq. 7
             if self.load_weight:
                 self.add_loss(self.load_weight * cv_squared(routing["load"]))  # eq. 11
+        if not self.track_metrics:
+            return
         # Table 6's statistics, on the tokens the experts really receive.
         importance = ops.stop_gradient(routing["importance"])
         counts = ops.stop_gradient(routing["counts"])
