@@ -278,7 +278,7 @@ def serving(argv):
         description="Latency, throughput and multi-threaded calls of the exported SavedModel's "
                     "serving_default against the in-process Keras model.")
     p.add_argument("--presets", default=",".join(DEFAULT_PRESETS), help="comma-separated presets")
-    p.add_argument("--latency-calls", type=int, default=300, help="one-sentence calls per path (default 300)")
+    p.add_argument("--latency-calls", type=int, default=2000, help="one-sentence calls per path (default 2000: enough calls for a steady p99)")
     p.add_argument("--batch-calls", type=int, default=30,
                    help="batch-64 calls of the SavedModel and of the batched in-process path (default 30; "
                         "model.score, 64 calls each, in every fifth round)")
