@@ -209,7 +209,7 @@ def train(preset, data="ptb", out_dir="runs/model", strategy="default", global_b
           seq_len=None, steps=None, epochs=None, steps_per_epoch=None, max_minutes=None,
           checkpoint_every=None, keep_checkpoints=3, mixed_precision=False, optimizer=None,
           seed=0, log_every=None, min_count=1, max_vocabulary=None, log=_print,
-          batch_size=None, verbose=None, on_step=None, **overrides):
+          batch_size=None, on_step=None, **overrides):
     """Train `preset` on `data` into `out_dir`; returns `(model, history)`.
 
     Training runs `steps` steps, or `epochs` × `steps_per_epoch` (an epoch is one pass over the
@@ -217,8 +217,8 @@ def train(preset, data="ptb", out_dir="runs/model", strategy="default", global_b
     Validation perplexity is measured at the end of every epoch. A checkpoint is written every
     `checkpoint_every` steps (default: every epoch) and at the end; started again with the same
     arguments, a run resumes from its newest readable checkpoint. `batch_size` is an alias of
-    `global_batch_size`; `verbose` is accepted for compatibility and ignored. `on_step(step, loss)`
-    is called after every step (and its checkpoint, if any).
+    `global_batch_size`. `on_step(step, loss)` is called after every step (and its checkpoint, if
+    any).
 
     In a multi-worker job `out_dir` must be storage every worker reads (a shared file system):
     all workers restore the chief's checkpoints.
