@@ -12,7 +12,6 @@ The target is pipeline/step ≥ 20: the accelerator would never wait on data.
 """
 
 import argparse
-import json
 import shlex
 import statistics
 import sys
@@ -81,9 +80,7 @@ def input_pipeline(argv):
     print(f"pipeline/step: {ratio:.1f}x (target >= 20x: {'met' if ratio >= 20 else 'NOT met'})")
     result = {"argv": argv, "pipeline_tokens_per_s": pipe, "step_tokens_per_s": step, "ratio": ratio,
               "pipeline_rounds": pipeline_rates, "step_rounds": step_rates}
-    if args.json:
-        with open(args.json, "w") as f:
-            json.dump(result, f, indent=2)
+    common.write_results(args.json, result)
     return result
 
 

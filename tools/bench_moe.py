@@ -29,7 +29,6 @@ reference is also skipped when its [tokens, E, hidden] activations would not fit
 
 import argparse
 import gc
-import json
 import os
 import platform
 import shlex
@@ -394,10 +393,7 @@ def moe(argv):
            "repeats": args.repeats, "max_step_s": args.max_step_s, "seed": args.seed, "cpu": _cpu_model(),
            "cpu_count": os.cpu_count(), "configs": {str(e): r for e, r in report["configs"].items()},
            "ours_ratio": report["ours_ratio"], "ratio_experts": list(report["ratio_experts"])}
-    if args.json:
-        with open(args.json, "w") as f:
-            json.dump(out, f, indent=1)
-        print(f"results written to {args.json}")
+    _common.write_results(args.json, out)
     return out
 
 

@@ -8,7 +8,6 @@ and max/mean load averaged over the last 100 training batches, as Table 6 averag
 """
 
 import argparse
-import json
 import shlex
 import sys
 
@@ -70,9 +69,7 @@ def moe_ptb(argv):
         print(f"{label:32s} {r['params']:>11,d} {r['median_step_s']:>7.3f} {fmt(r['cv_importance'], '.3f'):>8s} "
               f"{fmt(r['cv_load'], '.3f'):>9s} {fmt(r['max_load_ratio'], '.3f'):>9s} "
               f"{r['valid_perplexity_stream']:>10.2f}")
-    if args.json:
-        with open(args.json, "w") as f:
-            json.dump({"argv": argv, "results": results}, f, indent=2)
+    tools_module("benchmarks").write_results(args.json, {"argv": argv, "results": results})
     return results
 
 

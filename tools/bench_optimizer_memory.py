@@ -20,7 +20,6 @@ optimisers' timed steps interleaved; median over `--repeats` after one warm-up s
 """
 
 import argparse
-import json
 import os
 import platform
 import shlex
@@ -241,10 +240,7 @@ def optimizer_memory(argv):
     out = {"command": command.strip(), "benchmark": "optimizer-memory", "sizes": sizes, "biases": args.biases,
            "repeats": args.repeats, "seed": args.seed, "cpu": _cpu_model(), "cpu_count": os.cpu_count(),
            **report}
-    if args.json:
-        with open(args.json, "w") as f:
-            json.dump(out, f, indent=1)
-        print(f"results written to {args.json}")
+    _common.write_results(args.json, out)
     return out
 
 

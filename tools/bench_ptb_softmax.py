@@ -6,7 +6,6 @@ Penn Treebank validation split with the stream protocol.
 """
 
 import argparse
-import json
 import shlex
 import sys
 
@@ -56,10 +55,9 @@ def ptb_softmax(argv):
     speedup = full["median_step_s"] / adaptive["median_step_s"]
     gap = adaptive["valid_perplexity_stream"] / full["valid_perplexity_stream"] - 1
     print(f"step time full/adaptive: {speedup:.2f}x; adaptive perplexity vs full: {gap:+.1%}")
-    if args.json:
-        with open(args.json, "w") as f:
-            json.dump({"argv": argv, "cutoffs": cutoffs, "results": results, "speedup": speedup,
-                       "perplexity_gap": gap}, f, indent=2)
+    tools_module("benchmarks").write_results(
+        args.json, {"argv": argv, "cutoffs": cutoffs, "results": results, "speedup": speedup,
+                    "perplexity_gap": gap})
     return results
 
 

@@ -22,7 +22,6 @@ Ratios are SavedModel / in-process time (below 1: the SavedModel is faster); the
 """
 
 import argparse
-import json
 import os
 import platform
 import shlex
@@ -323,10 +322,7 @@ def serving(argv):
           f"<= {TARGET_RATIO}. The SavedModel's signature has [None] inputs, as TF Serving needs.")
     out = {"command": command, "benchmark": "serving", "cpu": _cpu_model(), "cpu_count": os.cpu_count(),
            "args": vars(args), "results": results}
-    if args.json:
-        with open(args.json, "w") as f:
-            json.dump(out, f, indent=1)
-        print(f"results written to {args.json}")
+    _common.write_results(args.json, out)
     return out
 
 

@@ -393,11 +393,16 @@ def adaptive_softmax(argv):
     if info != "available":
         print(f"  (tf.config.experimental.get_memory_info('CPU:0') does not work on CPU here: {info})")
     print("ratios: full/adaptive and ours/torch are ratios of median seconds per step (ours/torch < 1: ours faster).")
-    if args.json:
-        with open(args.json, "w") as f:
-            json.dump(report, f, indent=1)
-        print(f"results written to {args.json}")
+    write_results(args.json, report)
     return report
+
+
+def write_results(path, out):
+    """Writes a benchmark's results to `path` as JSON (if a path was given) and says where."""
+    if path:
+        with open(path, "w") as f:
+            json.dump(out, f, indent=1)
+        print(f"results written to {path}")
 
 
 def _cpu_model():
