@@ -7,6 +7,7 @@ import keras
 
 from layers import sparse_moe
 from layers.sparse_moe import SparseMoE, cv_squared, segment_matmul
+from layers.testing import check_gradients
 
 DIM, EXPERTS, HIDDEN, K = 8, 6, 16, 2
 EPS = 1e-2  # noise_epsilon
@@ -127,30 +128,6 @@ def test_no_tokens_experts_hidden_tensor_and_one_matmul_pair_per_expert():
 
 
 # ---- 2. gradients ------------------------------------------------------------------------------
-def check_gradients(objective, variables, rng, samples=5):
-    with tf.GradientTape() as tape:
-        value = objective()
-    grads = tape.gradient(value, variables)
-    objective = tf.function(objective)  # the same float64 arithmetic, without eager overhead
-    eps = 1e-6
-    for var, grad in zip(variables, grads):
-        grad = tf.convert_to_tensor(grad).numpy()
-        assert np.abs(grad).max() > 0, var.name
-        for _ in range(samples):
-            index = tuple(rng.integers(0, s) for s in var.shape)
-            original = var.numpy()
-            bumped = original.copy()
-            bumped[index] += eps
-            var.assign(bumped)
-            plus = objective().numpy()
-            bumped[index] -= 2 * eps
-            var.assign(bumped)
-            minus = objective().numpy()
-            var.assign(original)
-            np.testing.assert_allclose(grad[index], (plus - minus) / (2 * eps), rtol=1e-5, atol=1e-8,
-                                       err_msg=var.name)
-
-
 @pytest.mark.parametrize("experts, groups, k", [(EXPERTS, None, K), (12, 3, [2, 2])])
 def test_gradients_match_finite_differences(experts, groups, k):
     """Both levels keep k >= 2 of more than k, so every gate weight has a gradient everywhere."""
