@@ -18,14 +18,21 @@ import sys
 import time
 
 
+def _positive(text):
+    value = int(text)
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"must be an integer >= 1, got {value}")
+    return value
+
+
 def input_pipeline(argv):
     p = argparse.ArgumentParser(prog="zoo benchmark input")
     p.add_argument("--preset", default="gcnn-ptb")
-    p.add_argument("--global-batch-size", type=int, default=32)
-    p.add_argument("--seq-len", type=int, default=64)
-    p.add_argument("--rounds", type=int, default=5, help="timed rounds of each (medians are reported)")
-    p.add_argument("--batches", type=int, default=500, help="pipeline batches per round")
-    p.add_argument("--steps", type=int, default=10, help="training steps per round")
+    p.add_argument("--global-batch-size", type=_positive, default=32)
+    p.add_argument("--seq-len", type=_positive, default=64)
+    p.add_argument("--rounds", type=_positive, default=5, help="timed rounds of each (medians are reported)")
+    p.add_argument("--batches", type=_positive, default=500, help="pipeline batches per round")
+    p.add_argument("--steps", type=_positive, default=10, help="training steps per round")
     p.add_argument("--json", help="also write the results here")
     args = p.parse_args(argv)
     print("command: zoo benchmark input " + " ".join(shlex.quote(a) for a in argv), flush=True)
