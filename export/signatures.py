@@ -30,7 +30,7 @@ import contextlib
 
 import tensorflow as tf
 
-from export.state import StateLayout
+from zoo.export.state import StateLayout
 
 
 @contextlib.contextmanager
@@ -38,7 +38,7 @@ def serving_trace(model):
     """While the signatures are traced: `SparseMoE` updates its balance metrics on every call,
     even at inference, which would put metric variables and their updates into the served
     graph; the served model keeps no state, so each MoE layer's `track_metrics` is off here."""
-    from layers.sparse_moe import SparseMoE
+    from zoo.layers.sparse_moe import SparseMoE
 
     moe_layers = [layer for layer in model._flatten_layers(include_self=False) if isinstance(layer, SparseMoE)]
     for layer in moe_layers:

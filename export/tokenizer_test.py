@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 import tensorflow as tf
 
-from export.tokenizer import WHITESPACE, Tokenizer, python_whitespace
+from zoo.export.tokenizer import WHITESPACE, Tokenizer, python_whitespace
 from zoo.data.vocab import CharacterVocabulary, Vocabulary
 
 LINES = [

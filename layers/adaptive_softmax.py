@@ -9,7 +9,7 @@ import keras
 import tensorflow as tf
 from keras import ops
 
-from layers.softmax import softmax_dtype
+from zoo.layers.softmax import softmax_dtype
 
 
 def check_cutoffs(cutoffs, vocabulary_size):

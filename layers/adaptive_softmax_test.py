@@ -3,8 +3,8 @@ import pytest
 import tensorflow as tf
 import keras
 
-from layers import AdaptiveSoftmax
-from layers.testing import check_gradients
+from zoo.layers import AdaptiveSoftmax
+from zoo.layers.testing import check_gradients
 
 VOCAB, CUTOFFS, DIM = 50, [10, 20, 35], 16
 

@@ -5,7 +5,7 @@ import numpy as np
 import pytest
 import tensorflow as tf
 
-from layers import GatedConv1D
+from zoo.layers import GatedConv1D
 
 ACTIVATIONS = ("glu", "gtu", "relu", "tanh", "linear", "bilinear")
 GATED = {"glu", "gtu", "bilinear"}

@@ -3,7 +3,7 @@
 import keras
 from keras import ops
 
-from layers.gated_conv import GatedConv1D, check_kernel_size
+from zoo.layers.gated_conv import GatedConv1D, check_kernel_size
 
 MAX_LAYERS_PER_BLOCK = 5  # "each block has up to 5 layers" (§2)
 

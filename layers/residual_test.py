@@ -4,8 +4,8 @@ import keras
 import numpy as np
 import pytest
 
-from layers import ResidualBlock, bottleneck_spec
-from layers.gated_conv_test import reference_gated_conv
+from zoo.layers import ResidualBlock, bottleneck_spec
+from zoo.layers.gated_conv_test import reference_gated_conv
 
 BOTTLENECK = [[1, 4], [3, 4], [1, 8]]
 

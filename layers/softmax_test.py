@@ -4,7 +4,7 @@ import keras
 import numpy as np
 import pytest
 
-from layers import FullSoftmax
+from zoo.layers import FullSoftmax
 
 VOCAB = 50
 

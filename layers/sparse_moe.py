@@ -20,7 +20,7 @@ import keras
 import tensorflow as tf
 from keras import ops
 
-from layers.softmax import softmax_dtype
+from zoo.layers.softmax import softmax_dtype
 
 # Keeps CV² finite when every value is 0 (e.g. an empty batch); far below any real mean².
 CV_EPSILON = 1e-10

@@ -5,9 +5,9 @@ import pytest
 import tensorflow as tf
 import keras
 
-from layers import sparse_moe
-from layers.sparse_moe import SparseMoE, cv_squared, segment_matmul
-from layers.testing import check_gradients
+from zoo.layers import sparse_moe
+from zoo.layers.sparse_moe import SparseMoE, cv_squared, segment_matmul
+from zoo.layers.testing import check_gradients
 
 DIM, EXPERTS, HIDDEN, K = 8, 6, 16, 2
 EPS = 1e-2  # noise_epsilon
@@ -223,7 +223,7 @@ import tensorflow as tf
 cpu = tf.config.list_physical_devices("CPU")[0]
 tf.config.set_logical_device_configuration(cpu, [tf.config.LogicalDeviceConfiguration()] * 2)
 import keras
-from layers.sparse_moe import SparseMoE
+from zoo.layers.sparse_moe import SparseMoE
 
 x = np.random.default_rng(0).normal(size=(16, 8)).astype("float32")
 

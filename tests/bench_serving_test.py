@@ -4,14 +4,14 @@ import itertools
 
 import numpy as np
 import pytest
-
-from zoo.cli import tools_module
 from zoo.data.vocab import SPECIALS, Vocabulary
 
 
 @pytest.fixture(scope="module")
 def bench():
-    return tools_module("bench_serving")
+    from zoo.tools import bench_serving
+
+    return bench_serving
 
 
 def test_sentences_are_20_vocabulary_words_and_reproducible(bench):

@@ -4,18 +4,21 @@ import numpy as np
 import pytest
 import tensorflow as tf
 
-from layers.sparse_moe import SparseMoE
-from zoo.cli import tools_module
+from zoo.layers.sparse_moe import SparseMoE
 
 
 @pytest.fixture(scope="module")
 def bench_moe():
-    return tools_module("bench_moe")
+    from zoo.tools import bench_moe
+
+    return bench_moe
 
 
 @pytest.fixture(scope="module")
 def bench_memory():
-    return tools_module("bench_optimizer_memory")
+    from zoo.tools import bench_optimizer_memory
+
+    return bench_optimizer_memory
 
 
 def quiet(*args, **kwargs):

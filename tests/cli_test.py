@@ -7,7 +7,7 @@ import numpy as np
 import pytest
 
 import zoo
-from zoo.cli import main
+from zoo.tools.cli import main
 
 WORDS = "the cat dog sat on mat a big small red".split()
 

@@ -40,11 +40,10 @@ def input_pipeline(argv):
     import tensorflow as tf
 
     from zoo import registry
-    from zoo.cli import tools_module
     from zoo.data import pipeline, ptb_vocabulary, read_lines
     from zoo.training import TrainingWindows, _step_functions
 
-    common = tools_module("benchmarks")
+    from zoo.tools import benchmarks as common
     strategy = tf.distribute.get_strategy()
     vocab = ptb_vocabulary()
     ids = pipeline.stream_ids(read_lines("ptb", "train"), vocab)

@@ -38,9 +38,7 @@ import time
 
 import numpy as np
 
-from zoo.cli import tools_module
-
-_common = tools_module("benchmarks")  # the machine and number helpers every benchmark shares
+from zoo.tools import benchmarks as _common  # the machine and number helpers every benchmark shares
 _cpu_model, _fmt = _common._cpu_model, _common._fmt
 
 FULL = {"tokens": 8192, "input_dim": 512, "hidden": 1024, "k": 4, "group_size": 512}
@@ -66,7 +64,7 @@ def dense_reference(layer, x, training=False, noise=None):
     import tensorflow as tf
     from keras import ops
 
-    from layers.sparse_moe import cv_squared
+    from zoo.layers.sparse_moe import cv_squared
 
     if layer.groups:
         raise ValueError("dense_reference is written for a flat SparseMoE (groups=None).")
@@ -141,7 +139,7 @@ def _make_models(models, experts, sizes, seed):
     import keras
     import tensorflow as tf
 
-    from layers.sparse_moe import SparseMoE
+    from zoo.layers.sparse_moe import SparseMoE
 
     tokens, d, h, k, group = (sizes[key] for key in ("tokens", "input_dim", "hidden", "k", "group_size"))
     x = np.random.default_rng(seed).standard_normal((tokens, d), dtype=np.float32)

@@ -23,7 +23,6 @@ def moe_ptb(argv):
     import keras
 
     import zoo
-    from zoo.cli import tools_module
     from zoo.data import pipeline, ptb_vocabulary, read_lines
     from zoo.presets import PRESETS
 
@@ -49,7 +48,9 @@ def moe_ptb(argv):
     train = PRESETS["lstm-moe-ptb"]["train"]
     batches = pipeline.stream_dataset(read_lines("ptb", "train"), vocab, train["batch_size"], train["seq_len"],
                                       shuffle=True, seed=args.seed, repeat=True)
-    trained = tools_module("side_by_side").train_side_by_side(
+    from zoo.tools import side_by_side
+
+    trained = side_by_side.train_side_by_side(
         models, batches, args.steps, track=("cv_importance", "cv_load", "max_load_ratio"))
     valid = read_lines("ptb", "valid")
     print(f"\n{args.steps} steps of {train['batch_size']}x{train['seq_len']} tokens, seed {args.seed}; "
@@ -69,7 +70,9 @@ def moe_ptb(argv):
         print(f"{label:32s} {r['params']:>11,d} {r['median_step_s']:>7.3f} {fmt(r['cv_importance'], '.3f'):>8s} "
               f"{fmt(r['cv_load'], '.3f'):>9s} {fmt(r['max_load_ratio'], '.3f'):>9s} "
               f"{r['valid_perplexity_stream']:>10.2f}")
-    tools_module("benchmarks").write_results(args.json, {"argv": argv, "results": results})
+    from zoo.tools import benchmarks
+
+    benchmarks.write_results(args.json, {"argv": argv, "results": results})
     return results
 
 

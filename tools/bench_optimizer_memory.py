@@ -29,9 +29,7 @@ import time
 
 import numpy as np
 
-from zoo.cli import tools_module
-
-_common = tools_module("benchmarks")  # the machine and number helpers every benchmark shares
+from zoo.tools import benchmarks as _common  # the machine and number helpers every benchmark shares
 _cpu_model, _fmt = _common._cpu_model, _common._fmt
 
 FULL = {"experts": 256, "k": 4, "input_dim": 512, "hidden": 1024}
@@ -79,7 +77,7 @@ def expert_variables(sizes, biases=False, seed=SEED):
     """The expert variables of a built `SparseMoE(experts, k, hidden)` on input `input_dim`."""
     import keras
 
-    from layers.sparse_moe import SparseMoE
+    from zoo.layers.sparse_moe import SparseMoE
 
     keras.utils.set_random_seed(seed)
     layer = SparseMoE(sizes["experts"], sizes["k"], sizes["hidden"])

@@ -25,7 +25,6 @@ def ptb_softmax(argv):
     import keras
 
     import zoo
-    from zoo.cli import tools_module
     from zoo.data import pipeline, ptb_vocabulary, read_lines
 
     vocab = ptb_vocabulary()
@@ -37,7 +36,9 @@ def ptb_softmax(argv):
         models[name] = model
     batches = pipeline.stream_dataset(read_lines("ptb", "train"), vocab, args.batch_size, args.seq_len,
                                       shuffle=True, seed=args.seed, repeat=True)
-    trained = tools_module("side_by_side").train_side_by_side(models, batches, args.steps)
+    from zoo.tools import side_by_side
+
+    trained = side_by_side.train_side_by_side(models, batches, args.steps)
     valid = read_lines("ptb", "valid")
     results = {}
     for name, model in models.items():
@@ -55,7 +56,9 @@ def ptb_softmax(argv):
     speedup = full["median_step_s"] / adaptive["median_step_s"]
     gap = adaptive["valid_perplexity_stream"] / full["valid_perplexity_stream"] - 1
     print(f"step time full/adaptive: {speedup:.2f}x; adaptive perplexity vs full: {gap:+.1%}")
-    tools_module("benchmarks").write_results(
+    from zoo.tools import benchmarks
+
+    benchmarks.write_results(
         args.json, {"argv": argv, "cutoffs": cutoffs, "results": results, "speedup": speedup,
                     "perplexity_gap": gap})
     return results

@@ -33,9 +33,7 @@ import time
 
 import numpy as np
 
-from zoo.cli import tools_module
-
-_common = tools_module("benchmarks")  # the machine and number helpers every benchmark shares
+from zoo.tools import benchmarks as _common  # the machine and number helpers every benchmark shares
 _cpu_model, _fmt = _common._cpu_model, _common._fmt
 
 DEFAULT_PRESETS = ("gcnn-ptb", "lstm-ptb", "lstm-moe-ptb")
@@ -123,7 +121,7 @@ class InProcess:
         for i, r in enumerate(rows):
             ids[i, : len(r)] = r
         lengths = np.array([len(r) - 1 for r in rows])
-        log_probs = self.model._target_log_prob_fn(self.tf.constant(ids[:, :-1]), self.tf.constant(ids[:, 1:])).numpy()
+        log_probs = self.model.target_log_probs(ids[:, :-1], ids[:, 1:])
         mask = np.arange(width - 1)[None, :] < lengths[:, None]
         token_log_probs = np.where(mask, log_probs, 0.0)
         total = token_log_probs.sum(axis=1)
@@ -140,7 +138,7 @@ def _time(fn, *args):
 def measure(preset, args, log=print):
     import tensorflow as tf
 
-    from export import export_saved_model
+    from zoo.export import export_saved_model
 
     model = build_model(preset, args.small)
     local = InProcess(model)

@@ -139,8 +139,8 @@ def worker(spec_path):
     import keras
     from keras import ops
 
-    from layers.adaptive_softmax import AdaptiveSoftmax
-    from layers.softmax import FullSoftmax
+    from zoo.layers.adaptive_softmax import AdaptiveSoftmax
+    from zoo.layers.softmax import FullSoftmax
 
     keras.utils.set_random_seed(SEED)
     memory = PeakRSS()
@@ -243,7 +243,7 @@ def worker(spec_path):
 def _child_env():
     env = dict(os.environ)
     env.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
-    spec = importlib.util.find_spec("layers")
+    spec = importlib.util.find_spec("zoo")  # the zoo this process runs (a checkout or the install)
     if spec is not None and spec.submodule_search_locations:
         root = os.path.dirname(list(spec.submodule_search_locations)[0])
         env["PYTHONPATH"] = os.pathsep.join(p for p in [root, env.get("PYTHONPATH")] if p)
@@ -441,39 +441,51 @@ def _print_table(report):
 
 
 def ptb_softmax(argv):
-    from zoo.cli import tools_module
 
-    return tools_module("bench_ptb_softmax").ptb_softmax(argv)
+    from zoo.tools import bench_ptb_softmax
+
+
+    return bench_ptb_softmax.ptb_softmax(argv)
 
 
 def moe_ptb(argv):
-    from zoo.cli import tools_module
 
-    return tools_module("bench_moe_ptb").moe_ptb(argv)
+    from zoo.tools import bench_moe_ptb
+
+
+    return bench_moe_ptb.moe_ptb(argv)
 
 
 def moe(argv):
-    from zoo.cli import tools_module
 
-    return tools_module("bench_moe").moe(argv)
+    from zoo.tools import bench_moe
+
+
+    return bench_moe.moe(argv)
 
 
 def optimizer_memory(argv):
-    from zoo.cli import tools_module
 
-    return tools_module("bench_optimizer_memory").optimizer_memory(argv)
+    from zoo.tools import bench_optimizer_memory
+
+
+    return bench_optimizer_memory.optimizer_memory(argv)
 
 
 def serving(argv):
-    from zoo.cli import tools_module
 
-    return tools_module("bench_serving").serving(argv)
+    from zoo.tools import bench_serving
+
+
+    return bench_serving.serving(argv)
 
 
 def input_pipeline(argv):
-    from zoo.cli import tools_module
 
-    return tools_module("bench_input").input_pipeline(argv)
+    from zoo.tools import bench_input
+
+
+    return bench_input.input_pipeline(argv)
 
 
 BENCHMARKS = {

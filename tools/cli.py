@@ -3,6 +3,7 @@
 import argparse
 import json
 import os
+import re
 import sys
 
 
@@ -81,16 +82,34 @@ def cmd_generate(args):
                          top_k=args.top_k, seed=args.seed))
 
 
-def cmd_export(args):
-    from export.cli import export_command
+def default_export_name(directory):
+    """The name TF Serving serves a preset directory under: the directory's name or, for a training
+    run's `best/`, the run's name; made a valid directory name and URL path segment
+    (`/v1/models/NAME`)."""
+    path = os.path.abspath(directory)
+    name = os.path.basename(path)
+    if name == "best":
+        name = os.path.basename(os.path.dirname(path))
+    return re.sub(r"[^A-Za-z0-9._-]+", "-", name).lstrip(".-") or "model"
 
-    export_command(args)
+
+def cmd_export(args):
+    from zoo.export import export_saved_model
+
+    model = _load(args.directory)
+    if model.vocabulary is None:
+        raise ValueError(f"The preset directory {args.directory!r} has no vocabulary, which the exported "
+                         "model needs to tokenise text.")
+    print(export_saved_model(model, args.base, args.name or default_export_name(args.directory),
+                             version=args.version))
 
 
 def cmd_benchmark(args):
-    from zoo.cli import tools_module
 
-    tools_module("benchmarks").run(args.name, args.rest)
+    from zoo.tools import benchmarks
+
+
+    benchmarks.run(args.name, args.rest)
 
 
 def parser():
@@ -149,7 +168,7 @@ def parser():
     s = sub.add_parser("export", help="export a preset directory as a SavedModel for TF Serving")
     s.add_argument("directory", help="a preset directory (e.g. runs/gcnn-ptb/best)")
     s.add_argument("--base", default="exports", help="TF Serving base directory")
-    s.add_argument("--name", help="model name (default: the directory's preset name)")
+    s.add_argument("--name", help="model name (default: the directory's name, or the run's for a run's best/)")
     s.add_argument("--version", type=int, help="version number (default: one above the highest present)")
     s.set_defaults(func=cmd_export)
 

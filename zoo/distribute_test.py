@@ -5,7 +5,7 @@ import json
 import pytest
 
 from zoo import distribute
-from zoo.cli import main
+from zoo.tools.cli import main
 
 GOOD = {"cluster": {"worker": ["host1:2222", "host2:2222"]}, "task": {"type": "worker", "index": 1}}
 

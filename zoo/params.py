@@ -1,6 +1,6 @@
 """Parameter counts from a config alone, without building (Table 1's models are large)."""
 
-from layers.gated_conv import ACTIVATIONS
+from zoo.layers.gated_conv import ACTIVATIONS
 
 
 def gcnn_params(config):

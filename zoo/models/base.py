@@ -144,6 +144,15 @@ class LanguageModel(keras.Model):
     def _log_probs_fn(self, ids):
         return self.head.log_prob(self(ids, training=False))
 
+    def target_log_probs(self, inputs, targets):
+        """`[batch, time]` log-probabilities of `targets` given `inputs` (both `[batch, time]`
+        ids; target t is the token after input t), in one compiled call for the whole batch."""
+        inputs, targets = self.check_ids(inputs), self.check_ids(targets)
+        if inputs.ndim != 2 or inputs.shape != targets.shape:
+            raise ValueError(f"inputs and targets must both be [batch, time] with the same shape, got "
+                             f"{inputs.shape} and {targets.shape}.")
+        return self._target_log_prob_fn(tf.constant(inputs), tf.constant(targets)).numpy()
+
     @tf.function(reduce_retracing=True)
     def _target_log_prob_fn(self, ids, targets):
         return self.head.target_log_prob(self(ids, training=False), targets)

@@ -3,9 +3,9 @@
 import keras
 from keras import ops
 
-from layers import FullSoftmax, ResidualBlock
-from layers.sparse_moe import SparseMoE
-from layers.residual import check_block_spec
+from zoo.layers import FullSoftmax, ResidualBlock
+from zoo.layers.sparse_moe import SparseMoE
+from zoo.layers.residual import check_block_spec
 from zoo.models.base import LanguageModel
 from zoo.models.heads import make_head
 

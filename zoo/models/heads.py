@@ -1,6 +1,6 @@
 """The output layer a model's config asks for."""
 
-from layers import AdaptiveSoftmax, FullSoftmax
+from zoo.layers import AdaptiveSoftmax, FullSoftmax
 
 
 def make_head(vocabulary_size, cutoffs=None, factor=4):

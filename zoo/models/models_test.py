@@ -11,7 +11,7 @@ import numpy as np
 import pytest
 
 import zoo
-from layers import AdaptiveSoftmax, FullSoftmax
+from zoo.layers import AdaptiveSoftmax, FullSoftmax
 from zoo.data import Vocabulary
 from zoo.data.pipeline import stream_dataset, stream_windows
 from zoo.models import GCNNLanguageModel, RecurrentLanguageModel

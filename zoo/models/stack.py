@@ -19,7 +19,7 @@ the dropout.
 import keras
 from keras import ops
 
-from layers.sparse_moe import SparseMoE
+from zoo.layers.sparse_moe import SparseMoE
 from zoo.models.base import LanguageModel
 from zoo.models.heads import make_head
 

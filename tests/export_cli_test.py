@@ -6,9 +6,8 @@ import os
 
 import pytest
 
-from export.cli import default_name
-from export.export_test import tiny_lstm, vocabulary
-from zoo.cli import main
+from zoo.export.export_test import tiny_lstm, vocabulary
+from zoo.tools.cli import default_export_name, main
 
 
 @pytest.fixture(scope="module")
@@ -68,8 +67,7 @@ def test_bad_export_arguments_give_one_sentence_and_exit_code_2(argv, message, p
 
 
 def test_default_name(tmp_path):
-    assert default_name(str(tmp_path / "runs" / "gcnn-ptb" / "best")) == "gcnn-ptb"
-    assert default_name(str(tmp_path / "my lm")) == "my-lm"
-    (tmp_path / "p").mkdir()
-    (tmp_path / "p" / "config.json").write_text('{"preset": "lstm-ptb", "config": {}}')
-    assert default_name(str(tmp_path / "p")) == "lstm-ptb"
+    assert default_export_name(str(tmp_path / "runs" / "gcnn-ptb" / "best")) == "gcnn-ptb"
+    assert default_export_name(str(tmp_path / "my lm")) == "my-lm"
+    assert default_export_name(str(tmp_path / ".hidden dir")) == "hidden-dir"
+    assert default_export_name(str(tmp_path / "runs" / "gcnn-ptb" / "final")) == "final"

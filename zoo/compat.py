@@ -1,0 +1,43 @@
+"""The Keras and TensorFlow internals the zoo cannot do without, and nothing else.
+
+Every other module of the zoo uses public APIs only. Each shim here names the internal it relies
+on, checks at use that the internal is still there (raising, with the Keras version, rather than
+silently doing nothing), and has a test in `zoo/compat_test.py` that fails loudly, naming the
+Keras version, if the internal changes meaning.
+"""
+
+import keras
+
+
+class KerasInternalsChanged(RuntimeError):
+    """A Keras internal that a shim of `zoo.compat` relies on is gone or behaves differently."""
+
+
+def _identity(grads_and_vars):
+    return grads_and_vars
+
+
+def disable_gradient_all_reduce(optimizer):
+    """Stop `optimizer.apply` from summing gradients over the replicas of a distributed step.
+
+    Why: the zoo's training loop all-reduces the gradients itself *before* the optimiser clips
+    them, so that a step on N replicas is the step one device takes (Keras 3 instead clips each
+    replica's share and then sums). The optimiser's own sum must then be off, or every gradient
+    would be summed twice.
+
+    Internal: Keras 3's TensorFlow optimiser (`keras.src.backend.tensorflow.optimizer.TFOptimizer`)
+    sums in its method `_all_reduce_sum_gradients(grads_and_vars)`, called from
+    `_backend_update_step`; there is no public switch. The instance attribute set here replaces
+    it with the identity. A `LossScaleOptimizer`'s inner optimiser is handled too.
+    """
+    for target in (optimizer, getattr(optimizer, "inner_optimizer", None)):
+        if target is None:
+            continue
+        if not callable(getattr(type(target), "_all_reduce_sum_gradients", None)):
+            raise KerasInternalsChanged(
+                f"Keras {keras.version()}: {type(target).__name__} has no method _all_reduce_sum_gradients, "
+                "which zoo.compat.disable_gradient_all_reduce replaces so that the training loop's own "
+                "all-reduce is the only one; update the shim for this Keras version."
+            )
+        target._all_reduce_sum_gradients = _identity
+    return optimizer

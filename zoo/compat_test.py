@@ -1,0 +1,82 @@
+"""The shims of `zoo.compat` against the Keras installed: each fails loudly, naming the Keras
+version, if the internal it relies on is gone or no longer does what the shim assumes."""
+
+import json
+import os
+import subprocess
+import sys
+import textwrap
+
+import keras
+import pytest
+
+from zoo import compat
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+
+# Two logical CPU devices must be configured before TensorFlow starts, so this runs in a child.
+APPLY_UNDER_MIRRORED = textwrap.dedent(
+    """
+    import json, sys
+    import tensorflow as tf
+    cpu = tf.config.list_physical_devices("CPU")[0]
+    tf.config.set_logical_device_configuration(cpu, [tf.config.LogicalDeviceConfiguration()] * 2)
+    import keras
+    from zoo import compat
+
+    strategy = tf.distribute.MirroredStrategy(["/cpu:0", "/cpu:1"])
+    out = {}
+    for shim in (False, True):
+        with strategy.scope():
+            w = keras.Variable(0.0)
+            opt = keras.optimizers.SGD(learning_rate=1.0)
+            opt.build([w])
+        if shim:
+            compat.disable_gradient_all_reduce(opt)
+
+        @tf.function
+        def step():
+            def replica():
+                r = tf.distribute.get_replica_context().replica_id_in_sync_group
+                opt.apply([tf.cast(r + 1, tf.float32)], [w])  # replica 0 gives 1, replica 1 gives 2
+            strategy.run(replica)
+
+        step()
+        out["shim" if shim else "keras"] = [float(v.numpy()) for v in strategy.experimental_local_results(w.value)]
+    json.dump(out, sys.stdout)
+    """
+)
+
+
+def test_disable_gradient_all_reduce_leaves_each_replica_its_own_gradient():
+    env = dict(os.environ, PYTHONPATH=ROOT, TF_CPP_MIN_LOG_LEVEL="3")
+    run = subprocess.run([sys.executable, "-c", APPLY_UNDER_MIRRORED], capture_output=True, text=True,
+                         env=env, timeout=300)
+    assert run.returncode == 0, run.stderr[-3000:]
+    result = json.loads(run.stdout.strip().splitlines()[-1])
+    version = keras.version()
+    # Keras itself sums the replicas' gradients (1 + 2) inside apply: what the loop must switch off.
+    assert result["keras"] == [-3.0, -3.0], (
+        f"Keras {version}: optimizer.apply under MirroredStrategy no longer sums the replicas' "
+        f"gradients ({result['keras']}); zoo.compat.disable_gradient_all_reduce may be unnecessary or wrong.")
+    # With the shim, each replica applies exactly the gradient it was given.
+    assert result["shim"] == [-1.0, -2.0], (
+        f"Keras {version}: zoo.compat.disable_gradient_all_reduce no longer stops the optimiser's "
+        f"all-reduce (replicas got {result['shim']}, expected [-1.0, -2.0]); update the shim.")
+
+
+def test_a_missing_internal_is_refused_with_the_keras_version():
+    class Plain:  # an optimiser without the method the shim replaces
+        pass
+
+    with pytest.raises(compat.KerasInternalsChanged, match=f"Keras {keras.version()}: Plain has no method "
+                       "_all_reduce_sum_gradients"):
+        compat.disable_gradient_all_reduce(Plain())
+
+
+def test_loss_scale_optimizer_inner_optimizer_is_covered():
+    opt = keras.optimizers.LossScaleOptimizer(keras.optimizers.Adam())
+    compat.disable_gradient_all_reduce(opt)
+    grads_and_vars = [(1.0, "v")]
+    assert opt._all_reduce_sum_gradients(grads_and_vars) is grads_and_vars
+    assert opt.inner_optimizer._all_reduce_sum_gradients(grads_and_vars) is grads_and_vars
