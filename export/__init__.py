@@ -3,8 +3,9 @@
     from zoo.export import export_saved_model
     export_saved_model(model, "exports", name="gcnn-ptb")   # exports/gcnn-ptb/<n>/
 
-See `export.saved_model` (versions, atomic writes), `export.signatures` (the four signatures),
-`export.tokenizer` (the vocabulary as core TF ops) and `export.state` (decoding-state names).
+See `zoo.export.saved_model` (versions, atomic writes), `zoo.export.signatures` (the four
+signatures), `zoo.export.tokenizer` (the vocabulary as core TF ops) and `zoo.export.state`
+(decoding-state names).
 """
 
 from zoo.export.saved_model import DEFAULT_MAX_TOKENS, ExportError, existing_versions, export_saved_model

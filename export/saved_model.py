@@ -5,7 +5,7 @@ A version is written into a hidden temporary directory beside it (`.<version>.tm
 Serving ignores) and renamed into place once complete, so a half-written version is never
 loaded; an existing version is never written to; a failed export removes what it wrote.
 
-The SavedModel holds the signatures of `export.signatures`, the vocabulary as an asset
+The SavedModel holds the signatures of `zoo.export.signatures`, the vocabulary as an asset
 (`assets/vocabulary.txt`) and, in `assets.extra/zoo_export.json` (a file TF Serving ignores), a
 description for clients: the signatures' inputs and outputs, the decoding state's tensor names
 and shapes, `max_tokens` and the model's config. Loading it needs TensorFlow only.
@@ -17,6 +17,8 @@ import shutil
 import tempfile
 
 import tensorflow as tf
+
+from zoo.layers.validation import check_int
 
 DEFAULT_MAX_TOKENS = 1024
 METADATA_FILE = os.path.join("assets.extra", "zoo_export.json")
@@ -38,10 +40,9 @@ def _check_arguments(model, name, version, max_tokens):
     if not isinstance(name, str) or not name or name in (".", "..") or name.startswith(".") \
             or "/" in name or os.sep in name:
         raise ValueError(f"The model name must be a non-empty directory name not starting with '.', got {name!r}.")
-    if version is not None and (isinstance(version, bool) or not isinstance(version, int) or version < 1):
-        raise ValueError(f"The version must be an integer >= 1, got {version!r}.")
-    if isinstance(max_tokens, bool) or not isinstance(max_tokens, int) or max_tokens < 1:
-        raise ValueError(f"max_tokens must be an integer >= 1, got {max_tokens!r}.")
+    if version is not None:
+        check_int("The version", version, minimum=1)
+    check_int("max_tokens", max_tokens, minimum=1)
     vocabulary = getattr(model, "vocabulary", None)
     if vocabulary is None:
         raise ValueError("The model has no vocabulary to tokenise text with: load it from a preset "
@@ -63,7 +64,7 @@ def export_saved_model(model, base_dir, name, version=None, max_tokens=DEFAULT_M
     """Write `model` to `base_dir/name/<version>/` and return that path.
 
     `version` defaults to one above the highest version present (1 for a new model). Lines of
-    more than `max_tokens` words are cut (see `export.signatures`). Raises `ExportError` (a
+    more than `max_tokens` words are cut (see `zoo.export.signatures`). Raises `ExportError` (a
     `ValueError`) with one sentence when the version exists or cannot be written, leaving no
     partial version behind.
     """
@@ -118,8 +119,10 @@ def _write(model, path, name, version, max_tokens):
         tokenizer = Tokenizer(model.vocabulary, vocabulary_file)
         signatures = Signatures(model, tokenizer, max_tokens)
         root = tf.Module()
-        # The tf.Variables behind the Keras variables, which the traced functions capture.
-        root.model_variables = [v.value if hasattr(v, "_value") else v for v in model.weights]
+        # The model's variables, which the traced functions capture. A Keras variable is itself
+        # trackable and saves as the plain tf.Variable behind it (as `keras.export.ExportArchive`
+        # tracks them), so the SavedModel loads without Keras.
+        root.model_variables = list(model.weights)
         root.tables = tokenizer.tables
         functions = {}
         for endpoint, (fn, input_signature) in signatures.all().items():

@@ -13,7 +13,7 @@ Every signature takes and returns named tensors (dict outputs), batch first:
   value, or one per prefix) → `words` string [batch, K], `ids` int32 [batch, K], `log_probs`
   float32 [batch, K], the k most likely next tokens (never `<pad>` or `<s>`, as in
   `generate`), K the largest k; a row asking for fewer has "", −1 and 0.0 past its k;
-- `decode_step`: `token_ids` int32 [batch] and the decoding state (see `export.state`) →
+- `decode_step`: `token_ids` int32 [batch] and the decoding state (see `zoo.export.state`) →
   `log_probs` float32 [batch, vocabulary] and the next state under the same names.
 
 Over-long lines: a line (or prefix) of more than `max_tokens` words is cut to `max_tokens` words.
@@ -35,23 +35,19 @@ from zoo.export.state import StateLayout
 
 @contextlib.contextmanager
 def serving_trace(model):
-    """While the signatures are traced: `SparseMoE` updates its balance metrics on every call,
-    even at inference, which would put metric variables and their updates into the served
-    graph; the served model keeps no state, so each MoE layer's `track_metrics` is off here."""
-    from zoo.layers.sparse_moe import SparseMoE
+    """While the signatures of `model` are traced: `SparseMoE` updates its balance metrics on
+    every call, even at inference, which would put metric variables and their updates into the
+    served graph; the served model keeps no state, so the balance metrics of every MoE layer,
+    however deeply nested in `model`, are paused here (`balance_metrics_paused`; no traversal of
+    the model's layers is needed). Each layer's own `track_metrics` is left as it is."""
+    from zoo.layers.sparse_moe import balance_metrics_paused
 
-    moe_layers = [layer for layer in model._flatten_layers(include_self=False) if isinstance(layer, SparseMoE)]
-    for layer in moe_layers:
-        layer.track_metrics = False
-    try:
+    with balance_metrics_paused():
         yield
-    finally:
-        for layer in moe_layers:
-            layer.track_metrics = True
 
 
 class Signatures:
-    """The signature functions of `model`, tokenising with `tokenizer` (`export.tokenizer`)."""
+    """The signature functions of `model`, tokenising with `tokenizer` (`zoo.export.tokenizer`)."""
 
     def __init__(self, model, tokenizer, max_tokens):
         self.model = model

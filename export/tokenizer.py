@@ -85,8 +85,10 @@ class Tokenizer:
     """Words (or characters) → ids and ids → words, from a vocabulary file, in the graph.
 
     `vocabulary_file` holds one token per line, a token's id being its line number, as
-    `Vocabulary.save` writes it. The two lookup tables must be tracked by the SavedModel
-    (`ExportArchive.track`), which ships the file as an asset.
+    `Vocabulary.save` writes it. The two lookup tables (`tables`) must be tracked by the object
+    saved with `tf.saved_model.save` (`zoo.export.saved_model` sets them as an attribute of its
+    `tf.Module` root), so that the save ships the file as an asset (`assets/vocabulary.txt`) and
+    the loaded tables read it from there.
     """
 
     def __init__(self, vocabulary, vocabulary_file):

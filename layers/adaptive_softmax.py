@@ -9,16 +9,16 @@ import keras
 import tensorflow as tf
 from keras import ops
 
-from zoo.layers.softmax import softmax_dtype
+from zoo.layers.softmax import build_on_first_use, softmax_dtype
+from zoo.layers.validation import check_int, is_int
 
 
 def check_cutoffs(cutoffs, vocabulary_size):
-    if isinstance(vocabulary_size, bool) or not isinstance(vocabulary_size, int) or vocabulary_size < 2:
-        raise ValueError(f"vocabulary_size must be an integer >= 2, got {vocabulary_size!r}.")
+    check_int("vocabulary_size", vocabulary_size, minimum=2)
     if not isinstance(cutoffs, (list, tuple)) or not cutoffs:
         raise ValueError(f"cutoffs must be a non-empty list of increasing ids, got {cutoffs!r}.")
     cutoffs = list(cutoffs)
-    if any(isinstance(c, bool) or not isinstance(c, int) for c in cutoffs):
+    if not all(is_int(c) for c in cutoffs):
         raise ValueError(f"cutoffs must be integers, got {cutoffs!r}.")
     if len(set(cutoffs)) != len(cutoffs):
         raise ValueError(f"cutoffs must not repeat a value, got {cutoffs!r}.")
@@ -39,10 +39,12 @@ class AdaptiveSoftmax(keras.layers.Layer):
 
     Training (`loss`) computes the exact negative log-likelihood of every target while
     touching only the head and, for each cluster, only the rows whose target falls in it:
-    no `[tokens, vocabulary]` tensor is built. Log-softmaxes are computed in float32.
+    no `[tokens, vocabulary]` tensor is built. Log-softmaxes are computed in float32 (float64
+    under a float64 compute dtype).
 
     Methods: `log_prob(hidden)` (the full `[..., vocabulary]` log-distribution),
-    `loss(hidden, targets)`, `target_log_prob(hidden, targets)`, `predict(hidden)`.
+    `loss(hidden, targets)`, `target_log_prob(hidden, targets)`, `predict(hidden)`. Each builds
+    the layer from the last axis of `hidden` when called before the layer itself.
 
     The cutoffs assume ids sorted by decreasing frequency, as every vocabulary builder of the
     zoo makes them (`zoo.data.Vocabulary.build`): the head then holds the frequent words, and
@@ -123,6 +125,7 @@ class AdaptiveSoftmax(keras.layers.Layer):
         return self.log_prob(hidden)
 
     def log_prob(self, hidden):
+        build_on_first_use(self, hidden)
         head = ops.log_softmax(self._head_logits(hidden), axis=-1)
         parts = [head[..., : self.cutoffs[0]]]
         for i in range(len(self.cutoffs)):
@@ -132,6 +135,7 @@ class AdaptiveSoftmax(keras.layers.Layer):
 
     def loss(self, hidden, targets):
         """Per-token negative log-likelihood, shaped like `targets`."""
+        build_on_first_use(self, hidden)
         targets = ops.cast(self.check_targets(targets), "int32")
         shape = ops.shape(targets)
         flat_h = ops.reshape(hidden, (-1, ops.shape(hidden)[-1]))
@@ -158,6 +162,7 @@ class AdaptiveSoftmax(keras.layers.Layer):
         """The most likely id. A row whose best head word beats every cluster's total mass
         is decided by the head alone (no tail word can be likelier than its cluster); only
         the other rows pay for the tail clusters."""
+        build_on_first_use(self, hidden)
         shape = ops.shape(hidden)[:-1]
         flat_h = ops.reshape(hidden, (-1, ops.shape(hidden)[-1]))
         head = ops.log_softmax(self._head_logits(flat_h), axis=-1)

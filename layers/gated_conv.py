@@ -3,6 +3,8 @@
 import keras
 from keras import ops
 
+from zoo.layers.validation import check_int
+
 # activation name -> (is it gated, i.e. does it need the second convolution X*V + c?)
 ACTIVATIONS = {
     "glu": True,  # (X*W + b) ⊗ σ(X*V + c), equation (1)
@@ -15,10 +17,7 @@ ACTIVATIONS = {
 
 
 def check_kernel_size(kernel_size):
-    if isinstance(kernel_size, bool) or not isinstance(kernel_size, int) or kernel_size < 1:
-        raise ValueError(
-            f"kernel_size must be an integer >= 1, got {kernel_size!r}."
-        )
+    return check_int("kernel_size", kernel_size, minimum=1)
 
 
 @keras.saving.register_keras_serializable(package="layers")
@@ -65,8 +64,7 @@ class GatedConv1D(keras.layers.Layer):
             raise ValueError(
                 f"Unknown activation {activation!r}; expected one of {sorted(ACTIVATIONS)}."
             )
-        if isinstance(filters, bool) or not isinstance(filters, int) or filters < 1:
-            raise ValueError(f"filters must be an integer >= 1, got {filters!r}.")
+        check_int("filters", filters, minimum=1)
         self.filters = filters
         self.kernel_size = kernel_size
         self.activation = activation

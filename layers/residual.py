@@ -4,6 +4,7 @@ import keras
 from keras import ops
 
 from zoo.layers.gated_conv import GatedConv1D, check_kernel_size
+from zoo.layers.validation import check_int
 
 MAX_LAYERS_PER_BLOCK = 5  # "each block has up to 5 layers" (§2)
 
@@ -19,25 +20,25 @@ def check_block_spec(spec):
         if not isinstance(pair, (list, tuple)) or len(pair) != 2:
             raise ValueError(f"Each layer of a block is a [kernel_size, width] pair, got {pair!r}.")
         check_kernel_size(pair[0])
-        if isinstance(pair[1], bool) or not isinstance(pair[1], int) or pair[1] < 1:
-            raise ValueError(f"A layer width must be an integer >= 1, got {pair[1]!r}.")
+        check_int("A layer width", pair[1], minimum=1)
     return [[int(k), int(w)] for k, w in spec]
 
 
 @keras.saving.register_keras_serializable(package="layers")
 class ResidualBlock(keras.layers.Layer):
-    """`y = skip(x) + h_L(… h_1(dropout(x)))`, each `h` a `GatedConv1D`.
+    """`y = skip(x) + h_L(dropout(… h_1(dropout(x))))`, each `h` a `GatedConv1D` (dropout, when
+    set, before every conv of the branch).
 
     Pre-activation in the sense of He et al. (2016): the nonlinearity lives inside
     the residual branch (the gate of each `GatedConv1D`) and nothing is applied
     after the addition, so the identity path from block to block is clean.
     `skip` is the identity when input and output widths agree, otherwise a
-    weight-normalised width-1 linear projection.
+    width-1 linear projection (weight-normalised when the block is).
 
     A bottleneck block (Table 1, "k=1 down, k>1, k=1 up") is the spec
     `[[1, narrow], [k, narrow], [1, wide]]`; see `bottleneck_spec`.
 
-    Decoding one token at a time: `initial_state(batch)` and `step(x_t, state)`
+    Decoding one token at a time: `initial_state(batch, input_dim)` and `step(x_t, state)`
     with `state` the list of each conv's last `kernel_size - 1` inputs.
     """
 

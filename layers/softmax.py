@@ -3,16 +3,40 @@
 An output layer maps hidden states `[..., d]` to next-token distributions and offers:
 `log_prob(hidden)` (the whole normalised log-distribution), `loss(hidden, targets)` (per-token
 negative log-likelihood), `target_log_prob(hidden, targets)` and `predict(hidden)` (the most
-likely id). Log-softmax is always computed in float32, whatever the compute dtype.
+likely id). Log-softmax is computed in float32 whatever the compute dtype (float16, bfloat16 or
+float32), in float64 under a float64 one (`softmax_dtype`).
+
+Every one of these methods builds the layer from the last axis of `hidden` when it is called before
+the layer itself (`build_on_first_use`), so a freshly constructed output layer works as it is.
 """
 
 import keras
 from keras import ops
 
+from zoo.layers.validation import check_int
+
 
 def softmax_dtype(layer):
     """float32 for float16/bfloat16/float32 compute (mixed precision), float64 for float64."""
     return "float64" if layer.compute_dtype == "float64" else "float32"
+
+
+def build_on_first_use(layer, hidden):
+    """Builds `layer` from the last axis of `hidden` if nothing has built it yet (a method such as
+    `loss` called before the layer itself); once built, does nothing. Keras wraps `build`, so this
+    call marks the layer built and a later call of the layer does not build it again."""
+    if layer.built:
+        return
+    shape = getattr(hidden, "shape", None)
+    if shape is None:
+        shape = ops.convert_to_tensor(hidden).shape
+    shape = tuple(shape)
+    if not shape or shape[-1] is None:
+        raise ValueError(
+            f"{type(layer).__name__} builds itself from the last axis of the hidden states, which "
+            f"must be known; got shape {shape}."
+        )
+    layer.build(shape)
 
 
 @keras.saving.register_keras_serializable(package="layers")
@@ -21,9 +45,7 @@ class FullSoftmax(keras.layers.Layer):
 
     def __init__(self, vocabulary_size, **kwargs):
         super().__init__(**kwargs)
-        if isinstance(vocabulary_size, bool) or not isinstance(vocabulary_size, int) or vocabulary_size < 2:
-            raise ValueError(f"vocabulary_size must be an integer >= 2, got {vocabulary_size!r}.")
-        self.vocabulary_size = vocabulary_size
+        self.vocabulary_size = check_int("vocabulary_size", vocabulary_size, minimum=2)
 
     def build(self, input_shape):
         self.kernel = self.add_weight(
@@ -34,6 +56,7 @@ class FullSoftmax(keras.layers.Layer):
         self.bias = self.add_weight(name="bias", shape=(self.vocabulary_size,), initializer="zeros")
 
     def logits(self, hidden):
+        build_on_first_use(self, hidden)
         kernel = ops.cast(self.kernel, self.compute_dtype)
         logits = ops.matmul(hidden, kernel) + ops.cast(self.bias, self.compute_dtype)
         return ops.cast(logits, softmax_dtype(self))

@@ -14,16 +14,38 @@ and writes their full gradients once, with fewer rows per expert to amortise eac
 row gradient is arranged so that small per-expert batches do not re-pack each kernel transposed.
 """
 
+import contextlib
 import math
+import threading
 
 import keras
 import tensorflow as tf
 from keras import ops
 
 from zoo.layers.softmax import softmax_dtype
+from zoo.layers.validation import check_int, check_number, is_int
 
 # Keeps CV² finite when every value is 0 (e.g. an empty batch); far below any real mean².
 CV_EPSILON = 1e-10
+
+_metrics_pause = threading.local()  # .depth: how many `balance_metrics_paused` blocks are open
+
+
+@contextlib.contextmanager
+def balance_metrics_paused():
+    """Within this block (in this thread), no `SparseMoE` call updates its balance metrics,
+    whatever its `track_metrics`: for tracing a stateless graph, such as a SavedModel's serving
+    signatures (`zoo.export.signatures.serving_trace`), without metric variables or their updates.
+    The losses are unaffected."""
+    _metrics_pause.depth = getattr(_metrics_pause, "depth", 0) + 1
+    try:
+        yield
+    finally:
+        _metrics_pause.depth -= 1
+
+
+def balance_metrics_are_paused():
+    return getattr(_metrics_pause, "depth", 0) > 0
 
 
 def cv_squared(values):
@@ -62,22 +84,18 @@ def normal_cdf(z):
 
 
 def check_positive_int(name, value):
-    if isinstance(value, bool) or not isinstance(value, int) or value < 1:
-        raise ValueError(f"{name} must be an integer >= 1, got {value!r}.")
+    return check_int(name, value, minimum=1)
 
 
 def check_k(k, num_experts, groups):
     """`k` as a pair `(k_primary, k_secondary)`; for a flat layer k_primary is the only one."""
     if groups is None:
-        if isinstance(k, bool) or not isinstance(k, int) or not 1 <= k <= num_experts:
-            raise ValueError(
-                f"k must be an integer in [1, num_experts] = [1, {num_experts}], got {k!r}."
-            )
+        check_int("k", k, 1, num_experts, bounds=f"[1, num_experts] = [1, {num_experts}]")
         return k, None
     per_group = num_experts // groups
     if isinstance(k, (list, tuple)) and len(k) == 2:
         levels = tuple(k)
-    elif isinstance(k, int) and not isinstance(k, bool):
+    elif is_int(k):
         levels = (k, k)
     else:
         raise ValueError(
@@ -85,17 +103,13 @@ def check_k(k, num_experts, groups):
         )
     k_primary, k_secondary = levels
     for value, limit, what in ((k_primary, groups, "groups"), (k_secondary, per_group, "experts per group")):
-        if isinstance(value, bool) or not isinstance(value, int) or not 1 <= value <= limit:
-            raise ValueError(
-                f"k={k!r} does not fit {groups} groups of {per_group} experts: each level's k "
-                f"must be an integer in [1, {what}] = [1, {limit}], got {value!r}."
-            )
+        check_int(f"k={k!r} does not fit {groups} groups of {per_group} experts: each level's k",
+                  value, 1, limit, bounds=f"[1, {what}] = [1, {limit}]")
     return k_primary, k_secondary
 
 
 def check_weight(name, value):
-    if isinstance(value, bool) or not isinstance(value, (int, float)) or value < 0:
-        raise ValueError(f"{name} must be a number >= 0, got {value!r}.")
+    return check_number(name, value, minimum=0)
 
 
 def sort_by(ids, num_segments):
@@ -300,10 +314,10 @@ class SparseMoE(keras.layers.Layer):
         # Each expert's slice has a data-dependent number of rows, which XLA cannot compile; this
         # makes Keras' jit_compile="auto" (XLA on a GPU) fall back to plain tf.function.
         self.supports_jit = False
-        # Named after the layer so that two MoE layers of one model log separately.
-        # Whether calls update the metrics below; a stateless graph (a SavedModel's serving
-        # signatures, `export`) turns it off while it traces.
+        # Whether calls update the metrics below (also off, for every MoE layer, inside
+        # `balance_metrics_paused()`, which the SavedModel export traces its signatures in).
         self.track_metrics = True
+        # Named after the layer so that two MoE layers of one model log separately.
         self.cv_importance_tracker = keras.metrics.Mean(name=f"{self.name}_cv_importance")
         self.cv_load_tracker = keras.metrics.Mean(name=f"{self.name}_cv_load")
         self.max_load_ratio_tracker = keras.metrics.Mean(name=f"{self.name}_max_load_ratio")
@@ -507,7 +521,7 @@ class SparseMoE(keras.layers.Layer):
                 self.add_loss(self.importance_weight * cv_squared(routing["importance"]))  # eq. 7
             if self.load_weight:
                 self.add_loss(self.load_weight * cv_squared(routing["load"]))  # eq. 11
-        if not self.track_metrics:
+        if not self.track_metrics or balance_metrics_are_paused():
             return
         # Table 6's statistics, on the tokens the experts really receive.
         importance = ops.stop_gradient(routing["importance"])

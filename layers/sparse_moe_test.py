@@ -494,6 +494,26 @@ def test_metrics_and_losses_reach_fit():
     assert len(model.losses) == 2  # what Keras adds to the training loss
 
 
+
+def test_balance_metrics_paused_stops_metric_updates_of_every_layer_but_not_the_losses():
+    outer, inner = make(), make()
+    x = tokens()
+    outer(x)
+    counts = [int(m.count.numpy()) for m in (outer.cv_importance_tracker, inner.cv_load_tracker)]
+    with sparse_moe.balance_metrics_paused():
+        with sparse_moe.balance_metrics_paused():  # nests
+            pass
+        assert sparse_moe.balance_metrics_are_paused()
+        outer(x, training=True)
+        inner(x)
+        assert len(outer.losses) == 2  # the losses are still added
+    assert not sparse_moe.balance_metrics_are_paused()
+    assert [int(m.count.numpy()) for m in (outer.cv_importance_tracker, inner.cv_load_tracker)] == counts
+    assert outer.track_metrics and inner.track_metrics  # left as they were
+    outer(x)
+    assert int(outer.cv_importance_tracker.count.numpy()) == counts[0] + 1
+
+
 def test_mixed_precision_keeps_the_gate_in_float32():
     layer = make(dtype="mixed_bfloat16")
     x = tokens()

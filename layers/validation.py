@@ -11,22 +11,29 @@ def is_int(value):
 
 
 def check_int(name, value, minimum=None, maximum=None, bounds=None):
-    """`value` if it is an integer (not a bool) in `[minimum, maximum]`, else one `ValueError`:
-    "`name` must be an integer >= minimum, got value." (or "in [minimum, maximum]"; `bounds`, e.g.
-    "[1, num_experts] = [1, 8]", replaces the bracket in the message)."""
-    low_ok = minimum is None or (is_int(value) and value >= minimum)
-    high_ok = maximum is None or (is_int(value) and value <= maximum)
-    if is_int(value) and low_ok and high_ok:
+    """`value` if it is an integer (not a bool) in `[minimum, maximum]` (either end may be None),
+    else one `ValueError`: "`name` must be an integer >= minimum, got value." ("in [minimum,
+    maximum]" with both ends, "<= maximum" with only the upper one). `bounds`, e.g.
+    "[1, num_experts] = [1, 8]", replaces the bracket: "`name` must be an integer in `bounds`, got
+    value."."""
+    if is_int(value) and (minimum is None or value >= minimum) and (maximum is None or value <= maximum):
         return value
-    if maximum is None:
-        where = f">= {minimum}" if minimum is not None else ""
+    if bounds is not None:
+        where = f" in {bounds}"
+    elif minimum is not None and maximum is not None:
+        where = f" in [{minimum}, {maximum}]"
+    elif minimum is not None:
+        where = f" >= {minimum}"
+    elif maximum is not None:
+        where = f" <= {maximum}"
     else:
-        where = f"in {bounds or f'[{minimum}, {maximum}]'}"
-    raise ValueError(f"{name} must be an integer{' ' + where if where else ''}, got {value!r}.")
+        where = ""
+    raise ValueError(f"{name} must be an integer{where}, got {value!r}.")
 
 
 def check_number(name, value, minimum=0):
-    """`value` if it is a real number (not a bool) >= `minimum`, else one `ValueError`."""
+    """`value` if it is a real number (an int or a float, not a bool) >= `minimum`, else one
+    `ValueError`: "`name` must be a number >= minimum, got value."."""
     if isinstance(value, bool) or not isinstance(value, (int, float)) or value < minimum:
         raise ValueError(f"{name} must be a number >= {minimum}, got {value!r}.")
     return value

@@ -1,10 +1,10 @@
 """`zoo benchmark serving`: the exported SavedModel against the in-process Keras model.
 
 For each preset (random weights, the treebank's vocabulary), the model is exported with
-`export.export_saved_model` and loaded back with `tf.saved_model.load`, in this process, and the
-`serving_default` signature (tokenisation in the graph, scores out) is timed side by side with the
-in-process model doing the same work, calls interleaved (in alternating order) so that machine
-noise hits both alike:
+`zoo.export.export_saved_model` and loaded back with `tf.saved_model.load`, in this process, and
+the `serving_default` signature (tokenisation in the graph, scores out) is timed side by side with
+the in-process model doing the same work, calls interleaved (in alternating order) so that
+machine noise hits both alike:
 
 * latency: one 20-word sentence per call, p50 and p99 over `--latency-calls` calls; in process,
   `model.score([sentence])`, the public API (Python tokenisation, one tf.function call), whose

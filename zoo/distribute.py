@@ -12,6 +12,8 @@ import os
 
 import tensorflow as tf
 
+from zoo.layers.validation import check_int
+
 STRATEGIES = ("default", "mirrored", "multi_worker_mirrored")
 TASK_TYPES = ("chief", "worker", "ps", "evaluator")
 
@@ -50,11 +52,8 @@ def parse_tf_config(text):
         )
     index = task.get("index", 0)
     count = len(config["cluster"][task["type"]])
-    if isinstance(index, bool) or not isinstance(index, int) or not 0 <= index < count:
-        raise ValueError(
-            f"TF_CONFIG's task index must be an integer in [0, {count - 1}] (job {task['type']!r} "
-            f"has {count} addresses), got {index!r}."
-        )
+    check_int("TF_CONFIG's task index", index, 0, count - 1,
+              bounds=f"[0, {count - 1}] (job {task['type']!r} has {count} addresses)")
     return config
 
 
