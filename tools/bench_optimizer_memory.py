@@ -48,10 +48,12 @@ def state_bytes(optimizer):
     how many there are."""
     import keras
 
-    excluded = [optimizer.iterations, getattr(optimizer, "_learning_rate", None)]
     total = count = 0
     for variable in optimizer.variables:
-        if any(variable is other for other in excluded):
+        # the counters every Keras optimiser creates, by their public name under its name scope
+        if variable.name in ("iteration", "learning_rate") and (
+                variable.path == f"{optimizer.name}/{variable.name}"
+                or variable.path.endswith(f"/{optimizer.name}/{variable.name}")):
             continue
         itemsize = np.dtype(keras.backend.standardize_dtype(variable.dtype)).itemsize
         total += int(np.prod(variable.shape, dtype=np.int64)) * itemsize

@@ -163,6 +163,13 @@ class FactorizedAdam(keras.optimizers.Optimizer):
                 f"bool; got {is_factored!r}."
             )
         super().__init__(learning_rate=learning_rate, name=name, **kwargs)
+        # The strategy in scope at construction, which the slots are placed under (Keras's
+        # TensorFlow optimiser records the same one for its own slots).
+        self._slot_strategy = (
+            _tf.distribute.get_strategy()
+            if _tf is not None and keras.backend.backend() == "tensorflow"
+            else None
+        )
         self.beta_1 = beta_1
         self.beta_2 = beta_2
         self.epsilon = epsilon
@@ -183,9 +190,11 @@ class FactorizedAdam(keras.optimizers.Optimizer):
         return True
 
     def _add_slot(self, reference, shape, suffix):
+        """A zero state variable of its own ``shape`` for ``reference``, placed with it under a
+        ``tf.distribute`` strategy (as ``add_variable_from_reference`` places Adam's slots)."""
         name = f"{getattr(reference, 'path', reference.name).replace('/', '_')}_{suffix}"
         name = name.replace(":", "_")
-        strategy = getattr(self, "_distribution_strategy", None)
+        strategy = self._slot_strategy
         if strategy is not None and isinstance(reference, keras.Variable):
             with strategy.extended.colocate_vars_with(reference.value):
                 return self.add_variable(shape=shape, dtype=reference.dtype, name=name)
@@ -225,12 +234,15 @@ class FactorizedAdam(keras.optimizers.Optimizer):
 
     # ----------------------------------------------------------------- update
 
-    def _clip_gradients(self, grads):
-        # Keras squares (or clips) each slice of an IndexedSlices separately, which is not the
-        # norm (or the values) of the actual gradient when an index repeats; clip dense gradients.
+    def apply(self, grads, trainable_variables=None):
+        """Keras's ``apply``, with IndexedSlices gradients made dense first when clipping is on.
+
+        Keras squares (or clips) each slice of an IndexedSlices separately, which is not the norm
+        (or the values) of the actual gradient when an index repeats; so with ``clipnorm``,
+        ``global_clipnorm`` or ``clipvalue`` set, the gradients reach the clipping dense."""
         if self.clipnorm or self.global_clipnorm or self.clipvalue:
             grads = [_densify(g) for g in grads]
-        return super()._clip_gradients(grads)
+        return super().apply(grads, trainable_variables)
 
     def update_step(self, gradient, variable, learning_rate):
         """One update of ``variable`` with the (already all-reduced and clipped) gradient."""
@@ -289,18 +301,28 @@ class FactorizedAdam(keras.optimizers.Optimizer):
         return config
 
 
+def is_counter_variable(optimizer, variable):
+    """Whether ``variable`` (one of ``optimizer.variables``) is the iteration counter or the
+    learning-rate variable that every Keras optimiser creates in its constructor, recognised by
+    their public names, ``iteration`` and ``learning_rate``, under the optimiser's name scope
+    (their path ends in ``<optimizer.name>/iteration``). State variables are named after the
+    variable they belong to (``<variable path>_momentum`` …), so they never match."""
+    name = variable.name
+    if name not in ("iteration", "learning_rate"):
+        return False
+    path = getattr(variable, "path", name)
+    return path == f"{optimizer.name}/{name}" or path.endswith(f"/{optimizer.name}/{name}")
+
+
 def optimizer_state_bytes(optimizer):
     """Bytes of an optimiser's state: all its variables but the iteration counter and learning rate.
 
     Works for any Keras optimiser (slots, EMA averages, gradient accumulators all count). Sizes come
     from shapes and dtypes, so nothing is copied to the host.
     """
-    excluded = [optimizer._iterations]
-    if isinstance(getattr(optimizer, "_learning_rate", None), keras.Variable):
-        excluded.append(optimizer._learning_rate)
     total = 0
     for variable in optimizer.variables:
-        if any(variable is other for other in excluded):
+        if is_counter_variable(optimizer, variable):
             continue
         itemsize = np.dtype(keras.backend.standardize_dtype(variable.dtype)).itemsize
         total += int(np.prod(variable.shape, dtype=np.int64)) * itemsize

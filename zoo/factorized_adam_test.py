@@ -13,6 +13,7 @@ from zoo.factorized_adam import (
     FactorizedAdam,
     default_is_factored,
     factored_second_moment,
+    is_counter_variable,
     optimizer_state_bytes,
 )
 
@@ -138,7 +139,7 @@ def test_factored_update_matches_a_hand_computation_over_two_steps():
     np.testing.assert_allclose(opt._velocity_rows[index].numpy(), want_row, rtol=1e-5)
     np.testing.assert_allclose(opt._velocity_cols[index].numpy(), want_col, rtol=1e-5)
     # the state is a [2, 3] row vector and a [2, 4] column vector, nothing else
-    state = [v for v in opt.variables if v is not opt._iterations and v is not opt._learning_rate]
+    state = [v for v in opt.variables if not is_counter_variable(opt, v)]
     assert sorted(tuple(v.shape) for v in state) == [(2, 3), (2, 4)]
 
 
@@ -182,6 +183,47 @@ def test_state_bytes_are_rows_plus_columns_per_expert():
     adam = keras.optimizers.Adam()
     adam.build([dense])
     assert optimizer_state_bytes(adam) == 2 * 60 * 4
+
+
+def test_counters_are_recognised_by_their_public_names_only():
+    dense = keras.Variable(initializer="zeros", shape=(6, 10), name="dense_w")
+    # a variable named like a counter gets slots "iteration_momentum" …, never counted out
+    named = keras.Variable(initializer="zeros", shape=(3,), name="iteration")
+    opt = FactorizedAdam(gradient_accumulation_steps=2)  # `iterations` is then not the variable
+    opt.build([dense, named])
+    counters = [v for v in opt.variables if is_counter_variable(opt, v)]
+    assert [v.name for v in counters] == ["iteration", "learning_rate"]
+    assert counters[0] is opt.variables[0] and counters[1] is opt.learning_rate
+    # slots (2 × 60 + 2 × 3) and gradient accumulators (60 + 3), in float32
+    assert optimizer_state_bytes(opt) == (2 * 60 + 2 * 3 + 60 + 3) * 4
+    # a schedule: no learning-rate variable; an optimiser created inside an outer name scope
+    with keras.name_scope("outer"):
+        scheduled = keras.optimizers.Adam(
+            keras.optimizers.schedules.ExponentialDecay(1e-3, 10, 0.9), name="scheduled")
+    scheduled.build([dense])
+    assert [v.name for v in scheduled.variables if is_counter_variable(scheduled, v)] == ["iteration"]
+    assert optimizer_state_bytes(scheduled) == 2 * 60 * 4
+
+
+@pytest.mark.parametrize("clip", [{}, {"clipnorm": 1.0}, {"global_clipnorm": 1.0}, {"clipvalue": 0.5}])
+def test_apply_densifies_sparse_gradients_only_when_clipping(clip, monkeypatch):
+    seen = []
+    original = keras.optimizers.Optimizer.apply
+
+    def spy(self, grads, trainable_variables=None):
+        seen.extend(type(g).__name__ for g in grads)
+        return original(self, grads, trainable_variables)
+
+    monkeypatch.setattr(keras.optimizers.Optimizer, "apply", spy)
+    table = keras.Variable(np.ones((8, 2), "float32"), name="embeddings")
+    opt = FactorizedAdam(0.1, **clip)
+    grad = tf.IndexedSlices(tf.constant([[3.0, 4.0], [3.0, 4.0]]), tf.constant([1, 1]), tf.constant([8, 2]))
+    opt.apply([grad], [table])
+    assert seen == (["IndexedSlices"] if not clip else ["EagerTensor"])
+    assert int(opt.iterations.numpy()) == 1
+    # the repeated row's gradient is the sum of its slices, whichever path it took
+    moved = np.flatnonzero(np.abs(table.numpy() - 1.0).sum(axis=1))
+    assert moved.tolist() == [1]
 
 
 def test_checkpoint_round_trip_continues_identically(tmp_path):
