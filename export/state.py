@@ -1,19 +1,19 @@
 """A model's decoding state as named tensors, for the `decode_step` signature.
 
 `LanguageModel.initial_state(batch)` is a nested list of tensors whose layout depends on the
-family. TF Serving needs a flat set of named inputs and outputs with fixed shapes, so:
+family. TF Serving needs a flat set of named inputs and outputs with fixed shapes, so each leaf
+is named by the family itself (`LanguageModel.state_name(path)`), for the zoo's families:
 
 - `GCNNLanguageModel`: `state_block_<i>_conv_<j>`, `[batch, kernel_size - 1, input width]`, the
-  last k−1 inputs of conv layer j of residual block i (fairseq's linearised-convolution buffer).
-  Width-1 convolutions keep no inputs (k − 1 = 0): they have no named tensor, and the graph
-  recreates their empty buffers itself;
+  last k−1 inputs of conv layer j of residual block i (fairseq's linearised-convolution buffer);
 - `RecurrentLanguageModel`: `state_<cell>_<i>_h` (and `state_lstm_<i>_c`), `[batch, units]`;
 - `StackLanguageModel`: `state_lstm_<i>_h` `[batch, projection or units]` and `state_lstm_<i>_c`
   `[batch, units]` for each LSTM at position i of the stack (MoE and feed-forward layers keep no
   state).
 
-The state before the first token is all zeros (the conv layers' left padding, the LSTMs' zero
-state).
+A leaf with a zero-sized axis (the buffer of a width-1 convolution, k − 1 = 0) is not sent: it has
+no named tensor, and the graph recreates it itself. The state before the first token is all zeros
+(the conv layers' left padding, the recurrent layers' zero state).
 """
 
 import tensorflow as tf
@@ -25,17 +25,6 @@ def _leaves(state, path=()):
             yield from _leaves(item, path + (i,))
     else:
         yield path, state
-
-
-def _leaf_name(model, path):
-    family = type(model).__name__
-    if family == "GCNNLanguageModel" and len(path) == 2:
-        return f"state_block_{path[0]}_conv_{path[1]}"
-    if family == "RecurrentLanguageModel" and len(path) == 2:
-        return f"state_{model.cell}_{path[0]}_{'hc'[path[1]]}"
-    if family == "StackLanguageModel" and len(path) == 2:
-        return f"state_lstm_{path[0]}_{'hc'[path[1]]}"
-    return "state_" + "_".join(str(i) for i in path)
 
 
 class StateLayout:
@@ -52,7 +41,7 @@ class StateLayout:
         self.specs = {}
         for path, leaf in _leaves(self.structure):
             shape = tuple(int(d) for d in leaf.shape[1:])
-            name = _leaf_name(model, path) if all(shape) else None  # empty buffers are not sent
+            name = model.state_name(path) if all(shape) else None  # empty buffers are not sent
             if name is not None:
                 if name in self.specs:
                     raise ValueError(f"Two decoding-state tensors would both be named {name!r}.")

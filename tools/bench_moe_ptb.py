@@ -24,10 +24,10 @@ def moe_ptb(argv):
 
     import zoo
     from zoo.data import pipeline, ptb_vocabulary, read_lines
-    from zoo.presets import PRESETS
+    from zoo.registry import get_preset
 
     def without_balancing():
-        layers = [dict(s) for s in PRESETS["lstm-moe-ptb"]["config"]["layers"]]
+        layers = [dict(s) for s in get_preset("lstm-moe-ptb").config["layers"]]
         for spec in layers:
             if spec["type"] == "moe":
                 spec.update(importance_weight=0.0, load_weight=0.0)
@@ -45,7 +45,7 @@ def moe_ptb(argv):
         model.compile()
         models[label] = model
     vocab = ptb_vocabulary()
-    train = PRESETS["lstm-moe-ptb"]["train"]
+    train = get_preset("lstm-moe-ptb").train
     batches = pipeline.stream_dataset(read_lines("ptb", "train"), vocab, train["batch_size"], train["seq_len"],
                                       shuffle=True, seed=args.seed, repeat=True)
     from zoo.tools import side_by_side

@@ -49,10 +49,9 @@ def _install_checkout_finder():
 _install_checkout_finder()
 
 from zoo.factorized_adam import FactorizedAdam  # noqa: E402  (registered for .keras loading)
-from zoo.models import GCNNLanguageModel, LanguageModel, RecurrentLanguageModel  # noqa: E402
-from zoo.models.stack import StackLanguageModel  # noqa: E402
-from zoo.registry import load, presets  # noqa: E402
+from zoo.models import GCNNLanguageModel, LanguageModel, RecurrentLanguageModel, StackLanguageModel  # noqa: E402
+from zoo.registry import count_params, load, presets, register_presets  # noqa: E402
 
 __version__ = "0.1.0"
-__all__ = ["load", "presets", "GCNNLanguageModel", "RecurrentLanguageModel", "StackLanguageModel",
+__all__ = ["load", "presets", "count_params", "register_presets", "GCNNLanguageModel", "RecurrentLanguageModel", "StackLanguageModel",
            "LanguageModel", "FactorizedAdam"]

@@ -1,27 +1,128 @@
-"""`zoo.presets()` and `zoo.load()`: from a preset name or a preset directory to a built model."""
+"""Model families and presets: `zoo.presets()`, `zoo.load()` and `count_params()`.
 
+A model family is a subclass of `zoo.models.LanguageModel`; defining it registers it here (under
+its class name, the `class_name` a preset directory's config.json records). A family's presets
+are a plain dict registered against its class, as keras-hub does:
+
+    register_presets({"gru-small": {"description": "...", "config": {...}}}, GRULanguageModel)
+
+Every preset has the fields of `Preset`, checked when registered: an unknown field, a config key
+the family's `__init__` does not take, or an unknown vocabulary kind is refused in one sentence.
+"""
+
+import dataclasses
 import difflib
 import inspect
 import json
 import os
 
-from zoo.models.base import CONFIG_FILE, WEIGHTS_FILE, load_vocabulary_if_any
-from zoo.models.gcnn import GCNNLanguageModel
-from zoo.models.recurrent import RecurrentLanguageModel
-from zoo.models.stack import StackLanguageModel
-from zoo.presets import PRESETS
+CONFIG_FILE = "config.json"
+WEIGHTS_FILE = "model.weights.h5"
 
-MODEL_CLASSES = {cls.__name__: cls for cls in (GCNNLanguageModel, RecurrentLanguageModel, StackLanguageModel)}
+# What a preset's `vocabulary` field says about its tokens.
+VOCABULARIES = {
+    "ptb": "words; zoo.load attaches the Penn Treebank's own 10k vocabulary",
+    "word": "words; the vocabulary is built from the training corpus",
+    "char": "characters; the vocabulary is built from the training corpus",
+}
+TRAIN_FIELDS = ("batch_size", "seq_len")
+
+FAMILIES = {}  # class name -> LanguageModel subclass
+PRESETS = {}  # preset name -> Preset, in registration order
+
+
+@dataclasses.dataclass(frozen=True)
+class Preset:
+    """One named configuration of a model family.
+
+    name: what `zoo.load(name)` takes. model_class: the family. config: the family's `__init__`
+    arguments. description: one line for `zoo presets`. paper: where the configuration comes from.
+    vocabulary: a key of `VOCABULARIES`. train: `zoo train`'s defaults for the preset
+    (`batch_size`, `seq_len`).
+    """
+
+    name: str
+    model_class: type
+    config: dict
+    description: str
+    paper: str = ""
+    vocabulary: str = "word"
+    train: dict = dataclasses.field(default_factory=dict)
+
+    @property
+    def token_kind(self):
+        """"char" or "word": what a vocabulary built for this preset from a corpus holds."""
+        return "char" if self.vocabulary == "char" else "word"
+
+    @property
+    def batch_size(self):
+        return self.train.get("batch_size", 32)
+
+    @property
+    def seq_len(self):
+        return self.train.get("seq_len", 64)
+
+
+def register_family(cls):
+    """Called by `LanguageModel.__init_subclass__`; a second, different class of the same name is
+    refused (its preset directories would be ambiguous)."""
+    other = FAMILIES.get(cls.__name__)
+    if other is not None and (other.__module__, other.__qualname__) != (cls.__module__, cls.__qualname__):
+        raise ValueError(f"A model family named {cls.__name__!r} is already registered "
+                         f"({other.__module__}.{other.__qualname__}); give the new class another name.")
+    FAMILIES[cls.__name__] = cls
+    return cls
+
+
+def init_arguments(cls):
+    """The config keys `cls` accepts: its `__init__` parameters, and Keras' `name`."""
+    params = inspect.signature(cls.__init__).parameters
+    return (set(params) - {"self", "args", "kwargs"}) | {"name"}
+
+
+def register_presets(presets, model_class):
+    """Register `{name: fields}` against `model_class`; returns the `Preset`s made."""
+    fields = {f.name for f in dataclasses.fields(Preset)} - {"name", "model_class"}
+    made = []
+    for name, spec in presets.items():
+        where = f"Preset {name!r} of {model_class.__name__}"
+        if not isinstance(name, str) or not name or os.sep in name or name.startswith("."):
+            raise ValueError(f"A preset name must be a non-empty string that is not a path, got {name!r}.")
+        if not isinstance(spec, dict):
+            raise ValueError(f"{where} must be a dict of {sorted(fields)}, got {type(spec).__name__}.")
+        unknown = sorted(set(spec) - fields)
+        if unknown:
+            raise ValueError(f"{where} has unknown field(s) {unknown}; a preset has {sorted(fields)}.")
+        for required in ("description", "config"):
+            if required not in spec:
+                raise ValueError(f"{where} has no {required!r}.")
+        bad = sorted(set(spec["config"]) - init_arguments(model_class))
+        if bad:
+            raise ValueError(f"{where} has config key(s) {bad} that {model_class.__name__} does not take; "
+                             f"it takes {sorted(init_arguments(model_class))}.")
+        if spec.get("vocabulary", "word") not in VOCABULARIES:
+            raise ValueError(f"{where} has vocabulary {spec['vocabulary']!r}; expected one of {list(VOCABULARIES)}.")
+        bad = sorted(set(spec.get("train", {})) - set(TRAIN_FIELDS))
+        if bad:
+            raise ValueError(f"{where} has train field(s) {bad}; expected some of {list(TRAIN_FIELDS)}.")
+        if name in PRESETS and PRESETS[name].model_class is not model_class:
+            raise ValueError(f"A preset named {name!r} is already registered for "
+                             f"{PRESETS[name].model_class.__name__}.")
+        preset = Preset(name=name, model_class=model_class, **spec)
+        PRESETS[name] = preset
+        made.append(preset)
+    return made
 
 
 def presets():
     """Every preset name with its one-line description."""
-    return {name: spec["description"] for name, spec in PRESETS.items()}
+    return {name: preset.description for name, preset in PRESETS.items()}
 
 
-def preset_spec(name):
+def get_preset(name):
+    """The `Preset` called `name`; an unknown name is refused with the closest known ones."""
     if name not in PRESETS:
-        close = difflib.get_close_matches(name, PRESETS, n=3, cutoff=0.3)
+        close = difflib.get_close_matches(str(name), PRESETS, n=3, cutoff=0.3)
         hint = f" Did you mean {', '.join(repr(c) for c in close)}?" if close else ""
         raise ValueError(
             f"Unknown preset {name!r}.{hint} Known presets: {', '.join(PRESETS)} "
@@ -31,8 +132,8 @@ def preset_spec(name):
 
 
 def model_config(name_or_dir, **overrides):
-    """`(class_name, config)` for a preset name or directory, with `overrides` applied."""
-    if os.path.isdir(name_or_dir):
+    """`(model class, config)` for a preset name or a preset directory, with `overrides` applied."""
+    if os.path.isdir(str(name_or_dir)):
         path = os.path.join(name_or_dir, CONFIG_FILE)
         if not os.path.isfile(path):
             raise ValueError(f"The preset directory {name_or_dir!r} has no {CONFIG_FILE}.")
@@ -42,22 +143,22 @@ def model_config(name_or_dir, **overrides):
             class_name, config = saved["class_name"], dict(saved["config"])
         except (ValueError, KeyError, TypeError) as e:
             raise ValueError(f"{path} is not a valid preset config ({e}).") from None
+        if class_name not in FAMILIES:
+            raise ValueError(f"{path} names the model class {class_name!r}, which is not a registered "
+                             f"model family; known families: {sorted(FAMILIES)}.")
+        cls = FAMILIES[class_name]
     elif isinstance(name_or_dir, str) and (os.sep in name_or_dir or name_or_dir.startswith(".")):
         raise ValueError(f"The preset directory {name_or_dir!r} does not exist.")
     else:
-        spec = preset_spec(name_or_dir)
-        class_name, config = spec["class_name"], dict(spec["config"])
-    if class_name not in MODEL_CLASSES:
-        raise ValueError(f"Unknown model class {class_name!r}; expected one of {sorted(MODEL_CLASSES)}.")
-    accepted = set(inspect.signature(MODEL_CLASSES[class_name].__init__).parameters) - {"self", "kwargs"}
-    accepted.add("name")
-    unknown = sorted(set(overrides) - accepted)
+        preset = get_preset(name_or_dir)
+        cls, config = preset.model_class, dict(preset.config)
+    unknown = sorted(set(overrides) - init_arguments(cls))
     if unknown:
         raise ValueError(
-            f"Unknown config key(s) {unknown} for {class_name}; accepted: {sorted(accepted)}."
+            f"Unknown config key(s) {unknown} for {cls.__name__}; accepted: {sorted(init_arguments(cls))}."
         )
     config.update(overrides)
-    return class_name, config
+    return cls, config
 
 
 def load(name_or_dir, weights=None, **overrides):
@@ -67,17 +168,20 @@ def load(name_or_dir, weights=None, **overrides):
     `weights` is a preset directory or a `.weights.h5` file. `overrides` replace config keys,
     e.g. `vocabulary_size=` or `dropout=`.
     """
-    class_name, config = model_config(name_or_dir, **overrides)
-    model = MODEL_CLASSES[class_name](**config)
-    source = weights
-    if source is None and os.path.isdir(str(name_or_dir)):
-        source = name_or_dir
+    from zoo.models.base import load_vocabulary_if_any
+
+    cls, config = model_config(name_or_dir, **overrides)
+    model = cls(**config)
+    if not model.built:
+        model.build()
+    is_directory = os.path.isdir(str(name_or_dir))
+    source = weights if weights is not None else (name_or_dir if is_directory else None)
     if source is not None:
         load_weights(model, source)
         if os.path.isdir(source):
             model.vocabulary = load_vocabulary_if_any(source)
-    if model.vocabulary is None and not os.path.isdir(str(name_or_dir)) and name_or_dir in PRESETS:
-        model.vocabulary = default_vocabulary(name_or_dir, model.vocabulary_size)
+    if model.vocabulary is None and not is_directory:
+        model.vocabulary = default_vocabulary(get_preset(name_or_dir), model.vocabulary_size)
     return model
 
 
@@ -91,10 +195,27 @@ def load_weights(model, source):
         raise ValueError(f"The weights in {path!r} do not fit this model's config: {e}") from None
 
 
-def default_vocabulary(name, vocabulary_size):
-    """The Penn Treebank presets come with the treebank's own vocabulary."""
-    if name.endswith("-ptb") and name != "rnn-char" and vocabulary_size == PRESETS[name]["config"]["vocabulary_size"]:
+def default_vocabulary(preset, vocabulary_size):
+    """The vocabulary a preset comes with: the treebank's own for `vocabulary="ptb"` (when the
+    size was not overridden), else none."""
+    if preset.vocabulary == "ptb" and vocabulary_size == preset.config.get("vocabulary_size"):
         from zoo.data.datasets import ptb_vocabulary
 
         return ptb_vocabulary()
     return None
+
+
+def count_params(name_or_dir, **overrides):
+    """The parameter count of a preset (or preset directory), read off the model's own layers.
+
+    The model is built inside a `tf.Graph`, where its variables are graph nodes that are never
+    initialised: the shapes are the layers' own (no hand-written mirror of them) and nothing is
+    allocated, so Table 7's 5-billion-parameter models count in seconds."""
+    import tensorflow as tf
+
+    cls, config = model_config(name_or_dir, **overrides)
+    with tf.Graph().as_default():
+        model = cls(**config)
+        if not model.built:
+            model.build()
+        return model.count_params()

@@ -1,11 +1,26 @@
 """What every language model of the zoo shares: the loss, scoring, decoding and presets.
 
-A subclass provides:
-- `call(token_ids, training)` → hidden states `[batch, time, d]`, causal in time;
-- `initial_state(batch_size)` and `step(token_ids [batch], state)` → `(hidden [batch, d], state)`
-  giving, position by position, exactly what `call` gives;
-- `self.head`, an output layer with the interface of `layers.FullSoftmax`;
-- `stream_context`, how many tokens of left context a stream-protocol window needs.
+A model family is a subclass of `LanguageModel`. Defining one registers it (`zoo.registry`), so
+that preset directories naming it load, and checks that it provides the contract below; a family
+missing a piece is refused when its class is defined, naming the piece.
+
+- `__init__(vocabulary_size, ..., cutoffs=None, optimizer=None, **kwargs)`: call
+  `super().__init__(vocabulary_size=..., optimizer=..., **kwargs)` first, create the layers (one
+  attribute per layer; the output layer as `self.head = self.make_head(cutoffs)`), and end with
+  `self.build()`.
+- `build(input_shape=None)`: `super().build(input_shape)` first (it builds the output layer),
+  then every other weight from shapes alone, by building each sublayer (`layer.build(shape)`),
+  never by running a forward pass. Parameter counts come from this (`zoo.registry.count_params`
+  builds inside a `tf.Graph`, where nothing is allocated).
+- `call(token_ids, training=None)` → hidden states `[batch, time, hidden_dim]`, causal in time.
+- `hidden_dim` (property): the width `call` returns, the output layer's input.
+- `stream_context` (property): tokens of left context a stream-protocol window needs.
+- `initial_state(batch_size)` → a nested list of tensors (batch first), and
+  `step(token_ids [batch], state)` → `(hidden [batch, hidden_dim], state)`, giving position by
+  position exactly what `call` gives.
+- `state_name(path)`: the name the `decode_step` serving signature gives the state tensor at
+  `path` (indices into the nesting of `initial_state`); the default is `state_<i>_<j>`.
+- `get_config()`: `super().get_config()` updated with every `__init__` argument.
 
 `call` returns the hidden states rather than the distribution so that `fit` never builds a
 `[tokens, vocabulary]` tensor it does not need: `compute_loss` hands the hidden states and the
@@ -22,11 +37,14 @@ import tensorflow as tf
 from keras import ops
 
 from zoo import metrics as zoo_metrics
+from zoo import registry
 from zoo.data import pipeline
 from zoo.data.vocab import Vocabulary, load_vocabulary
+from zoo.layers import AdaptiveSoftmax, FullSoftmax
+from zoo.registry import CONFIG_FILE, WEIGHTS_FILE
 
-CONFIG_FILE = "config.json"
-WEIGHTS_FILE = "model.weights.h5"
+# What a family must define itself (see the module docstring); inherited versions do not count.
+CONTRACT = ("__init__", "build", "call", "hidden_dim", "stream_context", "initial_state", "step", "get_config")
 
 
 def keras_fit_breaks_multi_worker():
@@ -36,6 +54,20 @@ def keras_fit_breaks_multi_worker():
 
 
 class LanguageModel(keras.Model):
+    def __init_subclass__(cls, **kwargs):
+        super().__init_subclass__(**kwargs)
+        missing = [name for name in CONTRACT if name not in cls.__dict__]
+        if missing:
+            raise TypeError(
+                f"The model family {cls.__name__} does not define {', '.join(missing)}: a LanguageModel "
+                "subclass must define each of " + ", ".join(CONTRACT) + " (see zoo/models/base.py)."
+            )
+        registry.register_family(cls)
+        # Keras' registry too, so that `keras.saving.load_model` reads .keras files of the family.
+        name = f"zoo>{cls.__name__}"
+        if keras.saving.get_registered_object(name) is None:
+            keras.saving.register_keras_serializable(package="zoo")(cls)
+
     def __init__(self, vocabulary_size, optimizer=None, **kwargs):
         super().__init__(**kwargs)
         self.vocabulary_size = vocabulary_size
@@ -43,11 +75,23 @@ class LanguageModel(keras.Model):
         self.vocabulary = None
         self.perplexity_tracker = zoo_metrics.Perplexity(name="perplexity")
 
+    def make_head(self, cutoffs=None, factor=4):
+        """The output layer: a full softmax, or an adaptive softmax when `cutoffs` are given."""
+        if cutoffs:
+            return AdaptiveSoftmax(self.vocabulary_size, list(cutoffs), factor=factor, name="head")
+        return FullSoftmax(self.vocabulary_size, name="head")
+
     def build(self, input_shape=None):
-        # Sublayers build on the first call; the output layer is not part of `call`.
+        """Builds the output layer. A family's `build` calls this first, then builds its own
+        layers: unseeded Keras initialisers draw their seeds when created, and this order (the
+        output layer, then the layers bottom up) is the one every release of the zoo has used, so
+        a model made after `keras.utils.set_random_seed(s)` starts from the same weights."""
         if not self.head.built:
             self.head.build((None, self.hidden_dim))
-        self.built = True
+
+    def state_name(self, path):
+        """The serving name of the decoding-state tensor at `path` in `initial_state`'s nesting."""
+        return "state_" + "_".join(str(i) for i in path)
 
     # ---- training ------------------------------------------------------------------
     def compile(self, optimizer=None, loss=None, **kwargs):

@@ -1,16 +1,13 @@
 """The gated convolutional language model (Dauphin et al. 2016, Figure 1)."""
 
 import keras
-from keras import ops
 
-from zoo.layers import FullSoftmax, ResidualBlock
-from zoo.layers.sparse_moe import SparseMoE
+from zoo.layers import ResidualBlock, SparseMoE
 from zoo.layers.residual import check_block_spec
+from zoo.layers.validation import is_int
 from zoo.models.base import LanguageModel
-from zoo.models.heads import make_head
 
 
-@keras.saving.register_keras_serializable(package="zoo")
 class GCNNLanguageModel(LanguageModel):
     """Embedding lookup → residual blocks of causal gated convolutions → output layer.
 
@@ -65,16 +62,26 @@ class GCNNLanguageModel(LanguageModel):
         if self.moe:
             args = {k: v for k, v in self.moe.items() if k != "after_blocks"}
             for i in self.moe.get("after_blocks", []):
-                if isinstance(i, bool) or not isinstance(i, int) or not 0 <= i < len(self.blocks):
+                if not is_int(i) or not 0 <= i < len(self.blocks):
                     raise ValueError(
                         f"moe after_blocks must be block indices in [0, {len(self.blocks) - 1}], got {i!r}."
                     )
                 self._moe_after[i] = len(self.moe_layers)
                 self.moe_layers.append(SparseMoE(name=f"moe_{i}", **args))
         self.output_dropout = keras.layers.Dropout(dropout) if dropout else None
-        self.head = make_head(vocabulary_size, cutoffs)
-        # Build every weight now so that a fresh model can be saved, counted and stepped.
-        self(ops.zeros((1, 1), "int32"))
+        self.head = self.make_head(cutoffs)
+        # Every weight now, so that a fresh model can be saved, counted and stepped.
+        self.build()
+
+    def build(self, input_shape=None):
+        super().build(input_shape)  # the output layer first (see LanguageModel.build)
+        self.embedding.build((None, None))
+        dim = self.embedding_dim
+        for i, block in enumerate(self.blocks):
+            block.build((None, None, dim))
+            dim = block.layer_specs[-1][1]
+            if i in self._moe_after:
+                self.moe_layers[self._moe_after[i]].build((None, None, dim))
 
     @property
     def hidden_dim(self):
@@ -106,6 +113,12 @@ class GCNNLanguageModel(LanguageModel):
             dim = block.layer_specs[-1][1]
         return states
 
+    def state_name(self, path):
+        """`state_block_<i>_conv_<j>`: the last k−1 inputs of conv layer j of residual block i."""
+        if len(path) == 2:
+            return f"state_block_{path[0]}_conv_{path[1]}"
+        return super().state_name(path)
+
     def step(self, token_ids, state):
         x = self.embedding(token_ids)
         new_state = []
@@ -135,5 +148,3 @@ class GCNNLanguageModel(LanguageModel):
 def _is_pair(item):
     return isinstance(item, (list, tuple)) and len(item) == 2 and all(isinstance(v, int) for v in item)
 
-
-__all__ = ["GCNNLanguageModel", "FullSoftmax"]

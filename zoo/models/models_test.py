@@ -15,7 +15,7 @@ from zoo.layers import AdaptiveSoftmax, FullSoftmax
 from zoo.data import Vocabulary
 from zoo.data.pipeline import stream_dataset, stream_windows
 from zoo.models import GCNNLanguageModel, RecurrentLanguageModel
-from zoo.presets import PRESETS
+from zoo.registry import PRESETS
 
 BOTTLENECK_BLOCKS = [[[3, 8]], [[1, 4], [3, 4], [1, 8]], [[1, 4], [5, 4], [1, 12]]]
 TABLE_1 = ("gcnn-13", "gcnn-14b", "gcnn-9", "gcnn-8b", "gcnn-8")
@@ -67,7 +67,7 @@ def test_table_1_presets_are_causal(name):
     # Table 1's cutoffs (4k-200k) do not fit a vocabulary of 50: three small clusters instead,
     # so the adaptive softmax's head and tails are exercised too.
     model = zoo.load(name, vocabulary_size=50, cutoffs=SMALL_CUTOFFS)
-    spec = PRESETS[name]["config"]
+    spec = PRESETS[name].config
     assert isinstance(model.head, AdaptiveSoftmax) and model.head.cutoffs == SMALL_CUTOFFS
     assert model.blocks_config == spec["blocks"]
     assert model.embedding_dim == spec["embedding_dim"]
@@ -81,8 +81,8 @@ def test_gcnn_14_full_size_is_causal():
     model = zoo.load("gcnn-14")
     assert model.vocabulary_size == 267_735
     assert isinstance(model.head, AdaptiveSoftmax)
-    assert model.head.cutoffs == PRESETS["gcnn-14"]["config"]["cutoffs"]
-    assert model.blocks_config == PRESETS["gcnn-14"]["config"]["blocks"]
+    assert model.head.cutoffs == PRESETS["gcnn-14"].config["cutoffs"]
+    assert model.blocks_config == PRESETS["gcnn-14"].config["blocks"]
     assert_causal(model)
     elapsed = time.perf_counter() - start
     print(f"gcnn-14 (full size, {model.count_params():,} parameters): {elapsed:.1f} s")
@@ -93,7 +93,7 @@ def test_gcnn_14_full_size_is_causal():
 @pytest.mark.parametrize("name", ["gcnn-ptb", "lstm-ptb", "rnn-char"])
 def test_cpu_presets_are_causal(name):
     model = zoo.load(name)
-    assert model.get_config()["vocabulary_size"] == PRESETS[name]["config"]["vocabulary_size"]
+    assert model.get_config()["vocabulary_size"] == PRESETS[name].config["vocabulary_size"]
     assert_causal(model)
 
 

@@ -4,12 +4,10 @@ import keras
 from keras import ops
 
 from zoo.models.base import LanguageModel
-from zoo.models.heads import make_head
 
 CELLS = {"lstm": keras.layers.LSTM, "rnn": keras.layers.SimpleRNN}
 
 
-@keras.saving.register_keras_serializable(package="zoo")
 class RecurrentLanguageModel(LanguageModel):
     """Embedding → stacked recurrent layers (with dropout between them) → output layer.
 
@@ -42,8 +40,16 @@ class RecurrentLanguageModel(LanguageModel):
             for i, u in enumerate(self.units)
         ]
         self.dropouts = [keras.layers.Dropout(dropout) for _ in range(len(self.units) + 1)]
-        self.head = make_head(vocabulary_size, cutoffs)
-        self(ops.zeros((1, 1), "int32"))
+        self.head = self.make_head(cutoffs)
+        self.build()
+
+    def build(self, input_shape=None):
+        super().build(input_shape)  # the output layer first (see LanguageModel.build)
+        self.embedding.build((None, None))
+        dim = self.embedding_dim
+        for rnn, units in zip(self.rnns, self.units):
+            rnn.build((None, None, dim))
+            dim = units
 
     @property
     def hidden_dim(self):
@@ -63,6 +69,12 @@ class RecurrentLanguageModel(LanguageModel):
     def initial_state(self, batch_size):
         per_layer = 2 if self.cell == "lstm" else 1
         return [[ops.zeros((batch_size, u)) for _ in range(per_layer)] for u in self.units]
+
+    def state_name(self, path):
+        """`state_<cell>_<i>_h` (and `state_lstm_<i>_c`) of recurrent layer i."""
+        if len(path) == 2:
+            return f"state_{self.cell}_{path[0]}_{'hc'[path[1]]}"
+        return super().state_name(path)
 
     def step(self, token_ids, state):
         x = self.embedding(token_ids)

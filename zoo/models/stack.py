@@ -19,9 +19,8 @@ the dropout.
 import keras
 from keras import ops
 
-from zoo.layers.sparse_moe import SparseMoE
+from zoo.layers import SparseMoE
 from zoo.models.base import LanguageModel
-from zoo.models.heads import make_head
 
 LAYER_TYPES = ("lstm", "moe", "ffn")
 
@@ -104,7 +103,6 @@ def check_stack(stack):
     return [dict(spec) for spec in stack]
 
 
-@keras.saving.register_keras_serializable(package="zoo")
 class StackLanguageModel(LanguageModel):
     """Embedding → `layers` (LSTM / sparse MoE / feed-forward) → output layer (Appendix C).
 
@@ -129,8 +127,14 @@ class StackLanguageModel(LanguageModel):
         inputs = [embedding_dim] + self._widths()[:-1]
         self.stack = [self._make(spec, i, dim) for i, (spec, dim) in enumerate(zip(self.layer_specs, inputs))]
         self.dropouts = [keras.layers.Dropout(dropout) for _ in range(len(self.stack) + 1)]
-        self.head = make_head(vocabulary_size, cutoffs)
-        self(ops.zeros((1, 1), "int32"))
+        self.head = self.make_head(cutoffs)
+        self.build()
+
+    def build(self, input_shape=None):
+        super().build(input_shape)  # the output layer first (see LanguageModel.build)
+        self.embedding.build((None, None))
+        for layer, dim in zip(self.stack, [self.embedding_dim] + self._widths()[:-1]):
+            layer.build((None, None, dim))
 
     @staticmethod
     def _make(spec, i, input_dim):
@@ -192,6 +196,12 @@ class StackLanguageModel(LanguageModel):
             else:
                 states.append([])
         return states
+
+    def state_name(self, path):
+        """`state_lstm_<i>_h` and `state_lstm_<i>_c` of the LSTM at position i of the stack."""
+        if len(path) == 2:
+            return f"state_lstm_{path[0]}_{'hc'[path[1]]}"
+        return super().state_name(path)
 
     def step(self, token_ids, state):
         x = self.embedding(token_ids)

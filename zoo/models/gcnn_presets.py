@@ -1,0 +1,108 @@
+"""Presets of `GCNNLanguageModel`: Table 1 of Dauphin et al. (2016) and CPU-sized treebank models.
+
+Table 1 writes each stage as `[kernel_size, width] × n`, or a bracketed stack of such layers
+`× n`. We read every `× n` as n residual blocks (one block per repetition, the bracketed layers
+inside one block), the first block of a model projecting the embedding to its width on the skip
+path. Under that reading the block counts give the names of GCNN-8, GCNN-8B, GCNN-14 and
+GCNN-14B exactly; GCNN-9 has 9 conv layers (1 + 4×2) in 5 blocks and GCNN-13 has 13 blocks
+(1 + 12) of 25 conv layers: the table is ambiguous there and we keep its stage rows as written.
+"""
+
+from zoo.layers.residual import bottleneck_spec
+from zoo.models.gcnn import GCNNLanguageModel
+from zoo.registry import register_presets
+
+GBW_VOCABULARY = 793_471  # Google Billion Word, words seen 3 times or more (§4.1)
+WT103_VOCABULARY = 267_735  # WikiText-103
+PTB_VOCABULARY = 10_002  # the treebank's 9,999 word types (<unk> included) + <pad>, <s>, </s>
+
+
+def blocks(layers, n):
+    """`n` residual blocks, each the conv layers `layers` (`[kernel_size, width]` pairs)."""
+    return [[list(layer) for layer in layers] for _ in range(n)]
+
+
+def bottlenecks(kernel_size, narrow, wide, n):
+    """`n` bottleneck blocks of Table 1 (k=1 down, k>1, k=1 up)."""
+    return blocks(bottleneck_spec(kernel_size, narrow, wide), n)
+
+
+def table_1(paper, vocabulary_size, embedding_dim, stages, cutoffs, note):
+    """A Table 1 row as a preset: its blocks end in the adaptive softmax with the row's cutoffs."""
+    return {
+        "description": f"{paper}: {len(stages)} residual blocks, embedding {embedding_dim}, adaptive "
+        f"softmax with cutoffs {'/'.join(f'{c // 1000}k' for c in cutoffs)}. {note}",
+        "paper": paper,
+        "config": {"vocabulary_size": vocabulary_size, "embedding_dim": embedding_dim, "blocks": stages,
+                   "cutoffs": cutoffs},
+    }
+
+
+GCNN_PTB = {
+    "vocabulary_size": PTB_VOCABULARY,
+    "embedding_dim": 128,
+    "blocks": blocks([[4, 128]], 4),
+    "dropout": 0.2,
+    "optimizer": {"name": "adam", "learning_rate": 2e-3, "clipnorm": 1.0},
+}
+
+PRESETS = {
+    "gcnn-13": table_1(
+        "Table 1, GCNN-13 (Google Billion Word)", GBW_VOCABULARY, 128,
+        blocks([[4, 1268]], 1) + blocks([[4, 1268], [4, 1268]], 12),
+        [10_000, 40_000, 200_000],
+        "Conv2.x [4,1268;4,1268]×12 read as 12 two-layer blocks (13 blocks, 25 conv layers).",
+    ),
+    "gcnn-14b": table_1(
+        "Table 1, GCNN-14B (Google Billion Word)", GBW_VOCABULARY, 128,
+        blocks([[5, 512]], 1) + bottlenecks(5, 128, 512, 3) + bottlenecks(5, 512, 1024, 3)
+        + bottlenecks(5, 1024, 2048, 6) + bottlenecks(5, 1024, 4096, 1),
+        [10_000, 40_000, 200_000],
+        "14 blocks: one plain, then 3+3+6+1 bottleneck blocks.",
+    ),
+    "gcnn-9": table_1(
+        "Table 1, GCNN-9 (Google Billion Word)", GBW_VOCABULARY, 128,
+        blocks([[4, 807]], 1) + blocks([[4, 807], [4, 807]], 4),
+        [4_000, 40_000, 200_000],
+        "9 conv layers: Conv1 and 4 two-layer blocks (5 blocks).",
+    ),
+    "gcnn-8b": table_1(
+        "Table 1, GCNN-8B (Google Billion Word)", GBW_VOCABULARY, 128,
+        blocks([[1, 512]], 1) + bottlenecks(5, 128, 512, 3) + bottlenecks(5, 256, 512, 3)
+        + blocks([[1, 1024], [1, 1024], [1, 2048]], 1),
+        [4_000, 40_000, 200_000],
+        "8 blocks; Conv4.x is all width-1 layers, as the table gives it.",
+    ),
+    "gcnn-8": table_1(
+        "Table 1, GCNN-8 (WikiText-103)", WT103_VOCABULARY, 280,
+        blocks([[4, 900]], 1) + blocks([[4, 900]], 7),
+        [2_000, 10_000, 50_000],
+        "8 single-layer blocks of width 900 (Table 1 lists 900; §5.1 says 800).",
+    ),
+    "gcnn-14": table_1(
+        "Table 1, GCNN-14 (WikiText-103)", WT103_VOCABULARY, 280,
+        blocks([[6, 850]], 3) + blocks([[1, 850]], 1) + blocks([[5, 850]], 4) + blocks([[1, 850]], 1)
+        + blocks([[4, 850]], 3) + blocks([[4, 1024]], 1) + blocks([[4, 2048]], 1),
+        [10_000, 20_000, 200_000],
+        "14 single-layer blocks.",
+    ),
+    "gcnn-ptb": {
+        "description": "GCNN sized and regularised for the Penn Treebank on a CPU: embedding 128, "
+        "4 GLU blocks of width 128 (kernel 4, receptive field 13), dropout 0.2, full softmax "
+        "(cutoffs=[...] for an adaptive one).",
+        "paper": "§5.1 (Penn Treebank), sized for 2 CPU cores",
+        "vocabulary": "ptb",
+        "config": GCNN_PTB,
+        "train": {"batch_size": 32, "seq_len": 64},
+    },
+    "gcnn-moe-ptb": {
+        "description": "gcnn-ptb with a sparse MoE (32 experts of hidden 128, k=4) after its "
+        "second block: the GCNN paper's §5.1 next step.",
+        "paper": "Dauphin et al. §5.1 + Shazeer et al. 2017, sized for 2 CPU cores",
+        "vocabulary": "ptb",
+        "config": {**GCNN_PTB, "moe": {"after_blocks": [1], "num_experts": 32, "k": 4, "hidden_units": 128}},
+        "train": {"batch_size": 32, "seq_len": 64},
+    },
+}
+
+register_presets(PRESETS, GCNNLanguageModel)
