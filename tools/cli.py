@@ -16,14 +16,13 @@ def _load(directory):
 
 
 def cmd_presets(args):
-    from zoo.params import count_params
-    from zoo.presets import PRESETS
+    from zoo import registry
 
-    for name, spec in PRESETS.items():
+    for name, preset in registry.PRESETS.items():
         line = f"{name:14s}"
         if args.params:
-            line += f" {count_params(spec['class_name'], spec['config']):>13,d}"
-        print(f"{line}  {spec['description']}")
+            line += f" {registry.count_params(name):>13,d}"
+        print(f"{line}  {preset.description}", flush=True)
 
 
 def _overrides(pairs):
