@@ -4,7 +4,7 @@ import tensorflow as tf
 import keras
 
 from zoo.layers import AdaptiveSoftmax
-from zoo.layers.testing import check_gradients
+from zoo.layers.testing import FRESH_HIDDEN, check_gradients, check_output_layer, first_use
 
 VOCAB, CUTOFFS, DIM = 50, [10, 20, 35], 16
 
@@ -161,46 +161,25 @@ def test_serialisation_and_saving_round_trips(tmp_path):
 # Vocabulary 4, head {0, 1} + one cluster {2, 3}, hidden width 1, factor 1 (tail width 1). With the
 # head kernel 0 and head bias log(.1, .2, .7), and hidden = 1 through a tail projection 1 and tail
 # kernel (0, log 6): p = (.1, .2, .7 · 1/7, .7 · 6/7) = (.1, .2, .1, .6) exactly.
-FRESH_HIDDEN = np.ones((2, 3, 1), "float32")
-FRESH_TARGETS = np.array([[0, 1, 2], [3, 3, 0]], "int32")
 FRESH_P = np.array([0.1, 0.2, 0.1, 0.6])
 FRESH_SHAPES = [(1, 3), (3,), (1, 1), (1, 2)]
 
-
-def _first_use(layer, method):
-    if method in ("loss", "target_log_prob"):
-        return getattr(layer, method)(FRESH_HIDDEN, FRESH_TARGETS)
-    return getattr(layer, method)(FRESH_HIDDEN)
 
 
 @pytest.mark.parametrize("method", ["log_prob", "loss", "target_log_prob", "predict"])
 def test_every_method_builds_a_fresh_layer_once_and_is_exact(method):
     layer = AdaptiveSoftmax(4, [2], factor=1)
     assert not layer.built
-    out = _first_use(layer, method)  # no AttributeError: the layer builds from hidden's last axis
+    out = first_use(layer, method)  # no AttributeError: the layer builds from hidden's last axis
     assert layer.built
     assert [tuple(w.shape) for w in layer.weights] == FRESH_SHAPES
     assert tuple(out.shape) == ((2, 3, 4) if method == "log_prob" else (2, 3))
-    weights = list(layer.weights)
     layer.head_kernel.assign(np.zeros((1, 3), "float32"))
     layer.head_bias.assign(np.log([0.1, 0.2, 0.7]).astype("float32"))
     layer.tail_projections[0].assign(np.ones((1, 1), "float32"))
     layer.tail_kernels[0].assign(np.array([[0.0, np.log(6.0)]], "float32"))
 
-    expected_nll = -np.log(FRESH_P)[FRESH_TARGETS]
-    log_prob = layer.log_prob(FRESH_HIDDEN).numpy()
-    np.testing.assert_allclose(log_prob, np.broadcast_to(np.log(FRESH_P), (2, 3, 4)), rtol=1e-6)
-    read_off = -np.take_along_axis(log_prob, FRESH_TARGETS[..., None], -1)[..., 0]
-    np.testing.assert_allclose(read_off, expected_nll, rtol=1e-6)
-    np.testing.assert_allclose(layer.loss(FRESH_HIDDEN, FRESH_TARGETS).numpy(), expected_nll, rtol=1e-6)
-    np.testing.assert_allclose(-layer.target_log_prob(FRESH_HIDDEN, FRESH_TARGETS).numpy(), expected_nll,
-                               rtol=1e-6)
-    np.testing.assert_array_equal(layer.predict(FRESH_HIDDEN).numpy(), np.full((2, 3), 3))
-    # calling the layer and every method again builds nothing new
-    layer(FRESH_HIDDEN)
-    for other in ("log_prob", "loss", "target_log_prob", "predict"):
-        _first_use(layer, other)
-    assert len(layer.weights) == 4 and all(a is b for a, b in zip(layer.weights, weights))
+    check_output_layer(layer, FRESH_P, ("log_prob", "loss", "target_log_prob", "predict"))
     np.testing.assert_allclose(layer.head_bias.numpy(), np.log([0.1, 0.2, 0.7]), rtol=1e-6)
 
 

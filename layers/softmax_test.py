@@ -5,6 +5,7 @@ import numpy as np
 import pytest
 
 from zoo.layers import FullSoftmax
+from zoo.layers.testing import FRESH_HIDDEN, check_output_layer, first_use
 
 VOCAB = 50
 
@@ -116,43 +117,21 @@ def test_float64_layer_keeps_float64():
 
 
 # ---- a fresh layer: every method builds it on first use ----------------------------------------
-FRESH_HIDDEN = np.ones((2, 3, 1), "float32")
-FRESH_TARGETS = np.array([[0, 1, 2], [3, 3, 0]], "int32")
 FRESH_P = np.array([0.1, 0.2, 0.3, 0.4])  # kernel 0, bias log(FRESH_P): p is FRESH_P for any hidden
-
-
-def _first_use(head, method):
-    if method in ("loss", "target_log_prob"):
-        return getattr(head, method)(FRESH_HIDDEN, FRESH_TARGETS)
-    return getattr(head, method)(FRESH_HIDDEN)
 
 
 @pytest.mark.parametrize("method", ["logits", "log_prob", "loss", "target_log_prob", "predict"])
 def test_every_method_builds_a_fresh_layer_once_and_is_exact(method):
     head = FullSoftmax(4)
     assert not head.built
-    out = _first_use(head, method)  # no AttributeError: the layer builds from hidden's last axis
+    out = first_use(head, method)  # no AttributeError: the layer builds from hidden's last axis
     assert head.built
     assert [tuple(w.shape) for w in head.weights] == [(1, 4), (4,)]
     assert tuple(out.shape) == {"logits": (2, 3, 4), "log_prob": (2, 3, 4), "predict": (2, 3)}.get(method, (2, 3))
-    weights = list(head.weights)
     head.kernel.assign(np.zeros((1, 4), "float32"))
     head.bias.assign(np.log(FRESH_P).astype("float32"))
 
-    expected_nll = -np.log(FRESH_P)[FRESH_TARGETS]
-    log_prob = head.log_prob(FRESH_HIDDEN).numpy()
-    np.testing.assert_allclose(log_prob, np.broadcast_to(np.log(FRESH_P), (2, 3, 4)), rtol=1e-6)
-    read_off = -np.take_along_axis(log_prob, FRESH_TARGETS[..., None], -1)[..., 0]
-    np.testing.assert_allclose(read_off, expected_nll, rtol=1e-6)
-    np.testing.assert_allclose(head.loss(FRESH_HIDDEN, FRESH_TARGETS).numpy(), expected_nll, rtol=1e-6)
-    np.testing.assert_allclose(-head.target_log_prob(FRESH_HIDDEN, FRESH_TARGETS).numpy(), expected_nll,
-                               rtol=1e-6)
-    np.testing.assert_array_equal(head.predict(FRESH_HIDDEN).numpy(), np.full((2, 3), 3))
-    # calling the layer and every method again builds nothing new
-    head(FRESH_HIDDEN)
-    for other in ("logits", "log_prob", "loss", "target_log_prob", "predict"):
-        _first_use(head, other)
-    assert len(head.weights) == 2 and all(a is b for a, b in zip(head.weights, weights))
+    check_output_layer(head, FRESH_P, ("logits", "log_prob", "loss", "target_log_prob", "predict"))
     np.testing.assert_allclose(head.bias.numpy(), np.log(FRESH_P), rtol=1e-6)
 
 
