@@ -1,7 +1,6 @@
 """Pre-activation residual blocks of gated convolutions (§2 and Table 1)."""
 
 import keras
-from keras import ops
 
 from zoo.layers.gated_conv import GatedConv1D, check_kernel_size
 from zoo.layers.validation import check_int

@@ -5,7 +5,7 @@ import numpy as np
 import pytest
 
 from zoo.layers import FullSoftmax
-from zoo.layers.testing import FRESH_HIDDEN, check_output_layer, first_use
+from zoo.layers.testing import check_output_layer, first_use
 
 VOCAB = 50
 
