@@ -11,7 +11,8 @@ setup(
     # packages called `layers`, `export` and `tools`, so the repository's layers/, export/ and
     # tools/ folders install as zoo.layers, zoo.export and zoo.tools (and a source checkout
     # imports them under the same names: see zoo/__init__.py).
-    packages=["zoo", "zoo.data", "zoo.models", "zoo.layers", "zoo.export", "zoo.tools"],
+    packages=["zoo", "zoo.data", "zoo.models", "zoo.layers", "zoo.export", "zoo.tools",
+              "zoo.training"],
     package_dir={"zoo.layers": "layers", "zoo.export": "export", "zoo.tools": "tools"},
     install_requires=[
         "tensorflow~=2.20.0",

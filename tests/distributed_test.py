@@ -131,7 +131,7 @@ def test_two_workers_on_localhost_match_one_process(corpus, tmp_path):
 TRAIN_SCRIPT = textwrap.dedent(
     """
     import os, sys, time
-    from zoo.training import train
+    from zoo.training import Callback, TrainConfig, train
 
     def on_step(step, loss):
         # The first run, once step 22 is done (its step-20 checkpoint written), waits to be killed.
@@ -141,11 +141,13 @@ TRAIN_SCRIPT = textwrap.dedent(
 
     corpus, out = sys.argv[1:3]
     strategy = sys.argv[3] if len(sys.argv) > 3 else "default"
-    train("gcnn-moe-ptb", data=corpus, out_dir=out, strategy=strategy, global_batch_size=8, seq_len=12, steps=40,
-          checkpoint_every=10, steps_per_epoch=20, seed=5, on_step=on_step, embedding_dim=8,
-          blocks=[[[3, 16]], [[3, 16]]], dropout=0.1, cutoffs=[10, 30],
-          moe={"after_blocks": [0], "num_experts": 4, "k": 2, "hidden_units": 8},
-          optimizer={"name": "factorized_adam", "learning_rate": 0.01})
+    train("gcnn-moe-ptb", data=corpus, out_dir=out, strategy=strategy,
+          config=TrainConfig(global_batch_size=8, seq_len=12, steps=40, checkpoint_every=10,
+                             steps_per_epoch=20, seed=5),
+          overrides=dict(embedding_dim=8, blocks=[[[3, 16]], [[3, 16]]], dropout=0.1, cutoffs=[10, 30],
+                         moe={"after_blocks": [0], "num_experts": 4, "k": 2, "hidden_units": 8},
+                         optimizer={"name": "factorized_adam", "learning_rate": 0.01}),
+          callbacks=[Callback(on_step_end=on_step)])
     """
 )
 

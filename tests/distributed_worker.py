@@ -40,7 +40,7 @@ def main(mode, corpus, out, result_path, *models):
         cpu = tf.config.list_physical_devices("CPU")[0]
         tf.config.set_logical_device_configuration(cpu, [tf.config.LogicalDeviceConfiguration()] * 2)
     from zoo import distribute
-    from zoo.training import train
+    from zoo.training import Callback, TrainConfig, train
 
     if mode == "worker":
         strategies = {"worker": distribute.get_strategy("multi_worker_mirrored")}
@@ -55,15 +55,16 @@ def main(mode, corpus, out, result_path, *models):
         for label, strategy in strategies.items():
             losses = []
             model, _ = train(preset, data=corpus, out_dir=os.path.join(out, f"{name}-{label}"),
-                             strategy=strategy, global_batch_size=GLOBAL_BATCH, seq_len=SEQ_LEN,
-                             steps=STEPS, seed=3, on_step=lambda s, l: losses.append(l),
-                             log=lambda m: None, **overrides)
+                             strategy=strategy,
+                             config=TrainConfig(global_batch_size=GLOBAL_BATCH, seq_len=SEQ_LEN, steps=STEPS, seed=3),
+                             overrides=overrides, log=lambda m: None,
+                             callbacks=[Callback(on_step_end=lambda s, l: losses.append(l))])
             result[f"{name}-{label}"] = {"losses": losses,
                                          "weights": [w.tolist() for w in model.get_weights()]}
     if mode == "mirrored":  # a global batch the replicas cannot share evenly is refused
         try:
-            train("gcnn-ptb", data=corpus, out_dir=os.path.join(out, "odd"), global_batch_size=7,
-                  strategy=strategies["mirrored"], steps=1, log=lambda m: None)
+            train("gcnn-ptb", data=corpus, out_dir=os.path.join(out, "odd"), strategy=strategies["mirrored"],
+                  config=TrainConfig(global_batch_size=7, steps=1), log=lambda m: None)
             result["batch_error"] = None
         except ValueError as e:
             result["batch_error"] = str(e)

@@ -40,20 +40,19 @@ def input_pipeline(argv):
     import tensorflow as tf
 
     from zoo import registry
-    from zoo.data import pipeline, ptb_vocabulary, read_lines
-    from zoo.training import TrainingWindows, _step_functions
+    from zoo.data import ptb_vocabulary, read_lines
+    from zoo.training import TrainingWindows, step_functions
 
     from zoo.tools import benchmarks as common
     strategy = tf.distribute.get_strategy()
     vocab = ptb_vocabulary()
-    ids = pipeline.stream_ids(read_lines("ptb", "train"), vocab)
-    windows = TrainingWindows(*pipeline.stream_windows(ids, args.seq_len, 0, vocab.bos_id),
-                              args.global_batch_size, seed=0)
+    windows = TrainingWindows.from_lines(read_lines("ptb", "train"), vocab, args.seq_len,
+                                         args.global_batch_size, seed=0)
     data = iter(strategy.distribute_datasets_from_function(lambda ctx: windows.dataset(0, ctx)))
 
     model = registry.load(args.preset, vocabulary_size=len(vocab))
     optimizer = model.make_optimizer()
-    train_fn, _ = _step_functions(model, optimizer, strategy)
+    train_fn = step_functions(model, optimizer, strategy).train
     batch = next(data)
     fixed = iter(tf.data.Dataset.from_tensors(batch).repeat())
     tokens = args.global_batch_size * args.seq_len

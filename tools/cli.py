@@ -39,16 +39,17 @@ def _overrides(pairs):
 
 
 def cmd_train(args):
-    from zoo.training import train
+    from zoo.training import TrainConfig, train
 
-    model, history = train(
-        args.preset, data=args.data, out_dir=args.out, strategy=args.strategy,
+    config = TrainConfig(
         global_batch_size=args.global_batch_size, seq_len=args.seq_len, steps=args.steps,
         epochs=args.epochs, steps_per_epoch=args.steps_per_epoch, max_minutes=args.max_minutes,
         checkpoint_every=args.checkpoint_every, keep_checkpoints=args.keep_checkpoints,
         mixed_precision=args.mixed_precision, seed=args.seed, log_every=args.log_every,
-        min_count=args.min_count, max_vocabulary=args.max_vocabulary, **_overrides(args.set),
+        min_count=args.min_count, max_vocabulary=args.max_vocabulary,
     )
+    model, history = train(args.preset, data=args.data, out_dir=args.out, strategy=args.strategy,
+                           config=config, overrides=_overrides(args.set))
     best = min((h for h in history if "val_perplexity" in h), key=lambda h: h["val_perplexity"], default=None)
     print(f"Best model: {os.path.join(args.out, 'best')} (epoch {best['epoch'] if best else '?'})")
     if best:

@@ -4,7 +4,7 @@ import numpy as np
 import pytest
 import tensorflow as tf
 
-from zoo.training import TrainingWindows, evaluation_windows, train
+from zoo.training import Callback, TrainConfig, TrainingWindows, evaluation_windows, random_states, train
 from zoo.data.vocab import Vocabulary
 
 
@@ -74,11 +74,16 @@ def test_mixed_precision_trains_in_half_precision_with_float32_softmax(policy, t
     for split, n in (("train", 60), ("valid", 10)):
         (corpus / f"{split}.txt").write_text(
             "\n".join(" ".join(rng.choice(list("abcdefgh"), size=6)) for _ in range(n)) + "\n")
-    losses = []
-    model, history = train("gcnn-ptb", data=str(corpus), out_dir=str(tmp_path / "run"), steps=20,
-                           global_batch_size=8, seq_len=8, mixed_precision=policy, log=lambda m: None,
-                           on_step=lambda s, l: losses.append(l), embedding_dim=8,
-                           blocks=[[[3, 16]]], dropout=0.0, cutoffs=[4])
+    losses, validations = [], []
+    hooks = Callback(on_step_end=lambda s, l: losses.append(l),
+                     on_validation_end=lambda s, entry: validations.append((s, entry)))
+    model, history = train("gcnn-ptb", data=str(corpus), out_dir=str(tmp_path / "run"),
+                           config=TrainConfig(steps=20, global_batch_size=8, seq_len=8, mixed_precision=policy),
+                           overrides={"embedding_dim": 8, "blocks": [[[3, 16]]], "dropout": 0.0, "cutoffs": [4]},
+                           log=lambda m: None, callbacks=[hooks])
+    # a validation at the end of every pass over the data (7 global batches) and at the last step
+    assert len(losses) == 20 and validations == [(h["step"], h) for h in history]
+    assert [s for s, _ in validations] == [7, 14, 20]
     assert keras.config.dtype_policy().name == "float32"  # the global policy is restored
     assert model.blocks[0].dtype_policy.name == policy
     hidden = model(tf.constant([[4, 5, 6]]))
@@ -89,3 +94,41 @@ def test_mixed_precision_trains_in_half_precision_with_float32_softmax(policy, t
     import zoo
 
     assert zoo.load(str(tmp_path / "run" / "final")).blocks[0].dtype_policy.name == "float32"
+
+
+@pytest.mark.parametrize("options, message", [
+    ({"global_batch_size": 0}, "global_batch_size must be an integer >= 1, got 0."),
+    ({"seq_len": True}, "seq_len must be an integer >= 1, got True."),
+    ({"steps": 2.0}, "steps must be an integer >= 1, got 2.0."),
+    ({"keep_checkpoints": -1}, "keep_checkpoints must be an integer >= 1, got -1."),
+    ({"max_minutes": 0}, "max_minutes must be > 0, got 0."),
+])
+def test_train_config_refuses_bad_options_in_one_sentence(options, message):
+    with pytest.raises(ValueError, match=f"^{message.replace('.', '[.]')}$"):
+        TrainConfig(**options)
+
+
+def test_train_config_defaults_and_replicas():
+    config = TrainConfig(seq_len=16).with_defaults({"global_batch_size": 6, "seq_len": 128})
+    assert (config.global_batch_size, config.seq_len) == (6, 16)  # what is set wins over the preset
+    assert TrainConfig().with_defaults({}).global_batch_size == 32
+    config.check_replicas(3)
+    with pytest.raises(ValueError, match="^The global batch size 6 is not divisible by the 4 replicas in sync; "
+                       "use a multiple of 4.$"):
+        config.check_replicas(4)
+    schedule = TrainConfig(epochs=3).schedule(batches_per_pass=10)
+    assert (schedule.steps, schedule.steps_per_epoch, schedule.checkpoint_every, schedule.log_every) == (30, 10, 10, 2)
+    with pytest.raises(TypeError):  # no alias of global_batch_size
+        TrainConfig(batch_size=8)
+
+
+def test_random_states_are_the_seed_generators_and_not_weights():
+    from zoo import registry
+
+    model = registry.load("gcnn-moe-ptb", vocabulary_size=30, embedding_dim=8, blocks=[[[3, 16]], [[3, 16]]],
+                          dropout=0.1, cutoffs=[10], moe={"after_blocks": [0], "num_experts": 4, "k": 2,
+                                                          "hidden_units": 8})
+    states = random_states(model)
+    weights = {id(w) for w in model.weights}
+    assert states and all(id(v) not in weights for v in states)
+    assert all(v.path.endswith("seed_generator_state") for v in states)

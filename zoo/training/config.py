@@ -1,0 +1,88 @@
+"""`TrainConfig`: every option of a training run, checked in one place."""
+
+import collections
+import dataclasses
+
+from zoo.layers.validation import check_int
+
+# What the loop does with a config and the number of global batches in one pass over the data.
+Schedule = collections.namedtuple("Schedule", "steps steps_per_epoch checkpoint_every log_every until_budget")
+
+_POSITIVE_INTS = ("global_batch_size", "seq_len", "steps", "epochs", "steps_per_epoch",
+                  "checkpoint_every", "keep_checkpoints", "log_every")
+
+
+@dataclasses.dataclass(frozen=True)
+class TrainConfig:
+    """The options of a training run (the model's own config is the preset's, with overrides).
+
+    - `global_batch_size`: sequences per step over all replicas together (a multiple of their
+      number); `seq_len`: tokens per training window. Unset, both are the preset's defaults.
+    - `steps`: total training steps; else `epochs` × `steps_per_epoch` (an epoch is one pass over
+      the data unless `steps_per_epoch` says otherwise; one epoch when neither `steps` nor
+      `epochs` is given, or as many as fit when `max_minutes` is); training stops early once
+      `max_minutes` have passed. Validation runs at the end of every epoch.
+    - `checkpoint_every`: steps between checkpoints (default: every epoch; one is also written at
+      the end); `keep_checkpoints`: how many to keep.
+    - `mixed_precision`: False, True (`mixed_float16` on a GPU, `mixed_bfloat16` on a CPU) or one
+      of those policy names.
+    - `seed`: the seed of the weights, the data order and the random layers.
+    - `log_every`: steps between progress lines (default: a quarter of an epoch, at most 100).
+    - `min_count`, `max_vocabulary`: the vocabulary built from the corpus (a preset name only;
+      a preset directory brings its own).
+    """
+
+    global_batch_size: int | None = None
+    seq_len: int | None = None
+    steps: int | None = None
+    epochs: int | None = None
+    steps_per_epoch: int | None = None
+    max_minutes: float | None = None
+    checkpoint_every: int | None = None
+    keep_checkpoints: int | None = 3
+    mixed_precision: bool | str = False
+    seed: int = 0
+    log_every: int | None = None
+    min_count: int = 1
+    max_vocabulary: int | None = None
+
+    def __post_init__(self):
+        for name in _POSITIVE_INTS:
+            value = getattr(self, name)
+            if value is not None:
+                check_int(name, value, minimum=1)
+        if self.max_minutes is not None and self.max_minutes <= 0:
+            raise ValueError(f"max_minutes must be > 0, got {self.max_minutes}.")
+
+    def with_defaults(self, defaults):
+        """This config with an unset `global_batch_size` and `seq_len` taken from `defaults` (a
+        preset's train defaults, keyed by these names), else 32 and 64."""
+        return dataclasses.replace(
+            self,
+            global_batch_size=(self.global_batch_size if self.global_batch_size is not None
+                               else defaults.get("global_batch_size", 32)),
+            seq_len=self.seq_len if self.seq_len is not None else defaults.get("seq_len", 64),
+        )
+
+    def check_replicas(self, replicas):
+        """Refuses a global batch the `replicas` in sync cannot share evenly."""
+        if self.global_batch_size % replicas:
+            raise ValueError(
+                f"The global batch size {self.global_batch_size} is not divisible by the {replicas} "
+                f"replicas in sync; use a multiple of {replicas}."
+            )
+
+    def schedule(self, batches_per_pass):
+        """The run's `Schedule`, given how many global batches one pass over the data holds."""
+        steps_per_epoch = self.steps_per_epoch or batches_per_pass
+        until_budget = self.steps is None and self.epochs is None and self.max_minutes is not None
+        steps = self.steps
+        if steps is None:
+            steps = steps_per_epoch * (self.epochs or (10**6 if self.max_minutes else 1))
+        return Schedule(
+            steps=steps,
+            steps_per_epoch=steps_per_epoch,
+            checkpoint_every=self.checkpoint_every or steps_per_epoch,
+            log_every=self.log_every or max(1, min(100, steps_per_epoch // 4 or 1)),
+            until_budget=until_budget,
+        )

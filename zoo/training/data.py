@@ -1,0 +1,93 @@
+"""The training data: the corpus, and its windows served in an order that is a pure function of
+the step, each worker and replica taking its slice of every global batch."""
+
+import numpy as np
+import tensorflow as tf
+
+from zoo.data import pipeline
+from zoo.data.corpus import read_lines
+from zoo.data.datasets import build_vocabulary
+
+
+def load_corpus(data, vocabulary=None, vocabulary_kind="word", min_count=1, max_vocabulary=None):
+    """`(train_lines, valid_lines, vocabulary)` of the corpus `data`: `vocabulary` if given (a
+    preset directory's own), else one of `vocabulary_kind` built from the training split."""
+    train_lines = read_lines(data, "train")
+    valid_lines = read_lines(data, "valid")
+    if vocabulary is None:
+        vocabulary = build_vocabulary(data, vocabulary_kind, min_count, max_vocabulary)
+    return train_lines, valid_lines, vocabulary
+
+
+class TrainingWindows:
+    """The training stream cut into windows, served in global batches whose order is a pure
+    function of the step.
+
+    Pass p over the data (an "epoch" of the stream) visits the windows in the order of a
+    permutation drawn from the stateless seed `(seed, p)`, in `batches_per_pass` global batches
+    (the last incomplete one dropped). So the batch of step s is known from s alone: a resumed
+    run starts its dataset at its checkpoint's step, and a job of any number of workers sees the
+    global batches a single process sees, each worker taking its slice of every batch.
+    """
+
+    def __init__(self, inputs, targets, weights, global_batch_size, seed=0):
+        self.arrays = (inputs, targets, weights)
+        self.global_batch_size = global_batch_size
+        self.seed = seed
+        self.batches_per_pass = len(inputs) // global_batch_size
+        if self.batches_per_pass < 1:
+            raise ValueError(
+                f"The training data has {len(inputs)} windows, fewer than one global batch of "
+                f"{global_batch_size}; use a smaller --global-batch-size or --seq-len, or more data."
+            )
+
+    @classmethod
+    def from_lines(cls, lines, vocabulary, seq_len, global_batch_size, seed=0):
+        """The windows of `seq_len` tokens (no unscored context) of the stream of `lines`."""
+        ids = pipeline.stream_ids(lines, vocabulary)
+        return cls(*pipeline.stream_windows(ids, seq_len, 0, vocabulary.bos_id), global_batch_size, seed)
+
+    def _order(self, p):
+        n = len(self.arrays[0])
+        keys = tf.random.stateless_uniform([n], seed=tf.stack([tf.constant(self.seed, tf.int64), p]))
+        used = self.batches_per_pass * self.global_batch_size
+        return tf.reshape(tf.argsort(keys)[:used], (self.batches_per_pass, self.global_batch_size))
+
+    def dataset(self, start_step, context):
+        """The dataset of one input pipeline (`tf.distribute.InputContext`), from `start_step`."""
+        first_pass, offset = divmod(int(start_step), self.batches_per_pass)
+        passes = tf.data.Dataset.range(first_pass, 2**62)
+        batches = passes.flat_map(lambda p: tf.data.Dataset.from_tensor_slices(self._order(p)))
+        return shard_rows(batches.skip(offset), self.arrays, self.global_batch_size, context)
+
+
+def shard_rows(index_batches, arrays, global_batch_size, context):
+    """Per-replica batches of `arrays` rows from a dataset of global batches of row indices.
+
+    Worker w of W takes rows [w·B/W, (w+1)·B/W) of every global batch, and its local replicas
+    consecutive slices of those, so replica r of the job holds rows [r·B/R, (r+1)·B/R)."""
+    workers, worker = context.num_input_pipelines, context.input_pipeline_id
+    per_worker = global_batch_size // workers
+    per_replica = context.get_per_replica_batch_size(global_batch_size)
+    tensors = tuple(tf.constant(a) for a in arrays)
+    ds = index_batches.map(lambda idx: idx[worker * per_worker:(worker + 1) * per_worker])
+    ds = ds.unbatch().batch(per_replica, drop_remainder=True)
+    ds = ds.map(lambda idx: tuple(tf.gather(t, idx) for t in tensors),
+                num_parallel_calls=tf.data.AUTOTUNE)
+    options = tf.data.Options()
+    options.experimental_distribute.auto_shard_policy = tf.data.experimental.AutoShardPolicy.OFF
+    return ds.with_options(options).prefetch(tf.data.AUTOTUNE)
+
+
+def evaluation_windows(lines, vocabulary, seq_len, context, global_batch_size):
+    """Stream windows with `context` tokens of unscored left context, padded with weight-0
+    windows to a whole number of global batches, so every replica sees the same number of
+    batches (a collective step needs every worker)."""
+    ids = pipeline.stream_ids(lines, vocabulary)
+    inputs, targets, weights = pipeline.stream_windows(ids, seq_len, context, vocabulary.bos_id)
+    pad = -len(inputs) % global_batch_size
+    if pad:
+        inputs, targets, weights = (
+            np.concatenate([a, np.zeros((pad,) + a.shape[1:], a.dtype)]) for a in (inputs, targets, weights)
+        )
+    return inputs, targets, weights

@@ -1,0 +1,38 @@
+"""Everything training asks of the preset registry, in one place: a preset's training defaults
+and vocabulary (`resolve_preset`), and the model it builds (`load_model`)."""
+
+import dataclasses
+import os
+
+from zoo import registry
+from zoo.models.base import load_vocabulary_if_any
+
+
+@dataclasses.dataclass(frozen=True)
+class PresetInfo:
+    """What training needs to know of a preset before building it.
+
+    `train_defaults`: the preset's default training options, keyed by `TrainConfig` field names
+    (`global_batch_size`, `seq_len`); `vocabulary_kind`: the kind of vocabulary to build from the
+    corpus ("word" or "char"), None for a preset directory, which brings its own `vocabulary`."""
+
+    train_defaults: dict
+    vocabulary_kind: str | None
+    vocabulary: object = None
+
+
+def resolve_preset(preset):
+    """The `PresetInfo` of a preset name or a preset directory; an unknown name, or a directory
+    without a vocabulary, is refused in one sentence."""
+    if os.path.isdir(preset):
+        vocabulary = load_vocabulary_if_any(preset)
+        if vocabulary is None:
+            raise ValueError(f"The preset directory {preset!r} has no vocabulary to train with.")
+        return PresetInfo({}, None, vocabulary)
+    spec = registry.get_preset(preset)  # a `registry.Preset`
+    return PresetInfo({"global_batch_size": spec.batch_size, "seq_len": spec.seq_len}, spec.token_kind)
+
+
+def load_model(preset, **overrides):
+    """The model of a preset name or directory, with `overrides` of its config."""
+    return registry.load(preset, **overrides)

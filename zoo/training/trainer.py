@@ -1,0 +1,287 @@
+"""The training loop (`Trainer`, with `Callback` hooks) and `train()`, which puts a run together.
+
+Why a loop of our own rather than Orbit's `Controller`: what it must guarantee sits exactly where
+Orbit delegates to `tf.train.CheckpointManager` (see `zoo.training.checkpoints`). The loop, the
+step (`zoo.training.steps`) and the checkpoints are separate pieces, as in Model Garden's
+`base_trainer` and Orbit; `Trainer` only composes them.
+"""
+
+import json
+import math
+import os
+import time
+
+import keras
+import tensorflow as tf
+
+from zoo import distribute
+from zoo.training.checkpoints import (CHECKPOINT_DIR, checkpoint_path, restore_latest, save_checkpoint,
+                                      training_checkpoint)
+from zoo.training.config import TrainConfig
+from zoo.training.data import TrainingWindows, evaluation_windows, load_corpus, shard_rows
+from zoo.training.precision import dtype_policy, mixed_precision_policy
+from zoo.training.preset import load_model, resolve_preset
+from zoo.training.steps import step_functions
+from zoo.training.workers import any_worker, min_max
+
+
+def _print(message):
+    print(message, flush=True)
+
+
+class Callback:
+    """Hooks into the loop. Subclass and override, or pass the functions, as with
+    `keras.callbacks.LambdaCallback`: `Callback(on_step_end=lambda step, loss: ...)`.
+
+    - `on_train_begin(trainer)`: before the first step (after the restore);
+    - `on_step_end(step, loss)`: after every step and its checkpoint, if any (`step` counts from
+      1 over the whole run, resumed or not);
+    - `on_validation_end(step, entry)`: after every validation, with its `history` entry;
+    - `on_train_end(trainer)`: after the last step and the final preset.
+    """
+
+    def __init__(self, on_train_begin=None, on_step_end=None, on_validation_end=None, on_train_end=None):
+        for name, function in (("on_train_begin", on_train_begin), ("on_step_end", on_step_end),
+                               ("on_validation_end", on_validation_end), ("on_train_end", on_train_end)):
+            if function is not None:
+                setattr(self, name, function)
+
+    def on_train_begin(self, trainer):
+        pass
+
+    def on_step_end(self, step, loss):
+        pass
+
+    def on_validation_end(self, step, entry):
+        pass
+
+    def on_train_end(self, trainer):
+        pass
+
+
+class Trainer:
+    """Trains a built `model` with a built `optimizer` under `strategy` into `out_dir`.
+
+        trainer = Trainer(model, optimizer, strategy, config, train_data, valid_data, out_dir)
+        history = trainer.fit()
+
+    `config` is a `TrainConfig` whose `global_batch_size` and `seq_len` are set; `train_data` a
+    `TrainingWindows`; `valid_data` the `(inputs, targets, weights)` arrays of
+    `evaluation_windows`. `fit()` resumes from the newest readable checkpoint of `out_dir`, runs
+    the `config.schedule(...)` steps, validating at the end of every epoch, and returns the
+    history: one entry per validation. In a multi-worker job `out_dir` must be storage every
+    worker reads (a shared file system): all workers restore the chief's checkpoints.
+    """
+
+    def __init__(self, model, optimizer, strategy, config, train_data, valid_data, out_dir,
+                 log=_print, callbacks=()):
+        self.model, self.optimizer, self.strategy = model, optimizer, strategy
+        self.config = config
+        self.train_data, self.valid_data = train_data, valid_data
+        self.out_dir = out_dir
+        self.log = log
+        self.callbacks = list(callbacks)
+        self.schedule = config.schedule(train_data.batches_per_pass)
+        self.chief = distribute.is_chief(strategy)
+        self.checkpoint_dir = os.path.join(out_dir, CHECKPOINT_DIR)
+        self.history_path = os.path.join(out_dir, "history.json")
+        self.history = []
+        with strategy.scope():
+            self.step_variable = tf.Variable(0, dtype=tf.int64, trainable=False, name="step")
+        self.checkpoint = training_checkpoint(model, optimizer, self.step_variable)
+        self.steps = step_functions(model, optimizer, strategy)
+
+    # ---- the pieces of a run ------------------------------------------------------------
+    def restore(self):
+        """Restores the newest readable checkpoint and the history up to it; returns its step."""
+        os.makedirs(self.out_dir, exist_ok=True)
+        start = restore_latest(self.checkpoint, self.checkpoint_dir, self.log)
+        if distribute.is_multi_worker(self.strategy):
+            lowest, highest = min_max(self.strategy, start)
+            if lowest != highest:
+                raise ValueError(
+                    f"The workers restored different steps ({lowest} and {highest}): --out "
+                    f"({self.out_dir!r}) must be on storage every worker reads, such as a shared file system."
+                )
+        self.step_variable.assign(start)
+        steps = self.schedule.steps
+        if start >= steps:
+            self.log(f"{checkpoint_path(self.checkpoint_dir, start)} is already at step {start} of {steps}; "
+                     "nothing to train.")
+        elif start:
+            self.log(f"Resuming from {checkpoint_path(self.checkpoint_dir, start)} (step {start} of {steps}).")
+        self.history = []
+        if start and os.path.exists(self.history_path):
+            with open(self.history_path) as f:
+                self.history = [h for h in json.load(f) if h.get("step", 0) <= start]
+        return start
+
+    def evaluate(self):
+        """The validation perplexity (over the real tokens of `valid_data`)."""
+        global_batch_size = self.config.global_batch_size
+        index = tf.data.Dataset.range(len(self.valid_data[0])).batch(global_batch_size)
+        dataset = self.strategy.distribute_datasets_from_function(
+            lambda ctx: shard_rows(index, self.valid_data, global_batch_size, ctx))
+        total = count = 0.0
+        for batch in dataset:
+            t, c = self.steps.evaluate(batch)
+            total += float(t)
+            count += float(c)
+        return math.exp(total / max(count, 1.0))
+
+    def save(self, step):
+        """Writes the checkpoint of `step` (every worker must call this)."""
+        self.step_variable.assign(step)
+        save_checkpoint(self.checkpoint, self.checkpoint_dir, step, self.config.keep_checkpoints, self.chief)
+
+    # ---- the loop ---------------------------------------------------------------------------
+    def fit(self):
+        """Runs the loop; returns the history (one dict per validation)."""
+        model, strategy, config, schedule, log = self.model, self.strategy, self.config, self.schedule, self.log
+        steps, steps_per_epoch = schedule.steps, schedule.steps_per_epoch
+        start = self.restore()
+        best = min((h["val_perplexity"] for h in self.history), default=math.inf)
+        writer = tf.summary.create_file_writer(os.path.join(self.out_dir, "logs")) if self.chief else None
+        agree = any_worker(strategy)
+        train_iter = iter(strategy.distribute_datasets_from_function(
+            lambda ctx: self.train_data.dataset(start, ctx)))
+
+        max_minutes = config.max_minutes
+        budget = max_minutes * 60.0 if max_minutes else None
+        began = time.monotonic()
+        window_start, window_tokens = time.monotonic(), 0
+        tokens_per_step = config.global_batch_size * config.seq_len
+        step = start
+        stopped = False
+        if start < steps:
+            log(f"Training {type(model).__name__} ({model.count_params():,} parameters) on "
+                f"{strategy.num_replicas_in_sync} replica(s), global batch {config.global_batch_size} × "
+                f"{config.seq_len} tokens, "
+                + (f"from step {start + 1}" if schedule.until_budget else f"steps {start + 1}–{steps}")
+                + (f", at most {max_minutes:g} minutes" if max_minutes else "") + ".")
+        for callback in self.callbacks:
+            callback.on_train_begin(self)
+        _reset_metrics(model)
+        while step < steps and not stopped:
+            loss = float(self.steps.train(train_iter))
+            step += 1
+            window_tokens += tokens_per_step
+            if not math.isfinite(loss):
+                raise FloatingPointError(f"The loss became {loss} at step {step}; lower the learning rate.")
+            if budget is not None:
+                stopped = agree(time.monotonic() - began > budget)
+            epoch_end = step % steps_per_epoch == 0 or step == steps or stopped
+            if step % schedule.log_every == 0 or epoch_end:
+                now = time.monotonic()
+                rate = window_tokens / max(now - window_start, 1e-9)
+                metrics = _metric_results(model)
+                log(f"step {step}{'' if schedule.until_budget else f'/{steps}'}  loss {loss:.4f}  "
+                    f"perplexity {metrics.get('perplexity', math.nan):.2f}  {rate:,.0f} tokens/s")
+                if writer:
+                    with writer.as_default(step=step):
+                        tf.summary.scalar("loss", loss)
+                        tf.summary.scalar("tokens_per_second", rate)
+                        for name, value in metrics.items():
+                            tf.summary.scalar(name, value)
+                window_start, window_tokens = now, 0
+            if epoch_end:
+                metrics = _metric_results(model)
+                _reset_metrics(model)
+                val = self.evaluate()
+                _reset_metrics(model)
+                entry = {"epoch": -(-step // steps_per_epoch), "step": step, "loss": loss, **metrics,
+                         "val_perplexity": val, "seconds": round(time.monotonic() - began, 1),
+                         "best": val < best}
+                log(f"epoch {entry['epoch']} (step {step}): validation perplexity {val:.2f}"
+                    f"{' (best so far)' if val < best else ''}")
+                if self.chief:
+                    if val < best:
+                        model.save_to_preset(os.path.join(self.out_dir, "best"))
+                    self.history.append(entry)
+                    _write_json(self.history_path, self.history)
+                    with writer.as_default(step=step):
+                        tf.summary.scalar("val_perplexity", val)
+                best = min(best, val)
+                for callback in self.callbacks:
+                    callback.on_validation_end(step, entry)
+                window_start = time.monotonic()  # the next rate leaves validation out
+            if step % schedule.checkpoint_every == 0 or step == steps or stopped:
+                self.save(step)
+            for callback in self.callbacks:
+                callback.on_step_end(step, loss)
+        if stopped:
+            log(f"Stopped after {max_minutes:g} minutes at step {step}.")
+        if self.chief:
+            model.save_to_preset(os.path.join(self.out_dir, "final"))
+            writer.flush()
+        for callback in self.callbacks:
+            callback.on_train_end(self)
+        return self.history
+
+
+def build_model(preset, overrides, vocabulary, seq_len, strategy, policy=None):
+    """`(model, optimizer)`: the preset's model with `overrides` and the optimiser its config
+    names, built in `strategy`'s scope under the dtype `policy` (a `mixed_float16` optimiser
+    scales the loss)."""
+    with dtype_policy(policy), strategy.scope():
+        model = load_model(preset, **overrides)
+        model.vocabulary = vocabulary
+        model(keras.KerasTensor((None, seq_len), "int32"))  # builds every layer, runs nothing
+        if not model.built:  # the output layer is not part of `call`
+            model.build()
+        optimizer = model.make_optimizer()
+        if policy == "mixed_float16" and not isinstance(optimizer, keras.optimizers.LossScaleOptimizer):
+            optimizer = keras.optimizers.LossScaleOptimizer(optimizer)
+        optimizer.build(model.trainable_variables)
+    return model, optimizer
+
+
+def train(preset, data="ptb", out_dir="runs/model", strategy="default", config=None, overrides=None,
+          log=_print, callbacks=()):
+    """Train `preset` (a name or a preset directory) on `data` into `out_dir`; returns
+    `(model, history)`.
+
+    `strategy` is a name of `zoo.distribute` or a `tf.distribute.Strategy`; `config` a
+    `TrainConfig` (default: `TrainConfig()`); `overrides` replace keys of the model's config,
+    including its `optimizer` spec (e.g. `{"dropout": 0.1, "optimizer": {"name": "adam"}}`);
+    `log` receives every progress line; `callbacks` are `Callback`s. Started again with the same
+    arguments, a run resumes from its newest readable checkpoint (see `Trainer`).
+    """
+    config = TrainConfig() if config is None else config
+    if not isinstance(config, TrainConfig):
+        raise TypeError(f"config must be a zoo.training.TrainConfig, got {type(config).__name__}.")
+    overrides = dict(overrides or {})
+    if isinstance(strategy, str):
+        strategy = distribute.get_strategy(strategy)  # first: it configures the collectives
+    info = resolve_preset(preset)
+    config = config.with_defaults(info.train_defaults)
+    config.check_replicas(strategy.num_replicas_in_sync)
+
+    train_lines, valid_lines, vocabulary = load_corpus(data, info.vocabulary, info.vocabulary_kind,
+                                                       config.min_count, config.max_vocabulary)
+    overrides.setdefault("vocabulary_size", len(vocabulary))
+    keras.utils.set_random_seed(config.seed)
+    model, optimizer = build_model(preset, overrides, vocabulary, config.seq_len, strategy,
+                                   mixed_precision_policy(config.mixed_precision))
+    windows = TrainingWindows.from_lines(train_lines, vocabulary, config.seq_len, config.global_batch_size,
+                                         config.seed)
+    valid = evaluation_windows(valid_lines, vocabulary, config.seq_len, model.stream_context,
+                               config.global_batch_size)
+    trainer = Trainer(model, optimizer, strategy, config, windows, valid, out_dir, log=log, callbacks=callbacks)
+    return model, trainer.fit()
+
+
+def _metric_results(model):
+    return {m.name: float(m.result()) for m in model.metrics if m.variables}
+
+
+def _reset_metrics(model):
+    for m in model.metrics:
+        m.reset_state()
+
+
+def _write_json(path, value):
+    tmp = path + ".tmp"
+    with open(tmp, "w") as f:
+        json.dump(value, f, indent=2)
+    os.replace(tmp, path)
