@@ -142,6 +142,9 @@ def test_its_presets_are_listed_by_the_api_and_the_command_line(family, capsys):
 
 def test_load_and_parameter_count_come_from_its_own_layers(family, model):
     assert type(model) is family and model.built
+    weights = list(model.weights)
+    model.build()  # a built model is not built again (its weights would be added twice)
+    assert len(model.weights) == len(weights) and all(a is b for a, b in zip(model.weights, weights))
     assert EXPECTED_PARAMETERS == 1656
     assert model.count_params() == zoo.count_params("gru-tiny") == EXPECTED_PARAMETERS
     assert zoo.count_params("gru-tiny", units=32) == expected_parameters(32) == 4840

@@ -27,6 +27,7 @@ missing a piece is refused when its class is defined, naming the piece.
 targets to the output layer. `predict` and `log_probs` return the log-distribution.
 """
 
+import functools
 import json
 import math
 import os
@@ -53,6 +54,15 @@ def keras_fit_breaks_multi_worker():
     return int(keras.version().split(".")[0]) == 3
 
 
+def _build_once(build):
+    @functools.wraps(build)
+    def build_once(self, input_shape=None):
+        if not self.built:
+            build(self, input_shape)
+
+    return build_once
+
+
 class LanguageModel(keras.Model):
     def __init_subclass__(cls, **kwargs):
         super().__init_subclass__(**kwargs)
@@ -62,6 +72,8 @@ class LanguageModel(keras.Model):
                 f"The model family {cls.__name__} does not define {', '.join(missing)}: a LanguageModel "
                 "subclass must define each of " + ", ".join(CONTRACT) + " (see zoo/models/base.py)."
             )
+        # A family's build runs once: building a built model again would add every weight twice.
+        cls.build = _build_once(cls.__dict__["build"])
         registry.register_family(cls)
         # Keras' registry too, so that `keras.saving.load_model` reads .keras files of the family.
         name = f"zoo>{cls.__name__}"
