@@ -50,8 +50,14 @@ def test_evaluate_matches_history_and_score_generate_print(trained, corpus, caps
     best = min(h["val_perplexity"] for h in history)
     assert main(["evaluate", os.path.join(trained, "best"), "--data", corpus, "--split", "valid",
                  "--mode", "stream"]) == 0
-    printed = float(capsys.readouterr().out.strip().split(":")[-1])
-    assert printed == pytest.approx(best, abs=0.005)  # printed with 2 decimals
+    per_token, per_word = capsys.readouterr().out.strip().split("\n")
+    assert per_token.startswith("valid perplexity (stream): ")
+    assert per_word.startswith("valid perplexity per word (stream): ")
+    assert float(per_token.split(":")[-1]) == pytest.approx(best, abs=0.005)  # printed with 2 decimals
+    # a word vocabulary scores exactly the words and one </s> per line: the same figure
+    assert float(per_word.split(":")[-1]) == float(per_token.split(":")[-1])
+    history_per_word = min(history, key=lambda h: h["val_perplexity"])["val_perplexity_per_word"]
+    assert history_per_word == pytest.approx(best, rel=1e-9)
 
     assert main(["score", os.path.join(trained, "best"), "the big cat sat on the mat"]) == 0
     line = capsys.readouterr().out.strip()

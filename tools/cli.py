@@ -54,6 +54,8 @@ def cmd_train(args):
     print(f"Best model: {os.path.join(args.out, 'best')} (epoch {best['epoch'] if best else '?'})")
     if best:
         print(f"validation perplexity (stream): {best['val_perplexity']:.2f}")
+        if "val_perplexity_per_word" in best:
+            print(f"validation perplexity per word (stream): {best['val_perplexity_per_word']:.2f}")
 
 
 def cmd_evaluate(args):
@@ -63,6 +65,9 @@ def cmd_evaluate(args):
     lines = read_lines(args.data, args.split)
     ppl = model.perplexity(lines, mode=args.mode)
     print(f"{args.split} perplexity ({args.mode}): {ppl:.2f}")
+    # words plus one </s> per line, whatever the tokenizer: comparable across tokenizers
+    per_word = model.perplexity(lines, mode=args.mode, per="word")
+    print(f"{args.split} perplexity per word ({args.mode}): {per_word:.2f}")
 
 
 def cmd_score(args):

@@ -73,3 +73,11 @@ def _read(path):
 
 def _clean(lines):
     return [l.strip() for l in lines if l.strip()]
+
+
+def scored_words(lines):
+    """How many words a language model scores on `lines`, whatever its tokenizer: the
+    whitespace-separated words (Python's `str.split()`) plus one `</s>` per line. Per-word
+    perplexity divides the total negative log-likelihood by this, so that word, character and
+    subword models are compared on the same count."""
+    return sum(len(line.split()) for line in lines) + len(lines)

@@ -237,17 +237,27 @@ class LanguageModel(keras.Model):
             out.append(self._target_log_prob_fn(ids, targets).numpy()[0])
         return out
 
-    def perplexity(self, data, mode="stream", batch_size=32, seq_len=128, split=None):
-        """Perplexity `exp(mean NLL)` over the scored tokens, as the papers compute it (§4.1).
+    def perplexity(self, data, mode="stream", batch_size=32, seq_len=128, split=None, per="token"):
+        """Perplexity `exp(total NLL / N)`, as the papers compute it (§4.1).
 
         `data` is a list of lines (scored with the model's vocabulary under `mode`:
         "sentence" scores each line alone, "stream" the concatenation with
         `self.stream_context` tokens of left context for every window), a corpus name or
         path for `zoo.data.read_lines` (with `split`), or a `tf.data.Dataset` of
         `(inputs, targets, sample_weight)` batches.
+
+        `per="token"`: N is the number of scored tokens (the papers' figure for a word model).
+        `per="word"`: N is the number of whitespace-separated words plus one `</s>` per line
+        (`zoo.data.corpus.scored_words`), whatever the tokenizer, so that word, character and
+        subword models are comparable; for a word vocabulary the two are equal. It needs lines.
         """
         if mode not in ("sentence", "stream"):
             raise ValueError(f"Unknown mode {mode!r}; expected 'sentence' or 'stream'.")
+        if per not in ("token", "word"):
+            raise ValueError(f"Unknown per={per!r}; expected 'token' or 'word'.")
+        if per == "word" and isinstance(data, tf.data.Dataset):
+            raise ValueError("per='word' needs the lines (a list of strings or a corpus name), not a "
+                             "tf.data.Dataset: words are counted on the text.")
         if isinstance(data, str):
             from zoo.data.corpus import read_lines
 
@@ -271,6 +281,10 @@ class LanguageModel(keras.Model):
             count += float(tf.reduce_sum(w))
         if count == 0:
             raise ValueError("Nothing to evaluate: no token has a non-zero weight.")
+        if per == "word":
+            from zoo.data.corpus import scored_words
+
+            count = scored_words(lines)
         return math.exp(total / count)
 
     def decode_step(self, token_ids, state=None):

@@ -15,6 +15,7 @@ import keras
 import tensorflow as tf
 
 from zoo import distribute
+from zoo.data.corpus import scored_words
 from zoo.training.checkpoints import (CHECKPOINT_DIR, checkpoint_path, restore_latest, save_checkpoint,
                                       training_checkpoint)
 from zoo.training.config import TrainConfig
@@ -67,17 +68,20 @@ class Trainer:
 
     `config` is a `TrainConfig` whose `global_batch_size` and `seq_len` are set; `train_data` a
     `TrainingWindows`; `valid_data` the `(inputs, targets, weights)` arrays of
-    `evaluation_windows`. `fit()` resumes from the newest readable checkpoint of `out_dir`, runs
+    `evaluation_windows`; `valid_words` the number of words those windows score
+    (`zoo.data.corpus.scored_words` of the validation lines), for the per-word perplexity printed
+    beside the per-token one (None: per token only). `fit()` resumes from the newest readable checkpoint of `out_dir`, runs
     the `config.schedule(...)` steps, validating at the end of every epoch, and returns the
     history: one entry per validation. In a multi-worker job `out_dir` must be storage every
     worker reads (a shared file system): all workers restore the chief's checkpoints.
     """
 
     def __init__(self, model, optimizer, strategy, config, train_data, valid_data, out_dir,
-                 log=_print, callbacks=()):
+                 log=_print, callbacks=(), valid_words=None):
         self.model, self.optimizer, self.strategy = model, optimizer, strategy
         self.config = config
         self.train_data, self.valid_data = train_data, valid_data
+        self.valid_words = valid_words
         self.out_dir = out_dir
         self.log = log
         self.callbacks = list(callbacks)
@@ -117,7 +121,8 @@ class Trainer:
         return start
 
     def evaluate(self):
-        """The validation perplexity (over the real tokens of `valid_data`)."""
+        """`(per_token, per_word)` validation perplexities: the total NLL over the real tokens of
+        `valid_data`, divided by their number or by `valid_words` (None when it is not known)."""
         global_batch_size = self.config.global_batch_size
         index = tf.data.Dataset.range(len(self.valid_data[0])).batch(global_batch_size)
         dataset = self.strategy.distribute_datasets_from_function(
@@ -127,7 +132,8 @@ class Trainer:
             t, c = self.steps.evaluate(batch)
             total += float(t)
             count += float(c)
-        return math.exp(total / max(count, 1.0))
+        per_word = math.exp(total / self.valid_words) if self.valid_words else None
+        return math.exp(total / max(count, 1.0)), per_word
 
     def save(self, step):
         """Writes the checkpoint of `step` (every worker must call this)."""
@@ -187,12 +193,15 @@ class Trainer:
             if epoch_end:
                 metrics = _metric_results(model)
                 _reset_metrics(model)
-                val = self.evaluate()
+                val, val_per_word = self.evaluate()
                 _reset_metrics(model)
                 entry = {"epoch": -(-step // steps_per_epoch), "step": step, "loss": loss, **metrics,
                          "val_perplexity": val, "seconds": round(time.monotonic() - began, 1),
                          "best": val < best}
-                log(f"epoch {entry['epoch']} (step {step}): validation perplexity {val:.2f}"
+                if val_per_word is not None:
+                    entry["val_perplexity_per_word"] = val_per_word
+                per_word = f", {val_per_word:.2f} per word" if val_per_word is not None else ""
+                log(f"epoch {entry['epoch']} (step {step}): validation perplexity {val:.2f} per token{per_word}"
                     f"{' (best so far)' if val < best else ''}")
                 if self.chief:
                     if val < best:
@@ -267,7 +276,8 @@ def train(preset, data="ptb", out_dir="runs/model", strategy="default", config=N
                                          config.seed)
     valid = evaluation_windows(valid_lines, vocabulary, config.seq_len, model.stream_context,
                                config.global_batch_size)
-    trainer = Trainer(model, optimizer, strategy, config, windows, valid, out_dir, log=log, callbacks=callbacks)
+    trainer = Trainer(model, optimizer, strategy, config, windows, valid, out_dir, log=log, callbacks=callbacks,
+                      valid_words=scored_words(valid_lines))
     return model, trainer.fit()
 
 
