@@ -125,3 +125,124 @@ class Tokenizer:
     def decode(self, ids):
         """The token of each id (any shape); "" for an id outside the vocabulary."""
         return self.id_to_word.lookup(tf.cast(ids, tf.int64))
+
+
+# --- The tokenizer family's in-graph side (`zoo.data.tokenizers`) --------------------------
+#
+# Every tokenizer's `graph_tokenizer(asset_dir)` returns an object with one interface, for the
+# export's `tf.function`s:
+#   kind, size, pad_id, bos_id, eos_id, unk_id;
+#   encode(text [batch] tf.string) -> tf.RaggedTensor int32 [batch, tokens], without <s> / </s>,
+#       the ids of Python's `encode(line)[1:-1]`;
+#   decode(ids [batch, tokens], dense or ragged) -> tf.string [batch], Python's `decode(row)`
+#       (<pad>, <s>, </s> and ids outside the vocabulary dropped);
+#   token_texts(ids, any shape) -> tf.string, Python's `token_texts` per id ("" outside);
+#   resources: the trackable objects (lookup tables, the SentencePiece model) that the object
+#       given to `tf.saved_model.save` must reference.
+
+
+def _as_ragged(ids):
+    ids = tf.cast(ids, tf.int64)
+    if isinstance(ids, tf.RaggedTensor):
+        return ids
+    return tf.RaggedTensor.from_tensor(ids)
+
+
+def _kept(ids, size, first):
+    """The ids of each row in [first, size): the reserved and out-of-range ones dropped."""
+    ids = _as_ragged(ids)
+    keep = ids.with_flat_values((ids.flat_values >= first) & (ids.flat_values < size))
+    return tf.ragged.boolean_mask(ids, keep)
+
+
+class GraphTokenizer:
+    """The family's in-graph interface over the word / character `Tokenizer` above, which it
+    wraps (`inner`, whose `decode` is per id, as `zoo.export.signatures` uses it)."""
+
+    def __init__(self, tokenizer):
+        self.inner = tokenizer
+        self.kind, self.size = tokenizer.kind, tokenizer.size
+        self.pad_id, self.bos_id, self.eos_id, self.unk_id = (
+            tokenizer.pad_id, tokenizer.bos_id, tokenizer.eos_id, tokenizer.unk_id)
+
+    @property
+    def resources(self):
+        return self.inner.tables
+
+    @property
+    def tables(self):
+        return self.inner.tables
+
+    def encode(self, text):
+        return self.inner.encode(text)
+
+    def token_texts(self, ids):
+        if isinstance(ids, tf.RaggedTensor):
+            return ids.with_flat_values(self.token_texts(ids.flat_values))
+        texts = self.inner.decode(ids)
+        return tf.strings.regex_replace(texts, SPACE_MARK, " ") if self.kind == "char" else texts
+
+    def decode(self, ids):
+        ids = _kept(ids, self.size, self.eos_id + 1)
+        tokens = ids.with_flat_values(self.inner.decode(ids.flat_values))
+        if self.kind == "char":
+            return tf.strings.regex_replace(tf.strings.reduce_join(tokens, axis=1), SPACE_MARK, " ")
+        return tf.strings.reduce_join(tokens, axis=1, separator=" ")
+
+
+# Python's whitespace and U+2581, SentencePiece's word-boundary mark, which it would give back as
+# a space: `zoo.data.tokenizers.normalize_subword` turns both into spaces.
+SUBWORD_SPACES = _character_class(python_whitespace() + [ord(SPACE_MARK)])
+
+
+def normalize_subword(text):
+    """`zoo.data.tokenizers.normalize_subword` for a string tensor: invalid UTF-8 replaced by
+    U+FFFD, Unicode NFC, runs of whitespace (or U+2581) as one space, stripped."""
+    import tensorflow_text as tft
+
+    text = tft.normalize_utf8(decode_utf8(text), "NFC")
+    text = tf.strings.regex_replace(text, SUBWORD_SPACES + "+", " ")
+    return tf.strings.strip(text)  # only spaces are left to strip
+
+
+class SubwordGraphTokenizer:
+    """A `zoo.data.tokenizers.SubwordTokenizer` in the graph: `tensorflow_text`'s
+    SentencePiece ops with the model's bytes embedded (no asset file), and a `tf.gather`
+    through the id order between SentencePiece's ids and the zoo's.
+
+    The ops come from tensorflow-text: a server loading the SavedModel needs them (TF Serving
+    built with them, or `import tensorflow_text` before `tf.saved_model.load`)."""
+
+    kind = "subword"
+
+    def __init__(self, model_proto, sentencepiece_to_id, id_to_sentencepiece, texts, unk_id):
+        import numpy as np
+        import tensorflow_text as tft
+
+        self.size = len(id_to_sentencepiece)
+        self.pad_id, self.bos_id, self.eos_id, self.unk_id = 0, 1, 2, int(unk_id)
+        self.sentencepiece = tft.SentencepieceTokenizer(model=model_proto, out_type=tf.int32)
+        self._to_id = np.asarray(sentencepiece_to_id, np.int32)
+        self._to_sentencepiece = np.asarray(id_to_sentencepiece, np.int32)
+        self._texts = list(texts)
+
+    @property
+    def resources(self):
+        return [self.sentencepiece]
+
+    def encode(self, text):
+        pieces = self.sentencepiece.tokenize(normalize_subword(tf.reshape(text, [-1])))
+        return pieces.with_flat_values(tf.gather(tf.constant(self._to_id), pieces.flat_values))
+
+    def decode(self, ids):
+        ids = _kept(ids, self.size, self.eos_id + 1)
+        pieces = ids.with_flat_values(tf.gather(tf.constant(self._to_sentencepiece), ids.flat_values))
+        return self.sentencepiece.detokenize(pieces)
+
+    def token_texts(self, ids):
+        if isinstance(ids, tf.RaggedTensor):
+            return ids.with_flat_values(self.token_texts(ids.flat_values))
+        ids = tf.cast(ids, tf.int64)
+        inside = (ids >= 0) & (ids < self.size)
+        texts = tf.gather(tf.constant(self._texts), tf.where(inside, ids, 0))
+        return tf.where(inside, texts, "")

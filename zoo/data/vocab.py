@@ -10,13 +10,22 @@ predict `</s>`, never `<s>`.
 import collections
 import os
 
+import numpy as np
+
 PAD, BOS, EOS, UNK = "<pad>", "<s>", "</s>", "<unk>"
 SPECIALS = (PAD, BOS, EOS, UNK)
 FILENAME = "vocabulary.txt"
 
 
 class Vocabulary:
-    """An ordered list of tokens; a token's id is its position."""
+    """An ordered list of tokens; a token's id is its position.
+
+    It is also the "word" member of the tokenizer family of `zoo.data.tokenizers` (`kind`,
+    `normalize`, `encode`, `encode_batch`, `decode`, `token_texts`, `word_index`, `save`,
+    `graph_tokenizer`); text may be given as `bytes`, decoded as UTF-8 with errors="replace".
+    """
+
+    kind = "word"
 
     def __init__(self, tokens):
         tokens = list(tokens)
@@ -49,15 +58,52 @@ class Vocabulary:
     def __eq__(self, other):
         return isinstance(other, Vocabulary) and self.tokens == other.tokens
 
+    def normalize(self, text):
+        """The text `decode(encode(text))` gives back when every word is in the vocabulary:
+        the whitespace-separated words (Python's `str.split()`) joined by one space."""
+        return " ".join(_text(text).split())
+
     def encode(self, line, add_bos=True, add_eos=True):
-        ids = [self.index.get(w, self.unk_id) for w in line.split()]
+        ids = [self.index.get(w, self.unk_id) for w in _text(line).split()]
         return ([self.bos_id] if add_bos else []) + ids + ([self.eos_id] if add_eos else [])
+
+    def encode_batch(self, lines, add_bos=True, add_eos=True):
+        """`[encode(line, add_bos, add_eos) for line in lines]`."""
+        return [self.encode(line, add_bos, add_eos) for line in lines]
 
     def decode(self, ids, strip_specials=True):
         words = [self.tokens[int(i)] for i in ids]
         if strip_specials:
             words = [w for w in words if w not in (PAD, BOS, EOS)]
         return " ".join(words)
+
+    def token_texts(self, ids):
+        """The token of each id, reserved ones as their names ("<s>", "<unk>" …)."""
+        return [self.tokens[int(i)] for i in ids]
+
+    def word_index(self, ids):
+        """For the ids of one encoded line: the index of the whitespace-separated word each id
+        belongs to; -1 for `<s>` (and `<pad>`), one past the last word for `</s>`. Every other
+        token (`<unk>` included) is a word of its own: 0, 1, 2 …"""
+        out, words = [], 0
+        for i in ids:
+            i = int(i)
+            if i in (self.pad_id, self.bos_id):
+                out.append(-1)
+            elif i == self.eos_id:
+                out.append(words)
+            else:
+                out.append(words)
+                words += 1
+        return out
+
+    def graph_tokenizer(self, asset_dir):
+        """The in-graph tokenizer (`zoo.export.tokenizer.GraphTokenizer`) for a SavedModel: the
+        vocabulary file is written into `asset_dir` (which must outlive the export) and read
+        by its lookup tables."""
+        from zoo.export.tokenizer import GraphTokenizer, Tokenizer
+
+        return GraphTokenizer(Tokenizer(self, self.save(asset_dir)))
 
     def save(self, directory):
         path = os.path.join(directory, FILENAME)
@@ -75,23 +121,65 @@ class Vocabulary:
 
 
 class CharacterVocabulary(Vocabulary):
-    """Characters instead of words: a line's characters (spaces included) are its tokens."""
+    """Characters instead of words: a line's characters (spaces included) are its tokens.
+
+    As a tokenizer ("char"): the tokens are the characters of `line.strip()`, a space as U+2581
+    and any other whitespace character dropped; `normalize` is what `decode(encode(text))` gives
+    when every character is known (so a U+2581 in the text comes back as a space). `word_index`
+    counts the words of that normalised text: the characters of a word share its index, and
+    the spaces before a word belong to it (as a subword piece's leading space does).
+    """
+
+    kind = "char"
 
     @classmethod
     def build(cls, lines, min_count=1, max_size=None):
         return super().build([" ".join(_chars(line)) for line in lines], min_count, max_size)
 
+    def normalize(self, text):
+        return "".join(c for c in _chars(_text(text)) if not c.isspace()).replace("\u2581", " ")
+
     def encode(self, line, add_bos=True, add_eos=True):
-        return super().encode(" ".join(_chars(line)), add_bos, add_eos)
+        return super().encode(" ".join(_chars(_text(line))), add_bos, add_eos)
 
     def decode(self, ids, strip_specials=True):
         return "".join(super().decode(ids, strip_specials).split(" ")).replace("\u2581", " ")
+
+    def token_texts(self, ids):
+        """The character of each id (a space for U+2581), reserved ones as their names."""
+        return [t.replace("\u2581", " ") for t in super().token_texts(ids)]
+
+    def word_index(self, ids):
+        space = self.index.get("\u2581")
+        out, words, in_word = [], 0, False
+        for i in ids:
+            i = int(i)
+            if i in (self.pad_id, self.bos_id):
+                out.append(-1)
+            elif i == self.eos_id:
+                out.append(words)
+            elif i == space:
+                out.append(words)  # the next word's
+                in_word = False
+            else:
+                if not in_word:
+                    words += 1
+                    in_word = True
+                out.append(words - 1)
+        return out
 
     def save(self, directory):
         path = super().save(directory)
         with open(os.path.join(directory, "vocabulary_kind.txt"), "w") as f:
             f.write("char\n")
         return path
+
+
+def _text(text):
+    """`text`, or `bytes` decoded as UTF-8 with each invalid sequence replaced by U+FFFD."""
+    if isinstance(text, (bytes, bytearray, np.bytes_)):
+        return bytes(text).decode("utf-8", errors="replace")
+    return text
 
 
 def _chars(line):

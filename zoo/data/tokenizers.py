@@ -1,0 +1,367 @@
+"""The tokenizer family: word, character and SentencePiece subword tokenizers with one interface.
+
+Every tokenizer has
+
+- `kind`: "word", "char" or "subword"; `pad_id = 0`, `bos_id = 1`, `eos_id = 2` (and an
+  `unk_id`: `<unk>` = 3 for word/char; SentencePiece's own `<unk>`, the last id, which byte
+  fallback never produces, for subword); `len(tokenizer)`, the number of ids (what a model's
+  `vocabulary_size` must equal); `==`;
+- `normalize(text) -> str`: the one normalisation it applies, so that
+  `decode(encode(text)) == normalize(text)` (for word/char: as far as every token is known);
+- `encode(text, add_bos=True, add_eos=True) -> list[int]` and
+  `encode_batch(lines, add_bos=True, add_eos=True) -> list[list[int]]`; text may be `bytes`,
+  decoded as UTF-8 with errors="replace";
+- `decode(ids, strip_specials=True) -> str`: readable text;
+- `token_texts(ids) -> list[str]`: the readable text of each id;
+- `word_index(ids) -> list[int]`: for the ids of one encoded line, the index of the
+  whitespace-separated word each id belongs to (-1 for `<s>` and `<pad>`, one past the last word
+  for `</s>`), for per-word scores;
+- `save(directory)`, read back by `load_tokenizer(directory)`;
+- `graph_tokenizer(asset_dir)`: the same tokenizer as TensorFlow ops for an export
+  (`zoo.export.tokenizer`: `encode`, `decode`, `token_texts`, `resources`).
+
+`WordTokenizer` and `CharTokenizer` are `zoo.data.vocab.Vocabulary` and `CharacterVocabulary`
+(their files and ids are unchanged); `SubwordTokenizer` is new.
+
+The subword tokenizer is a SentencePiece unigram model with byte fallback, so no text ever maps
+to an unknown id: a character the model lacks is spelt as its UTF-8 bytes (256 byte pieces).
+Its ids are 0 `<pad>`, 1 `<s>`, 2 `</s>`, then every SentencePiece piece in decreasing order of
+how often it occurs when the training lines are encoded (ties by SentencePiece id; `<unk>`
+last), so that an adaptive softmax's head holds the frequent pieces.
+"""
+
+import hashlib
+import io
+import itertools
+import json
+import os
+import re
+import unicodedata
+
+import numpy as np
+
+from zoo.data.vocab import BOS, EOS, PAD, CharacterVocabulary, Vocabulary, _text
+from zoo.data.vocab import FILENAME as VOCABULARY_FILE
+from zoo.data.vocab import load_vocabulary
+
+WordTokenizer = Vocabulary
+CharTokenizer = CharacterVocabulary
+
+RESERVED = (PAD, BOS, EOS)
+MODEL_FILE = "tokenizer.model"   # the SentencePiece model (a serialised ModelProto)
+CONFIG_FILE = "tokenizer.json"   # kind, sizes, id order, normalisation, format version
+FORMAT_VERSION = 1
+NORMALIZATION = "utf8-replace,nfc,u2581-as-space,collapse-whitespace"
+BYTE_PIECES = 256
+SPACE_MARK = "\u2581"  # SentencePiece's word-boundary mark
+
+
+def normalize_subword(text):
+    """The subword tokenizer's normalisation: `bytes` decoded as UTF-8 (errors="replace"),
+    Unicode NFC, U+2581 as a space (SentencePiece would give it back as one), then runs of
+    whitespace (Python's `str.split()`, 29 code points) as one space, stripped."""
+    return " ".join(unicodedata.normalize("NFC", _text(text)).replace(SPACE_MARK, " ").split())
+
+
+class SubwordTokenizer:
+    """SentencePiece pieces, with the zoo's reserved ids first and the rest sorted by count.
+
+    `model_proto`: the SentencePiece model's bytes; `order`: the SentencePiece id of each zoo id
+    from 3 on (a permutation of the pieces); `counts`: each piece's count on the training lines,
+    in `order` (kept for inspection). `sentencepiece_to_id` and `id_to_sentencepiece` (numpy
+    int32; -1 for the reserved ids) map one way and the other.
+
+    `token_texts` shows a piece with its boundary mark as a leading space ("▁the" → " the"), a
+    byte piece as its character when it is printable ASCII and as a `\\xNN` escape otherwise
+    ("<0xE2>" → "\\xe2"), and the reserved ids and `<unk>` by name.
+    """
+
+    kind = "subword"
+    pad_id, bos_id, eos_id = 0, 1, 2
+
+    def __init__(self, model_proto, order, counts=None):
+        import sentencepiece as spm
+
+        self.model_proto = bytes(model_proto)
+        self._sp = spm.SentencePieceProcessor(model_proto=self.model_proto)
+        n = self._sp.get_piece_size()
+        order = np.asarray(order, dtype=np.int64)
+        if order.shape != (n,) or not np.array_equal(np.sort(order), np.arange(n)):
+            raise ValueError(f"The id order must hold each of the model's {n} SentencePiece ids once.")
+        self.sentencepiece_to_id = np.empty(n, dtype=np.int32)
+        self.sentencepiece_to_id[order] = np.arange(len(RESERVED), n + len(RESERVED), dtype=np.int32)
+        self.id_to_sentencepiece = np.concatenate(
+            [np.full(len(RESERVED), -1, np.int32), order.astype(np.int32)])
+        self.counts = None if counts is None else np.asarray(counts, dtype=np.int64)
+        self.unk_id = int(self.sentencepiece_to_id[self._sp.unk_id()])
+        self.pieces = list(RESERVED) + [self._sp.id_to_piece(int(i)) for i in order]
+        self._texts = list(RESERVED) + [self._readable(int(i)) for i in order]
+        self._starts_word = np.array(
+            [False] * len(RESERVED) + [p.startswith(SPACE_MARK) for p in self.pieces[len(RESERVED):]])
+
+    def _readable(self, sp_id):
+        piece = self._sp.id_to_piece(sp_id)
+        if self._sp.is_byte(sp_id):
+            byte = int(piece[3:5], 16)
+            return chr(byte) if 0x21 <= byte <= 0x7E else f"\\x{byte:02x}"
+        if self._sp.is_unknown(sp_id) or self._sp.is_control(sp_id):
+            return piece
+        return piece.replace(SPACE_MARK, " ")
+
+    # -- training -------------------------------------------------------------------------------
+
+    @classmethod
+    def train(cls, lines, vocabulary_size, character_coverage=0.9995, input_sentence_size=100_000,
+              max_sentence_length=16384, num_threads=2, seed=0):
+        """A unigram SentencePiece model of `lines` (normalised first), with byte fallback.
+
+        `vocabulary_size` counts every id, the 3 reserved ones included. SentencePiece learns from
+        at most `input_sentence_size` lines (a random sample of longer corpora) of at most
+        `max_sentence_length` bytes; the id order counts pieces over every line."""
+        import sentencepiece as spm
+
+        normalized = [line for line in map(normalize_subword, lines) if line]
+        if not normalized:
+            raise ValueError("Cannot train a subword tokenizer on an empty corpus: there is no line "
+                             "with anything but whitespace in it.")
+        vocabulary_size = int(vocabulary_size)
+        reserved = len(RESERVED)
+        model = io.BytesIO()
+        spm.set_random_generator_seed(seed)
+        try:
+            spm.SentencePieceTrainer.train(
+                sentence_iterator=iter(normalized), model_writer=model,
+                vocab_size=max(vocabulary_size - reserved, 1), model_type="unigram", byte_fallback=True,
+                normalization_rule_name="identity", remove_extra_whitespaces=False,
+                add_dummy_prefix=True, split_by_whitespace=True, character_coverage=character_coverage,
+                unk_id=0, bos_id=-1, eos_id=-1, pad_id=-1, input_sentence_size=input_sentence_size,
+                shuffle_input_sentence=True, max_sentence_length=max_sentence_length,
+                num_threads=num_threads, minloglevel=2)
+        except RuntimeError as e:
+            raise _training_error(str(e), vocabulary_size, len(normalized)) from None
+        sp = spm.SentencePieceProcessor(model_proto=model.getvalue())
+        n = sp.get_piece_size()
+        counts = np.zeros(n, dtype=np.int64)
+        for start in range(0, len(normalized), 10_000):
+            pieces = sp.encode(normalized[start:start + 10_000], num_threads=num_threads)
+            flat = np.fromiter(itertools.chain.from_iterable(pieces), dtype=np.int64)
+            counts += np.bincount(flat, minlength=n)
+        is_unk = np.zeros(n, dtype=bool)
+        is_unk[sp.unk_id()] = True
+        order = np.lexsort((np.arange(n), -counts, is_unk))  # by count, then id; <unk> last
+        return cls(model.getvalue(), order, counts[order])
+
+    # -- the interface --------------------------------------------------------------------------
+
+    def __len__(self):
+        return len(self.pieces)
+
+    def __eq__(self, other):
+        return (isinstance(other, SubwordTokenizer) and self.model_proto == other.model_proto
+                and np.array_equal(self.id_to_sentencepiece, other.id_to_sentencepiece))
+
+    __hash__ = None
+
+    def __repr__(self):
+        return f"SubwordTokenizer({len(self)} ids)"
+
+    def normalize(self, text):
+        return normalize_subword(text)
+
+    def encode(self, text, add_bos=True, add_eos=True):
+        return self.encode_batch([text], add_bos, add_eos)[0]
+
+    def encode_batch(self, lines, add_bos=True, add_eos=True, num_threads=2):
+        """`[encode(line, add_bos, add_eos) for line in lines]`, encoded together (fast)."""
+        pieces = self._sp.encode([normalize_subword(line) for line in lines], num_threads=num_threads)
+        lengths = np.fromiter(map(len, pieces), dtype=np.int64, count=len(pieces))
+        flat = np.fromiter(itertools.chain.from_iterable(pieces), dtype=np.int32, count=int(lengths.sum()))
+        # one flat array with <s> / </s> around each line, cut into lists once
+        ends = np.cumsum(lengths + int(add_bos) + int(add_eos))
+        starts = ends - lengths - int(add_bos) - int(add_eos)
+        out = np.empty(int(ends[-1]) if len(ends) else 0, dtype=np.int32)
+        body = np.ones(len(out), dtype=bool)
+        if add_bos:
+            out[starts], body[starts] = self.bos_id, False
+        if add_eos:
+            out[ends - 1], body[ends - 1] = self.eos_id, False
+        out[body] = self.sentencepiece_to_id[flat]
+        out = out.tolist()
+        return [out[a:b] for a, b in zip(starts.tolist(), ends.tolist())]
+
+    def _check(self, ids):
+        ids = np.asarray(ids, dtype=np.int64).reshape(-1)
+        if ids.size and (ids.min() < 0 or ids.max() >= len(self)):
+            raise IndexError(f"Token ids must be in [0, {len(self)}), got {ids.min()}…{ids.max()}.")
+        return ids
+
+    def decode(self, ids, strip_specials=True):
+        """The text of `ids`; `<pad>`, `<s>` and `</s>` are dropped, or, with
+        `strip_specials=False`, written by name between spaces."""
+        ids = self._check(ids)
+        special = ids < len(RESERVED)
+        if strip_specials:
+            return self._sp.decode(self.id_to_sentencepiece[ids[~special]].tolist())
+        parts, run = [], []
+        for i, is_special in zip(ids.tolist(), special.tolist()):
+            if is_special:
+                if run:
+                    parts.append(self._sp.decode(run))
+                    run = []
+                parts.append(RESERVED[i])
+            else:
+                run.append(int(self.id_to_sentencepiece[i]))
+        if run:
+            parts.append(self._sp.decode(run))
+        return " ".join(parts)
+
+    def token_texts(self, ids):
+        return [self._texts[i] for i in self._check(ids).tolist()]
+
+    def word_index(self, ids):
+        """A piece starting with the boundary mark (shown as a leading space) starts a word; the
+        other pieces (and byte pieces) continue the word before. -1 for `<s>` / `<pad>`, the
+        number of words for `</s>`."""
+        out, words = [], 0
+        for i in self._check(ids).tolist():
+            if i in (self.pad_id, self.bos_id):
+                out.append(-1)
+            elif i == self.eos_id:
+                out.append(words)
+            else:
+                if self._starts_word[i] or words == 0:
+                    words += 1
+                out.append(words - 1)
+        return out
+
+    # -- files ----------------------------------------------------------------------------------
+
+    def save(self, directory):
+        """Writes `tokenizer.model` and `tokenizer.json` into `directory`; returns the latter's
+        path."""
+        with open(os.path.join(directory, MODEL_FILE), "wb") as f:
+            f.write(self.model_proto)
+        config = {
+            "format_version": FORMAT_VERSION,
+            "kind": self.kind,
+            "vocabulary_size": len(self),
+            "reserved": list(RESERVED),
+            "sentencepiece_size": len(self) - len(RESERVED),
+            "normalization": NORMALIZATION,
+            "model_sha256": hashlib.sha256(self.model_proto).hexdigest(),
+            "order": self.id_to_sentencepiece[len(RESERVED):].tolist(),
+            "counts": None if self.counts is None else self.counts.tolist(),
+        }
+        path = os.path.join(directory, CONFIG_FILE)
+        with open(path, "w", encoding="utf-8") as f:
+            json.dump(config, f)
+            f.write("\n")
+        return path
+
+    @classmethod
+    def load(cls, directory):
+        config_path = os.path.join(directory, CONFIG_FILE)
+        model_path = os.path.join(directory, MODEL_FILE)
+        try:
+            with open(config_path, encoding="utf-8") as f:
+                config = json.load(f)
+        except FileNotFoundError:
+            raise ValueError(f"The tokenizer file {config_path} is missing.") from None
+        except (OSError, UnicodeDecodeError, json.JSONDecodeError) as e:
+            raise ValueError(f"The tokenizer file {config_path} is not readable JSON ({_reason(e)}).") from None
+
+        def bad(what):
+            return ValueError(f"The tokenizer file {config_path} is corrupt: {what}.")
+
+        keys = ("format_version", "kind", "vocabulary_size", "reserved", "sentencepiece_size",
+                "normalization", "model_sha256", "order")
+        if not isinstance(config, dict) or any(k not in config for k in keys):
+            raise bad(f"it must be a JSON object with the keys {', '.join(keys)}")
+        if config["format_version"] != FORMAT_VERSION:
+            raise bad(f"format_version {config['format_version']!r} is not the supported {FORMAT_VERSION}")
+        if config["kind"] != cls.kind:
+            raise bad(f"kind {config['kind']!r} is not {cls.kind!r}")
+        if config["normalization"] != NORMALIZATION:
+            raise bad(f"normalization {config['normalization']!r} is not the supported {NORMALIZATION!r}")
+        if config["reserved"] != list(RESERVED):
+            raise bad(f"reserved ids {config['reserved']!r} are not {list(RESERVED)!r}")
+        try:
+            with open(model_path, "rb") as f:
+                model_proto = f.read()
+        except FileNotFoundError:
+            raise ValueError(f"The tokenizer file {model_path} is missing (it goes with {config_path}).") from None
+        except OSError as e:
+            raise ValueError(f"The tokenizer file {model_path} is not readable ({_reason(e)}).") from None
+        if hashlib.sha256(model_proto).hexdigest() != config["model_sha256"]:
+            raise ValueError(f"The tokenizer file {model_path} does not match {config_path} (its SHA-256 "
+                             f"differs, so one was changed or they come from different tokenizers).")
+        order, counts = config["order"], config.get("counts")
+        size, pieces = config["vocabulary_size"], config["sentencepiece_size"]
+        if not (isinstance(order, list) and all(isinstance(i, int) for i in order)
+                and sorted(order) == list(range(len(order)))):
+            raise bad("order is not a permutation of the SentencePiece ids")
+        if pieces != len(order) or size != pieces + len(RESERVED):
+            raise bad(f"vocabulary_size {size}, sentencepiece_size {pieces} and the {len(order)} ids in "
+                      f"order disagree")
+        if counts is not None and (not isinstance(counts, list) or len(counts) != len(order)):
+            raise bad("counts does not hold one count per piece")
+        try:
+            import sentencepiece as spm
+
+            n = spm.SentencePieceProcessor(model_proto=model_proto).get_piece_size()
+        except Exception as e:  # sentencepiece raises RuntimeError / OSError on a bad proto
+            raise ValueError(f"The tokenizer file {model_path} is not a SentencePiece model "
+                             f"({_reason(e)}).") from None
+        if n != pieces:
+            raise ValueError(f"The tokenizer file {model_path} has {n} pieces but {config_path} "
+                             f"says {pieces}.")
+        return cls(model_proto, order, counts)
+
+    def graph_tokenizer(self, asset_dir=None):
+        """`zoo.export.tokenizer.SubwordGraphTokenizer`: the model's bytes are embedded in the
+        graph, so `asset_dir` is not used."""
+        from zoo.export.tokenizer import SubwordGraphTokenizer
+
+        return SubwordGraphTokenizer(self.model_proto, self.sentencepiece_to_id,
+                                     self.id_to_sentencepiece, self._texts, self.unk_id)
+
+
+def _reason(error):
+    return str(error).strip().rstrip(".").replace("\n", " ") or type(error).__name__
+
+
+def _training_error(message, vocabulary_size, lines):
+    reserved = len(RESERVED)
+    small = re.search(r"smaller than required_chars\. (\d+) vs (\d+)", message)
+    if small:
+        smallest = int(small.group(2)) + reserved
+        return ValueError(
+            f"vocabulary_size={vocabulary_size} is too small for this corpus: the smallest accepted is "
+            f"{smallest} (the {reserved} reserved ids, SentencePiece's <unk>, the {BYTE_PIECES} byte "
+            f"pieces and one piece per character of the corpus it must cover).")
+    large = re.search(r"Vocabulary size too high \((\d+)\)\. Please set it to a value <= (\d+)", message)
+    if large:
+        return ValueError(
+            f"vocabulary_size={vocabulary_size} is more than this corpus can supply: the largest it "
+            f"accepts is {int(large.group(2)) + reserved} ({int(large.group(2))} SentencePiece pieces "
+            f"and the {reserved} reserved ids).")
+    return ValueError(f"SentencePiece could not train with vocabulary_size={vocabulary_size} on {lines} "
+                      f"lines ({_reason(message)}).")
+
+
+def load_tokenizer(directory):
+    """The tokenizer saved in a preset `directory`, whichever its kind: `tokenizer.json` (+
+    `tokenizer.model`) for subword, else `vocabulary.txt` (+ `vocabulary_kind.txt`) for word or
+    char. A missing or corrupt file raises a `ValueError` naming it."""
+    directory = os.fspath(directory)
+    if not os.path.isdir(directory):
+        raise ValueError(f"The tokenizer directory {directory} does not exist.")
+    if os.path.exists(os.path.join(directory, CONFIG_FILE)):
+        return SubwordTokenizer.load(directory)
+    path = os.path.join(directory, VOCABULARY_FILE)
+    if not os.path.exists(path):
+        raise ValueError(f"The tokenizer file {path} is missing (and there is no {CONFIG_FILE} beside it).")
+    try:
+        return load_vocabulary(directory)
+    except (ValueError, OSError, UnicodeDecodeError) as e:
+        raise ValueError(f"The tokenizer file {path} is not a vocabulary ({_reason(e)}).") from None

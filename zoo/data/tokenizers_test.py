@@ -1,0 +1,368 @@
+"""The tokenizer family (zoo.data.tokenizers): the SentencePiece subword tokenizer on awkward text,
+its id order, word indices, files and refusals, and the word / character vocabularies behind the
+same interface, in Python and in the graph."""
+
+import collections
+import json
+import os
+import random
+import re
+import unicodedata
+
+import numpy as np
+import pytest
+import tensorflow as tf
+
+from zoo.data import (CharacterVocabulary, CharTokenizer, SubwordTokenizer, Vocabulary, WordTokenizer,
+                      load_tokenizer, normalize_subword)
+from zoo.data.tokenizers import CONFIG_FILE, MODEL_FILE
+
+WORDS = ("the cat sat on a mat . The Cat , said she ; running jumped quickly over lazy dogs ! "
+         "\"Hello,\" world's end? Café naïve Кириллица тоже 中文 mañana (yes) 1984 well-known").split()
+SIZE = 400
+
+
+SYLLABLES = "ka lo mi ne su ta ri po de bu ven gar stro ph ing er".split()
+
+
+def corpus(n=300, seed=0):
+    """`n` lines of the words above (Zipf-like) and invented ones (capitalised, punctuated)."""
+    rng = random.Random(seed)
+    weights = [1 / (rank + 1) for rank in range(len(WORDS))]
+
+    def word():
+        if rng.random() < 0.7:
+            return rng.choices(WORDS, weights)[0]
+        made = "".join(rng.choices(SYLLABLES, k=rng.randint(1, 4)))
+        return (made.capitalize() if rng.random() < 0.2 else made) + rng.choice(["", "", "", ",", "."])
+
+    return [" ".join(word() for _ in range(rng.randint(3, 12))) for _ in range(n)]
+
+
+@pytest.fixture(scope="module")
+def subword():
+    return SubwordTokenizer.train(corpus(), SIZE)
+
+
+HARD = {
+    "empty": "",
+    "whitespace only": " \t\n\u3000 ",
+    "emoji": "😀🎉 emoji 👩‍👩‍👧 flags 🇫🇷",
+    "CJK": "中文字符测试 日本語のテキスト 한국어",
+    "Cyrillic": "Кириллица тоже, ёлка!",
+    "combining marks": "cafe\u0301 caf\u00e9 A\u030a e\u0301\u0323",
+    "right to left": "עברית ערבית مرحبا بالعالم",
+    "long word": "x" * 20000,
+    "invalid UTF-8": b"\xff\xfe bad \xc3 bytes \xed\xa0\x80 caf\xe9",
+    "NUL and controls": "\x00nul a\x01b \x7f",
+    "odd whitespace": "a\u00a0b\u2028c\x1cd\x1fe\u0085f\u200ag tab\tsep  double\r\n",
+    "lead and trail": "   lead and trail  ",
+    "boundary mark": "a\u2581b \u2581 \u2581\u2581c",
+    "reserved names": "<s> </s> <pad> <unk> <0xE2> ▁the",
+}
+
+
+def one_sentence(message, *names):
+    assert re.fullmatch(r"[^\n]+\.", message), message
+    assert not re.search(r"\.\s+[A-Z]", message.rstrip(".").replace("e.g.", "")), message
+    for name in names:
+        assert name in message, (name, message)
+
+
+# ---- normalisation and round trips ----------------------------------------------------------
+def test_normalize_is_nfc_and_collapsed_whitespace():
+    assert normalize_subword("  cafe\u0301\u00a0 \u2028x\t") == "caf\u00e9 x"
+    assert normalize_subword(b"a\xffb") == "a\ufffdb"
+    assert normalize_subword("a\u2581b") == "a b"  # SentencePiece would give the mark back as a space
+    for text in HARD.values():
+        if isinstance(text, str):
+            want = " ".join(unicodedata.normalize("NFC", text).replace("\u2581", " ").split())
+            assert normalize_subword(text) == want
+
+
+@pytest.mark.parametrize("name", list(HARD))
+def test_round_trip_without_unknown_ids(subword, name):
+    text = HARD[name]
+    ids = subword.encode(text)
+    assert ids[0] == subword.bos_id and ids[-1] == subword.eos_id
+    assert subword.unk_id not in ids
+    assert all(3 <= i < len(subword) for i in ids[1:-1])
+    assert subword.decode(ids) == subword.normalize(text)
+    assert "\u2581" not in subword.decode(ids)
+    assert ("<0x" in subword.decode(ids)) == ("<0x" in subword.normalize(text))  # typed in, not a byte
+    assert subword.encode(text, add_bos=False, add_eos=False) == ids[1:-1]
+
+
+def test_graph_ids_equal_python_ids(subword):
+    graph = subword.graph_tokenizer()
+    texts = list(HARD.values())
+
+    @tf.function(input_signature=[tf.TensorSpec([None], tf.string)])
+    def encode(text):
+        return graph.encode(text)
+
+    @tf.function
+    def decode(ids):
+        return graph.decode(ids)
+
+    want = subword.encode_batch(texts)
+    got = encode(tf.constant(texts)).to_list()
+    assert got == [ids[1:-1] for ids in want]
+    # with <s> / </s> / <pad> in them, ragged and dense, decode drops them as Python does
+    back = decode(tf.ragged.constant(want)).numpy().tolist()
+    assert [b.decode("utf-8") for b in back] == [subword.normalize(t) for t in texts]
+    dense = decode(tf.ragged.constant(want[:4]).to_tensor(0)).numpy().tolist()
+    assert [b.decode("utf-8") for b in dense] == [subword.normalize(t) for t in texts[:4]]
+    ids = tf.constant([[3, 4, 1, len(subword) - 1], [-1, len(subword), 2, 0]])
+    assert graph.token_texts(ids).numpy().astype(str).tolist() == [
+        subword.token_texts([3, 4, 1, len(subword) - 1]), ["", "", "</s>", "<pad>"]]
+
+
+def test_a_batch_encodes_each_line_alone(subword):
+    texts = list(HARD.values())
+    assert subword.encode_batch(texts) == [subword.encode(t) for t in texts]
+    assert subword.encode_batch([]) == []
+
+
+# ---- the id order ---------------------------------------------------------------------------
+def test_ids_sorted_by_count_on_the_training_lines(subword):
+    lines = corpus()
+    counts = collections.Counter(i for ids in subword.encode_batch(lines, add_bos=False, add_eos=False)
+                                 for i in ids)
+    per_id = np.array([counts.get(i, 0) for i in range(3, len(subword))])
+    assert counts.most_common(1)[0][0] == 3
+    assert np.all(np.diff(per_id) <= 0)
+    assert np.array_equal(per_id, subword.counts)
+    assert subword.unk_id == len(subword) - 1 and subword.token_texts([subword.unk_id]) == ["<unk>"]
+    # ties in SentencePiece's order (<unk>, SentencePiece's id 0, aside), and both maps agree
+    order = subword.id_to_sentencepiece[3:]
+    counts_, order_ = per_id[:-1], order[:-1]
+    tied = counts_[:-1] == counts_[1:]
+    assert tied.any() and np.all(order_[:-1][tied] < order_[1:][tied])
+    assert np.array_equal(subword.sentencepiece_to_id[order], np.arange(3, len(subword)))
+    assert len(subword) == SIZE and subword.token_texts([0, 1, 2]) == ["<pad>", "<s>", "</s>"]
+
+
+def test_token_texts_are_readable(subword):
+    texts = subword.token_texts(range(len(subword)))
+    assert not any("\u2581" in t for t in texts)
+    byte_texts = [t for t, i in zip(texts, subword.id_to_sentencepiece) if i >= 0 and subword._sp.is_byte(int(i))]
+    assert len(byte_texts) == 256 and "\\xe2" in byte_texts and "A" in byte_texts
+    assert subword.token_texts(subword.encode("the cat", add_bos=False, add_eos=False)) == [" the", " cat"]
+
+
+# ---- word indices ---------------------------------------------------------------------------
+@pytest.mark.parametrize("line", [
+    "the cat sat .", "The Cat, said she; \"Hello,\" world's end?",
+    "Unbelievableness quickly-jumped", "中文字符 Кириллица", "x  y\tz", "",
+])
+def test_word_index_groups_pieces_into_whitespace_words(subword, line):
+    ids = subword.encode(line)
+    index = subword.word_index(ids)
+    words = line.split()
+    assert index[0] == -1 and index[-1] == len(words)
+    assert index[1:-1] == sorted(index[1:-1]) and set(index[1:-1]) == set(range(len(words)))
+    for k, word in enumerate(words):
+        pieces = [ids[j] for j in range(len(ids)) if index[j] == k]
+        assert subword.decode(pieces) == word
+
+
+def test_word_index_of_a_word_in_several_pieces(subword):
+    ids = subword.encode("Unbelievableness, cat")
+    assert len(ids) > 5  # a word the corpus never had comes in several pieces
+    assert subword.token_texts(ids[-3:]) == [",", " cat", "</s>"]
+    assert subword.word_index(ids) == [-1] + [0] * (len(ids) - 3) + [1, 2]  # the comma is word 0's
+
+
+# ---- files ----------------------------------------------------------------------------------
+def test_save_and_load(subword, tmp_path):
+    path = subword.save(str(tmp_path))
+    assert sorted(os.listdir(tmp_path)) == [CONFIG_FILE, MODEL_FILE] and path.endswith(CONFIG_FILE)
+    loaded = load_tokenizer(str(tmp_path))
+    assert isinstance(loaded, SubwordTokenizer) and loaded == subword and loaded is not subword
+    texts = list(HARD.values())
+    assert loaded.encode_batch(texts) == subword.encode_batch(texts)
+    assert np.array_equal(loaded.counts, subword.counts)
+    other = SubwordTokenizer.train(corpus(seed=1), SIZE)
+    assert other != subword
+
+
+def _saved(subword, tmp_path):
+    subword.save(str(tmp_path))
+    return tmp_path / CONFIG_FILE, tmp_path / MODEL_FILE
+
+
+def test_a_missing_model_file(subword, tmp_path):
+    config, model = _saved(subword, tmp_path)
+    model.unlink()
+    with pytest.raises(ValueError) as e:
+        load_tokenizer(str(tmp_path))
+    one_sentence(str(e.value), str(model), "missing")
+
+
+def test_a_changed_model_file(subword, tmp_path):
+    config, model = _saved(subword, tmp_path)
+    model.write_bytes(model.read_bytes()[:-10])
+    with pytest.raises(ValueError) as e:
+        load_tokenizer(str(tmp_path))
+    one_sentence(str(e.value), str(model), "SHA-256")
+
+
+def test_a_model_file_that_is_not_sentencepiece(subword, tmp_path):
+    config, model = _saved(subword, tmp_path)
+    import hashlib
+
+    model.write_bytes(b"not a model")
+    data = json.loads(config.read_text())
+    data["model_sha256"] = hashlib.sha256(b"not a model").hexdigest()
+    config.write_text(json.dumps(data))
+    with pytest.raises(ValueError) as e:
+        load_tokenizer(str(tmp_path))
+    one_sentence(str(e.value), str(model), "not a SentencePiece model")
+
+
+@pytest.mark.parametrize("damage, words", [
+    (lambda d: "{not json", "not readable JSON"),
+    (lambda d: json.dumps({**d, "order": d["order"][:-1] + d["order"][:1]}), "permutation"),
+    (lambda d: json.dumps({**d, "vocabulary_size": d["vocabulary_size"] + 1}), "disagree"),
+    (lambda d: json.dumps({**d, "format_version": 99}), "format_version"),
+    (lambda d: json.dumps({k: v for k, v in d.items() if k != "order"}), "keys"),
+    (lambda d: json.dumps([1, 2]), "keys"),
+])
+def test_a_corrupt_config_file(subword, tmp_path, damage, words):
+    config, model = _saved(subword, tmp_path)
+    config.write_text(damage(json.loads(config.read_text())))
+    with pytest.raises(ValueError) as e:
+        load_tokenizer(str(tmp_path))
+    one_sentence(str(e.value), str(config), words)
+
+
+def test_no_tokenizer_files(tmp_path):
+    with pytest.raises(ValueError) as e:
+        load_tokenizer(str(tmp_path))
+    one_sentence(str(e.value), str(tmp_path / "vocabulary.txt"), "missing")
+    with pytest.raises(ValueError) as e:
+        load_tokenizer(str(tmp_path / "nowhere"))
+    one_sentence(str(e.value), str(tmp_path / "nowhere"), "does not exist")
+    (tmp_path / "vocabulary.txt").write_text("a\nb\n")
+    with pytest.raises(ValueError) as e:
+        load_tokenizer(str(tmp_path))
+    one_sentence(str(e.value), str(tmp_path / "vocabulary.txt"), "not a vocabulary")
+
+
+# ---- refusals -------------------------------------------------------------------------------
+def test_vocabulary_size_too_small_names_the_smallest():
+    lines = corpus()
+    with pytest.raises(ValueError) as e:
+        SubwordTokenizer.train(lines, 100)
+    one_sentence(str(e.value), "vocabulary_size=100", "smallest accepted")
+    smallest = int(re.search(r"smallest accepted is (\d+)", str(e.value)).group(1))
+    assert smallest > 3 + 256 + 1
+    assert len(SubwordTokenizer.train(lines, smallest)) == smallest
+    with pytest.raises(ValueError, match=f"smallest accepted is {smallest}"):
+        SubwordTokenizer.train(lines, smallest - 1)
+    with pytest.raises(ValueError, match=f"smallest accepted is {smallest}"):
+        SubwordTokenizer.train(lines, 0)
+
+
+def test_vocabulary_size_too_large_names_the_largest():
+    lines = corpus(100)
+    with pytest.raises(ValueError) as e:
+        SubwordTokenizer.train(lines, 100_000)
+    one_sentence(str(e.value), "vocabulary_size=100000", "largest it accepts")
+    largest = int(re.search(r"largest it accepts is (\d+)", str(e.value)).group(1))
+    assert len(SubwordTokenizer.train(lines, largest)) == largest
+
+
+@pytest.mark.parametrize("lines", [[], ["", "  ", "\t\u3000"]])
+def test_an_empty_corpus(lines):
+    with pytest.raises(ValueError) as e:
+        SubwordTokenizer.train(lines, SIZE)
+    one_sentence(str(e.value), "empty corpus")
+
+
+# ---- one interface for every kind -----------------------------------------------------------
+def _tokenizers(subword):
+    lines = corpus()
+    return {"word": Vocabulary.build(lines), "char": CharacterVocabulary.build(lines), "subword": subword}
+
+
+KNOWN = ["the cat sat on a mat .", "The Cat , said she ;", "  running   jumped\tquickly ", ""]
+
+
+@pytest.mark.parametrize("kind", ["word", "char", "subword"])
+def test_every_kind_has_the_interface(subword, kind, tmp_path):
+    tokenizer = _tokenizers(subword)[kind]
+    assert tokenizer.kind == kind
+    assert (tokenizer.pad_id, tokenizer.bos_id, tokenizer.eos_id) == (0, 1, 2)
+    assert tokenizer.token_texts([0, 1, 2]) == ["<pad>", "<s>", "</s>"]
+    for line in KNOWN:
+        ids = tokenizer.encode(line)
+        assert ids[0] == 1 and ids[-1] == 2 and tokenizer.unk_id not in ids
+        assert tokenizer.decode(ids) == tokenizer.normalize(line)
+        joined = ("" if kind != "word" else " ").join(tokenizer.token_texts(ids[1:-1]))
+        assert joined.strip() == tokenizer.normalize(line)  # a subword piece's space leads
+        index = tokenizer.word_index(ids)
+        words = tokenizer.normalize(line).split()
+        assert index[0] == -1 and index[-1] == len(words) and len(index) == len(ids)
+        assert set(index[1:-1]) == set(range(len(words)))
+    assert tokenizer.encode_batch(KNOWN) == [tokenizer.encode(line) for line in KNOWN]
+    assert tokenizer.encode(b"the \xff cat") == tokenizer.encode("the \ufffd cat")
+    tokenizer.save(str(tmp_path))
+    loaded = load_tokenizer(str(tmp_path))
+    assert loaded == tokenizer and type(loaded) is type(tokenizer) and len(loaded) == len(tokenizer)
+
+
+def test_word_and_char_keep_their_classes_and_normalisation():
+    assert WordTokenizer is Vocabulary and CharTokenizer is CharacterVocabulary
+    word, char = Vocabulary.build(["a b"]), CharacterVocabulary.build(["a b"])
+    assert word.normalize("  a \t b\u00a0") == "a b"
+    assert char.normalize("  a \t b\u00a0") == "a  b"  # inner spaces kept, other whitespace dropped
+    assert char.decode(char.encode("  a \t b\u00a0")) == "a  b"
+    ids = char.encode("ab  b")  # a b ▁ ▁ b: the spaces belong to the next word
+    assert char.word_index(ids) == [-1, 0, 0, 1, 1, 1, 2]
+    assert char.token_texts(ids) == ["<s>", "a", "b", " ", " ", "b", "</s>"]
+    assert word.word_index(word.encode("a zzz b")) == [-1, 0, 1, 2, 3]
+
+
+@pytest.mark.parametrize("kind", ["word", "char", "subword"])
+def test_graph_tokenizer_survives_a_saved_model(subword, kind, tmp_path):
+    tokenizer = _tokenizers(subword)[kind]
+    assets = tmp_path / "assets"
+    assets.mkdir()
+    graph = tokenizer.graph_tokenizer(str(assets))
+    root = tf.Module()
+    root.resources = graph.resources
+    root.encode = tf.function(lambda text: graph.encode(text).to_tensor(-1),
+                              input_signature=[tf.TensorSpec([None], tf.string)])
+    root.decode = tf.function(lambda ids: graph.decode(ids),
+                              input_signature=[tf.TensorSpec([None, None], tf.int32)])
+    tf.saved_model.save(root, str(tmp_path / "saved"))
+    for name in os.listdir(assets):
+        os.remove(assets / name)  # the SavedModel must carry what it needs
+    loaded = tf.saved_model.load(str(tmp_path / "saved"))
+    texts = KNOWN + ["Кириллица 中文 😀", ""]
+    want = [ids[1:-1] for ids in tokenizer.encode_batch(texts)]
+    got = [[i for i in row if i != -1] for row in loaded.encode(tf.constant(texts)).numpy().tolist()]
+    assert got == want
+    padded = tf.ragged.constant([[1] + w + [2] for w in want]).to_tensor(0)
+    back = [b.decode("utf-8") for b in loaded.decode(padded).numpy().tolist()]
+    assert back == [tokenizer.decode([1] + w + [2]) for w in want]
+
+
+@pytest.mark.parametrize("add_bos, add_eos", [(True, True), (False, True), (True, False), (False, False)])
+def test_encode_batch_with_and_without_specials(subword, add_bos, add_eos):
+    texts = ["the cat", "", "Кириллица 😀", " "]
+    got = subword.encode_batch(texts, add_bos, add_eos)
+    bodies = [ids[1:-1] for ids in subword.encode_batch(texts)]
+    assert got == [[1] * add_bos + body + [2] * add_eos for body in bodies]
+    assert got == [subword.encode(t, add_bos, add_eos) for t in texts]
+
+
+def test_training_on_awkward_text():
+    lines = corpus(200) + [t for t in HARD.values() if t != HARD["long word"]] * 3
+    tokenizer = SubwordTokenizer.train(lines, SIZE, character_coverage=1.0)
+    for text in HARD.values():
+        ids = tokenizer.encode(text)
+        assert tokenizer.unk_id not in ids and tokenizer.decode(ids) == tokenizer.normalize(text)
+    assert tokenizer.encode("\x00nul")[1:3] != tokenizer.encode("\ufffdnul")[1:3]
