@@ -27,7 +27,7 @@ def corpus(tmp_path_factory):
 @pytest.fixture(scope="module")
 def trained(corpus, tmp_path_factory):
     out = str(tmp_path_factory.mktemp("run"))
-    code = main(["train", "--preset", "gcnn-ptb", "--data", corpus, "--out", out, "--epochs", "3",
+    code = main(["train", "--preset", "gcnn-ptb", "--data", corpus, "--out", out, "--epochs", "3", "--tokenizer", "word",
                  "--batch-size", "8", "--seq-len", "16", "--set", "dropout=0.0",
                  "--set", 'blocks=[[[3, 16]], [[3, 16]]]', "--set", "embedding_dim=16"])
     assert code == 0

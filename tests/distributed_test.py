@@ -142,7 +142,7 @@ TRAIN_SCRIPT = textwrap.dedent(
     corpus, out = sys.argv[1:3]
     strategy = sys.argv[3] if len(sys.argv) > 3 else "default"
     train("gcnn-moe-ptb", data=corpus, out_dir=out, strategy=strategy,
-          config=TrainConfig(global_batch_size=8, seq_len=12, steps=40, checkpoint_every=10,
+          config=TrainConfig(global_batch_size=8, seq_len=12, steps=40, checkpoint_every=10, tokenizer="word",
                              steps_per_epoch=20, seed=5),
           overrides=dict(embedding_dim=8, blocks=[[[3, 16]], [[3, 16]]], dropout=0.1, cutoffs=[10, 30],
                          moe={"after_blocks": [0], "num_experts": 4, "k": 2, "hidden_units": 8},

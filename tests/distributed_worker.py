@@ -56,7 +56,8 @@ def main(mode, corpus, out, result_path, *models):
             losses = []
             model, _ = train(preset, data=corpus, out_dir=os.path.join(out, f"{name}-{label}"),
                              strategy=strategy,
-                             config=TrainConfig(global_batch_size=GLOBAL_BATCH, seq_len=SEQ_LEN, steps=STEPS, seed=3),
+                             config=TrainConfig(global_batch_size=GLOBAL_BATCH, seq_len=SEQ_LEN, steps=STEPS, seed=3,
+                                                tokenizer="word"),
                              overrides=overrides, log=lambda m: None,
                              callbacks=[Callback(on_step_end=lambda s, l: losses.append(l))])
             result[f"{name}-{label}"] = {"losses": losses,
@@ -64,7 +65,7 @@ def main(mode, corpus, out, result_path, *models):
     if mode == "mirrored":  # a global batch the replicas cannot share evenly is refused
         try:
             train("gcnn-ptb", data=corpus, out_dir=os.path.join(out, "odd"), strategy=strategies["mirrored"],
-                  config=TrainConfig(global_batch_size=7, steps=1), log=lambda m: None)
+                  config=TrainConfig(global_batch_size=7, steps=1, tokenizer="word"), log=lambda m: None)
             result["batch_error"] = None
         except ValueError as e:
             result["batch_error"] = str(e)

@@ -46,7 +46,8 @@ def cmd_train(args):
         epochs=args.epochs, steps_per_epoch=args.steps_per_epoch, max_minutes=args.max_minutes,
         checkpoint_every=args.checkpoint_every, keep_checkpoints=args.keep_checkpoints,
         mixed_precision=args.mixed_precision, seed=args.seed, log_every=args.log_every,
-        min_count=args.min_count, max_vocabulary=args.max_vocabulary,
+        min_count=args.min_count, max_vocabulary=args.max_vocabulary, tokenizer=args.tokenizer,
+        vocabulary_size=args.vocabulary_size,
     )
     model, history = train(args.preset, data=args.data, out_dir=args.out, strategy=args.strategy,
                            config=config, overrides=_overrides(args.set))
@@ -72,12 +73,15 @@ def cmd_evaluate(args):
 
 def cmd_score(args):
     model = _load(args.directory)
-    vocab = model.require_vocabulary()
+    tokenizer = model.require_vocabulary()
     for text in args.text:
         if not text.strip():
             raise ValueError("Cannot score an empty text; give at least one word.")
         scores = model.score([text])[0]
-        words = [vocab.tokens[i] for i in vocab.encode(text)[1:]]
+        if getattr(tokenizer, "kind", "word") == "subword":  # one score per word of the text
+            words = tokenizer.normalize(text).split() + ["</s>"]
+        else:  # one per token: a word vocabulary shows <unk> where a word is unknown
+            words = [tokenizer.tokens[i] for i in tokenizer.encode(text)[1:]]
         print(f"{sum(scores):.4f}\t" + " ".join(f"{w}:{s:.3f}" for w, s in zip(words, scores)))
 
 
@@ -143,8 +147,12 @@ def parser():
     s.add_argument("--mixed-precision", action="store_true",
                    help="mixed_float16 on a GPU, mixed_bfloat16 on a CPU; softmax and loss in float32")
     s.add_argument("--log-every", type=int, help="steps between progress lines")
-    s.add_argument("--min-count", type=int, default=1, help="vocabulary: minimum word count")
-    s.add_argument("--max-vocabulary", type=int, help="vocabulary: maximum size")
+    s.add_argument("--tokenizer", choices=["word", "char", "subword"],
+                   help="default: a learned subword vocabulary for raw text; the treebank and WikiText keep "
+                   "their word vocabularies, a character preset its characters")
+    s.add_argument("--vocabulary-size", type=int, help="ids of a learned subword vocabulary (default 8000)")
+    s.add_argument("--min-count", type=int, default=1, help="word vocabulary: minimum word count")
+    s.add_argument("--max-vocabulary", type=int, help="word vocabulary: maximum size")
     s.add_argument("--seed", type=int, default=0)
     s.add_argument("--set", action="append", metavar="KEY=VALUE", help="override a config key")
     s.set_defaults(func=cmd_train)

@@ -78,7 +78,8 @@ def test_mixed_precision_trains_in_half_precision_with_float32_softmax(policy, t
     hooks = Callback(on_step_end=lambda s, l: losses.append(l),
                      on_validation_end=lambda s, entry: validations.append((s, entry)))
     model, history = train("gcnn-ptb", data=str(corpus), out_dir=str(tmp_path / "run"),
-                           config=TrainConfig(steps=20, global_batch_size=8, seq_len=8, mixed_precision=policy),
+                           config=TrainConfig(steps=20, global_batch_size=8, seq_len=8, mixed_precision=policy,
+                                              tokenizer="word"),
                            overrides={"embedding_dim": 8, "blocks": [[[3, 16]]], "dropout": 0.0, "cutoffs": [4]},
                            log=lambda m: None, callbacks=[hooks])
     # a validation at the end of every pass over the data (7 global batches) and at the last step

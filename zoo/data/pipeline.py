@@ -23,9 +23,8 @@ def encode(lines, vocabulary):
 
 def stream_ids(lines, vocabulary):
     """All lines as one id stream, each wrapped in `<s> … </s>`."""
-    return np.fromiter(
-        (i for line in lines for i in vocabulary.encode(line)), dtype=np.int32
-    )
+    encoded = vocabulary.encode_batch(lines) if hasattr(vocabulary, "encode_batch") else map(vocabulary.encode, lines)
+    return np.fromiter((i for ids in encoded for i in ids), dtype=np.int32)
 
 
 def stream_windows(ids, seq_len, context=0, bos_id=1):

@@ -330,6 +330,15 @@ def _reason(error):
     return str(error).strip().rstrip(".").replace("\n", " ") or type(error).__name__
 
 
+class VocabularySizeError(ValueError):
+    """A requested subword vocabulary larger than the corpus can supply; `largest` is the most it
+    can (so a default size can fall back to it)."""
+
+    def __init__(self, largest, message):
+        super().__init__(message)
+        self.largest = largest
+
+
 def _training_error(message, vocabulary_size, lines):
     reserved = len(RESERVED)
     small = re.search(r"smaller than required_chars\. (\d+) vs (\d+)", message)
@@ -341,7 +350,7 @@ def _training_error(message, vocabulary_size, lines):
             f"pieces and one piece per character of the corpus it must cover).")
     large = re.search(r"Vocabulary size too high \((\d+)\)\. Please set it to a value <= (\d+)", message)
     if large:
-        return ValueError(
+        return VocabularySizeError(int(large.group(2)) + reserved,
             f"vocabulary_size={vocabulary_size} is more than this corpus can supply: the largest it "
             f"accepts is {int(large.group(2)) + reserved} ({int(large.group(2))} SentencePiece pieces "
             f"and the {reserved} reserved ids).")

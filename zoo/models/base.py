@@ -214,18 +214,23 @@ class LanguageModel(keras.Model):
         return self.head.target_log_prob(self(ids, training=False), targets)
 
     def score(self, texts_or_ids):
-        """Log-probability of each actual next token.
+        """Log-probability of each actual next word (or token).
 
         Texts (a string or a list of strings) are wrapped in `<s> … </s>` with the model's
-        vocabulary, and the result is one array per text of the log-probabilities of
-        `w1 … wn </s>`. Ids (a list of id lists, or a `[batch, time]` array) give, per row, the
+        tokenizer, and the result is one array per text of the log-probabilities of
+        `w1 … wn </s>`, one per whitespace-separated word of the text (after the tokenizer's
+        normalisation) and one for `</s>`: with a subword tokenizer a word's log-probability is
+        the sum over its pieces; with a word or character vocabulary each token is scored as it
+        is. Ids (a list of id lists, or a `[batch, time]` array) give, per row, the
         log-probabilities of tokens 1 … n-1 given what precedes them.
         """
         if isinstance(texts_or_ids, str):
             texts_or_ids = [texts_or_ids]
         items = list(texts_or_ids)
+        tokenizer = None
         if items and isinstance(items[0], str):
-            sequences = [self.require_vocabulary().encode(t) for t in items]
+            tokenizer = self.require_vocabulary()
+            sequences = [tokenizer.encode(t) for t in items]
         else:
             sequences = [list(self.check_ids(s).reshape(-1)) for s in items]
         out = []
@@ -234,7 +239,11 @@ class LanguageModel(keras.Model):
                 raise ValueError("A sequence to score needs at least two tokens (a context and a target).")
             ids = tf.constant([seq[:-1]], tf.int32)
             targets = tf.constant([seq[1:]], tf.int32)
-            out.append(self._target_log_prob_fn(ids, targets).numpy()[0])
+            log_probs = self._target_log_prob_fn(ids, targets).numpy()[0]
+            if getattr(tokenizer, "kind", None) == "subword":
+                words = np.asarray(tokenizer.word_index(seq)[1:])  # the word of each target
+                log_probs = np.bincount(words, weights=log_probs, minlength=words.max() + 1).astype("float32")
+            out.append(log_probs)
         return out
 
     def perplexity(self, data, mode="stream", batch_size=32, seq_len=128, split=None, per="token"):
@@ -389,10 +398,14 @@ class LanguageModel(keras.Model):
 
 
 def load_vocabulary_if_any(directory):
+    """The tokenizer saved in a preset directory (any kind: `zoo.data.tokenizers.load_tokenizer`),
+    or None when it has none; a tokenizer file that is missing its partner or corrupt raises one
+    sentence naming the file."""
+    from zoo.data.tokenizers import CONFIG_FILE as TOKENIZER_FILE, load_tokenizer
     from zoo.data.vocab import FILENAME
 
-    if os.path.exists(os.path.join(directory, FILENAME)):
-        return load_vocabulary(directory)
+    if any(os.path.exists(os.path.join(directory, name)) for name in (TOKENIZER_FILE, FILENAME)):
+        return load_tokenizer(directory)
     return None
 
 

@@ -9,7 +9,7 @@ from zoo.layers.validation import check_int
 Schedule = collections.namedtuple("Schedule", "steps steps_per_epoch checkpoint_every log_every until_budget")
 
 _POSITIVE_INTS = ("global_batch_size", "seq_len", "steps", "epochs", "steps_per_epoch",
-                  "checkpoint_every", "keep_checkpoints", "log_every")
+                  "checkpoint_every", "keep_checkpoints", "log_every", "vocabulary_size")
 
 
 @dataclasses.dataclass(frozen=True)
@@ -28,8 +28,12 @@ class TrainConfig:
       of those policy names.
     - `seed`: the seed of the weights, the data order and the random layers.
     - `log_every`: steps between progress lines (default: a quarter of an epoch, at most 100).
-    - `min_count`, `max_vocabulary`: the vocabulary built from the corpus (a preset name only;
-      a preset directory brings its own).
+    - `min_count`, `max_vocabulary`: a word vocabulary built from the corpus (a preset name only;
+      a preset directory brings its own tokenizer).
+    - `tokenizer`: "word", "char" or "subword"; unset, raw text gets a learned subword vocabulary
+      of `vocabulary_size` ids (default `zoo.training.data.DEFAULT_SUBWORD_SIZE`), the Penn
+      Treebank and the WikiText files keep the word vocabulary their protocol fixes, and a
+      character preset its characters (see `zoo.training.data.choose_tokenizer`).
     """
 
     global_batch_size: int | None = None
@@ -45,6 +49,8 @@ class TrainConfig:
     log_every: int | None = None
     min_count: int = 1
     max_vocabulary: int | None = None
+    tokenizer: str | None = None
+    vocabulary_size: int | None = None
 
     def __post_init__(self):
         for name in _POSITIVE_INTS:

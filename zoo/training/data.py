@@ -1,6 +1,9 @@
 """The training data: the corpus, and its windows served in an order that is a pure function of
 the step, each worker and replica taking its slice of every global batch."""
 
+import os
+import time
+
 import numpy as np
 import tensorflow as tf
 
@@ -9,13 +12,75 @@ from zoo.data.corpus import read_lines
 from zoo.data.datasets import build_vocabulary
 
 
-def load_corpus(data, vocabulary=None, vocabulary_kind="word", min_count=1, max_vocabulary=None):
+# Corpora whose published protocol fixes a word vocabulary (their perplexities are only
+# comparable with it): the Penn Treebank, and directories holding the benchmark files of the
+# treebank or of WikiText.
+PROTOCOL_FILES = {"ptb.train.txt": "the Penn Treebank", "wiki.train.tokens": "WikiText"}
+TOKENIZERS = ("word", "char", "subword")
+# The subword vocabulary learned from raw text when no size is asked for (see the README's
+# measurement on raw English).
+DEFAULT_SUBWORD_SIZE = 8000
+
+
+def fixed_protocol(data):
+    """The name of the benchmark whose protocol fixes `data`'s word vocabulary, or None for text
+    that gets the tokenizer of our choosing."""
+    if data == "ptb":
+        return "the Penn Treebank"
+    if isinstance(data, str) and os.path.isdir(data):
+        for name, benchmark in PROTOCOL_FILES.items():
+            if os.path.isfile(os.path.join(data, name)):
+                return benchmark
+    return None
+
+
+def choose_tokenizer(data, preset_kind, tokenizer=None, vocabulary_size=None):
+    """The kind of tokenizer to learn from `data`'s training split: `tokenizer` if given (refused
+    on a corpus whose protocol fixes its vocabulary), else the preset's character vocabulary
+    ("char"), the benchmark's word vocabulary, or a learned subword vocabulary for any other
+    text."""
+    if tokenizer is not None and tokenizer not in TOKENIZERS:
+        raise ValueError(f"Unknown tokenizer {tokenizer!r}; expected one of {', '.join(TOKENIZERS)}.")
+    protocol = fixed_protocol(data)
+    if protocol and tokenizer not in (None, "word"):
+        raise ValueError(f"{protocol}'s published protocol fixes its word vocabulary (its perplexities are "
+                         f"only comparable with it); drop --tokenizer {tokenizer}.")
+    kind = tokenizer or ("word" if protocol else "char" if preset_kind == "char" else "subword")
+    if vocabulary_size is not None and kind != "subword":
+        raise ValueError(f"--vocabulary-size sets the size of a learned subword vocabulary, not of a {kind} "
+                         "one; use --max-vocabulary (and --min-count) for a word vocabulary.")
+    return kind
+
+
+def load_corpus(data, vocabulary=None, vocabulary_kind="word", min_count=1, max_vocabulary=None,
+                tokenizer=None, vocabulary_size=None, log=print):
     """`(train_lines, valid_lines, vocabulary)` of the corpus `data`: `vocabulary` if given (a
-    preset directory's own), else one of `vocabulary_kind` built from the training split."""
+    preset directory's own tokenizer; a `tokenizer` flag must then agree with it), else a
+    tokenizer learned from the training split (`choose_tokenizer`)."""
     train_lines = read_lines(data, "train")
     valid_lines = read_lines(data, "valid")
-    if vocabulary is None:
-        vocabulary = build_vocabulary(data, vocabulary_kind, min_count, max_vocabulary)
+    if vocabulary is not None:
+        kind = getattr(vocabulary, "kind", "word")
+        if tokenizer not in (None, kind) or vocabulary_size is not None:
+            raise ValueError(f"The preset directory's model reads {kind} ids with its own saved tokenizer "
+                             f"({len(vocabulary):,} ids); drop --tokenizer/--vocabulary-size to fine-tune it.")
+        return train_lines, valid_lines, vocabulary
+    kind = choose_tokenizer(data, vocabulary_kind, tokenizer, vocabulary_size)
+    if kind != "subword":
+        return train_lines, valid_lines, build_vocabulary(data, kind, min_count, max_vocabulary)
+    from zoo.data.tokenizers import SubwordTokenizer, VocabularySizeError
+
+    began = time.monotonic()
+    try:
+        vocabulary = SubwordTokenizer.train(train_lines, vocabulary_size or DEFAULT_SUBWORD_SIZE)
+    except VocabularySizeError as e:
+        if vocabulary_size is not None:  # asked for: say so rather than train something else
+            raise
+        log(f"The corpus is too small for the default {DEFAULT_SUBWORD_SIZE:,} subword ids; using {e.largest:,}, "
+            "the most it supplies.")
+        vocabulary = SubwordTokenizer.train(train_lines, e.largest)
+    log(f"Learned a subword vocabulary of {len(vocabulary):,} ids (SentencePiece, byte fallback: no "
+        f"unknown token) from {len(train_lines):,} training lines in {time.monotonic() - began:.1f} s.")
     return train_lines, valid_lines, vocabulary
 
 

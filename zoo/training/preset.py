@@ -19,6 +19,7 @@ class PresetInfo:
     train_defaults: dict
     vocabulary_kind: str | None
     vocabulary: object = None
+    fixes_head: bool = True  # whether the config chooses the output layer (its `cutoffs`)
 
 
 def resolve_preset(preset):
@@ -28,9 +29,10 @@ def resolve_preset(preset):
         vocabulary = load_vocabulary_if_any(preset)
         if vocabulary is None:
             raise ValueError(f"The preset directory {preset!r} has no vocabulary to train with.")
-        return PresetInfo({}, None, vocabulary)
+        return PresetInfo({}, None, vocabulary)  # its config records its output layer
     spec = registry.get_preset(preset)  # a `registry.Preset`
-    return PresetInfo({"global_batch_size": spec.batch_size, "seq_len": spec.seq_len}, spec.token_kind)
+    return PresetInfo({"global_batch_size": spec.batch_size, "seq_len": spec.seq_len}, spec.token_kind,
+                      fixes_head="cutoffs" in spec.config)
 
 
 def load_model(preset, **overrides):
