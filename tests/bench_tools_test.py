@@ -1,5 +1,7 @@
 """Fast checks of the `zoo benchmark moe` and `zoo benchmark optimizer-memory` modules at tiny sizes."""
 
+import json
+
 import numpy as np
 import pytest
 import tensorflow as tf
@@ -154,3 +156,17 @@ def test_optimizer_steps_change_the_expert_weights(bench_memory):
     with pytest.raises(ValueError, match="unknown optimizer"):
         bench_memory.make_optimizer("sgd")
     assert isinstance(bench_memory.make_optimizer("adafactor"), keras.optimizers.Adafactor)
+
+
+def test_input_benchmark_tokenises_raw_text_as_zoo_train_does(tmp_path):
+    from zoo.tools import bench_input
+    from zoo.training.tokenization_test import raw_corpus
+
+    data = raw_corpus(tmp_path / "raw")
+    result = bench_input.input_pipeline(
+        ["--data", data, "--tokenizer", "subword", "--vocabulary-size", "320", "--rounds", "2", "--batches", "3",
+         "--steps", "1", "--global-batch-size", "2", "--seq-len", "8", "--json", str(tmp_path / "r.json")])
+    assert result["tokenizer"] == "subword" and result["vocabulary_size"] == 320
+    assert len(result["pipeline_rounds"]) == len(result["step_rounds"]) == 2
+    assert result["ratio"] == result["pipeline_tokens_per_s"] / result["step_tokens_per_s"]
+    assert json.load(open(tmp_path / "r.json"))["ratio"] == result["ratio"]
