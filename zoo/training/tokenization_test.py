@@ -125,3 +125,19 @@ def test_fine_tuning_a_saved_model_keeps_its_tokenizer(tmp_path):
         train(preset, data=new_text, out_dir=str(tmp_path / "third"), log=lambda m: None,
               config=TrainConfig(steps=1, global_batch_size=4, seq_len=16, tokenizer="word"))
     assert not os.path.exists(tmp_path / "third" / "final")
+
+
+def test_keras_fit_fine_tunes_a_saved_subword_model_with_its_tokenizer(tmp_path):
+    # The README's fine-tuning example: zoo.load restores the tokenizer, fit runs on new text.
+    data = raw_corpus(tmp_path / "raw")
+    train("gcnn-ptb", data=data, out_dir=str(tmp_path / "run"), log=lambda m: None, overrides=TINY,
+          config=TrainConfig(steps=2, global_batch_size=4, seq_len=16, vocabulary_size=320))
+    lm = zoo.load(str(tmp_path / "run" / "final"))
+    lm.compile()
+    lines = zoo.data.read_lines(raw_corpus(tmp_path / "new", seed=2), "train")
+    ds = zoo.data.stream_dataset(lines, lm.vocabulary, batch_size=4, seq_len=16, shuffle=True)
+    before = lm.perplexity(lines[:40], per="word")
+    lm.fit(ds, epochs=2, verbose=0)
+    assert lm.perplexity(lines[:40], per="word") < before
+    tuned = lm.save_to_preset(str(tmp_path / "tuned"))
+    assert zoo.load(tuned).vocabulary == lm.vocabulary
