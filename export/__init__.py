@@ -4,7 +4,8 @@
     export_saved_model(model, "exports", name="gcnn-ptb")   # exports/gcnn-ptb/<n>/
 
 See `zoo.export.saved_model` (versions, atomic writes), `zoo.export.signatures` (the four
-signatures), `zoo.export.tokenizer` (the vocabulary as core TF ops) and `zoo.export.state`
+signatures; per-word scores for subword models), `zoo.export.tokenizer` (the vocabulary as core
+TF ops; a SentencePiece subword tokenizer as tensorflow-text ops) and `zoo.export.state`
 (decoding-state names).
 """
 

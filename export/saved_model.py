@@ -5,10 +5,19 @@ A version is written into a hidden temporary directory beside it (`.<version>.tm
 Serving ignores) and renamed into place once complete, so a half-written version is never
 loaded; an existing version is never written to; a failed export removes what it wrote.
 
-The SavedModel holds the signatures of `zoo.export.signatures`, the vocabulary as an asset
-(`assets/vocabulary.txt`) and, in `assets.extra/zoo_export.json` (a file TF Serving ignores), a
-description for clients: the signatures' inputs and outputs, the decoding state's tensor names
-and shapes, `max_tokens` and the model's config. Loading it needs TensorFlow only.
+The SavedModel holds the signatures of `zoo.export.signatures`, the model's tokenizer in the graph
+(its own `graph_tokenizer(asset_dir)`, `zoo.export.tokenizer`) and, in
+`assets.extra/zoo_export.json` (a file TF Serving ignores), a description for clients: the
+signatures' inputs and outputs, the decoding state's tensor names and shapes, `max_tokens`, the
+tokenizer's kind (and, for subword, its normalisation) and the model's config.
+
+- Word / character vocabularies: the vocabulary is an asset (`assets/vocabulary.txt`) read by
+  core-op lookup tables; loading the SavedModel needs TensorFlow only.
+- Subword (SentencePiece) tokenizers: the SentencePiece model is embedded in the graph and run by
+  tensorflow-text's ops, so the loading process needs them: `import tensorflow_text` before
+  `tf.saved_model.load` in Python, a model server with tensorflow-text's ops linked in (stock
+  TF Serving has them). `serving_default` then scores per word, cutting over-long lines at a
+  word boundary (see `zoo.export.signatures`).
 """
 
 import json
@@ -64,7 +73,7 @@ def export_saved_model(model, base_dir, name, version=None, max_tokens=DEFAULT_M
     """Write `model` to `base_dir/name/<version>/` and return that path.
 
     `version` defaults to one above the highest version present (1 for a new model). Lines of
-    more than `max_tokens` words are cut (see `zoo.export.signatures`). Raises `ExportError` (a
+    more than `max_tokens` tokens are cut (see `zoo.export.signatures`). Raises `ExportError` (a
     `ValueError`) with one sentence when the version exists or cannot be written, leaving no
     partial version behind.
     """
@@ -109,21 +118,19 @@ def _write(model, path, name, version, max_tokens):
     variables it uses and the save traces it again; here the save traces each signature once,
     the object graph holding the model's variables and the vocabulary's lookup tables."""
     from zoo.export.signatures import Signatures, serving_trace
-    from zoo.export.tokenizer import Tokenizer
 
     with tempfile.TemporaryDirectory(prefix="zoo-export-vocabulary-") as staging:
-        # The asset's source: copied into the SavedModel's assets/ by the save.
-        vocabulary_file = os.path.join(staging, "vocabulary.txt")
-        with open(vocabulary_file, "w", encoding="utf-8") as f:
-            f.write("".join(token + "\n" for token in model.vocabulary.tokens))
-        tokenizer = Tokenizer(model.vocabulary, vocabulary_file)
+        # The tokenizer in the graph. A word / character vocabulary writes its file into
+        # `staging`, the asset's source, copied into the SavedModel's assets/ by the save; a
+        # subword tokenizer embeds its SentencePiece model and writes nothing.
+        tokenizer = model.vocabulary.graph_tokenizer(staging)
         signatures = Signatures(model, tokenizer, max_tokens)
         root = tf.Module()
         # The model's variables, which the traced functions capture. A Keras variable is itself
         # trackable and saves as the plain tf.Variable behind it (as `keras.export.ExportArchive`
         # tracks them), so the SavedModel loads without Keras.
         root.model_variables = list(model.weights)
-        root.tables = tokenizer.tables
+        root.tables = list(tokenizer.resources)  # lookup tables, or the SentencePiece model
         functions = {}
         for endpoint, (fn, input_signature) in signatures.all().items():
             functions[endpoint] = tf.function(fn, input_signature=input_signature, autograph=False)
@@ -151,6 +158,12 @@ def describe(model, name, version, max_tokens, tokenizer, signatures):
                        for spec in input_signature},
             "outputs": signatures.outputs(endpoint),
         }
+    subword = {}
+    if tokenizer.kind == "subword":
+        from zoo.data.tokenizers import NORMALIZATION
+
+        subword = {"normalization": NORMALIZATION, "scores": "per word (serving_default)",
+                   "requires": "tensorflow-text ops"}
     return {
         "name": name,
         "version": version,
@@ -158,6 +171,7 @@ def describe(model, name, version, max_tokens, tokenizer, signatures):
         "config": model.get_config(),
         "vocabulary_size": int(model.vocabulary_size),
         "tokenizer": tokenizer.kind,
+        **subword,
         "special_ids": {"<pad>": tokenizer.pad_id, "<s>": tokenizer.bos_id, "</s>": tokenizer.eos_id,
                         "<unk>": tokenizer.unk_id},
         "max_tokens": max_tokens,

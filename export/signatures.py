@@ -16,11 +16,31 @@ Every signature takes and returns named tensors (dict outputs), batch first:
 - `decode_step`: `token_ids` int32 [batch] and the decoding state (see `zoo.export.state`) →
   `log_probs` float32 [batch, vocabulary] and the next state under the same names.
 
-Over-long lines: a line (or prefix) of more than `max_tokens` words is cut to `max_tokens` words.
-`serving_default` keeps the first `max_tokens` words and scores them exactly as the in-process
-model does (their log-probabilities are those of the whole line: the models are causal), but
-scores no `</s>` after a cut line, so a cut line has `lengths = max_tokens` where a whole line
-of n words has n + 1. `next_token` keeps the last `max_tokens` words of a prefix, after `<s>`.
+Subword models (`tokenizer.kind == "subword"`, a SentencePiece `SubwordTokenizer`): the model
+scores pieces, but `serving_default` answers per WORD, as `LanguageModel.score(text)` does: its
+"tokens" are the whitespace-separated words of the normalised text and `</s>`, a word's
+log-probability being the sum of its pieces' (summed in float64, as `score` does), `lengths` =
+words + 1 and `perplexity` per word (saturating at float32's largest value, 3.4e38, rather than
+overflowing to infinity when words of many unlikely pieces average below −88.7 nats). A piece
+starts a word when its text starts with the boundary mark U+2581 (and a line's first piece
+always does), as `SubwordTokenizer.word_index` decides; in
+the graph a per-id boolean table is gathered by id, cumulated and the pieces' log-probabilities
+are summed per word with `unsorted_segment_sum`. `score_ids` and `decode_step` stay per piece (ids
+are pieces); `next_token` gives the k most likely next pieces, `words` being each piece's
+readable text (`token_texts`: " the" with a leading space for a piece that starts a word, a byte
+piece as its character or a `\\xNN` escape).
+
+Over-long lines: a line (or prefix) of more than `max_tokens` tokens is cut. For word and
+character models, tokens are words (characters): `serving_default` keeps the first `max_tokens`
+tokens and scores them exactly as the in-process model does (their log-probabilities are those
+of the whole line: the models are causal), but scores no `</s>` after a cut line, so a cut line
+has `lengths = max_tokens` where a whole line of n tokens has n + 1. For subword models the cut
+is on pieces and falls at a word boundary: a line of more than `max_tokens` pieces keeps the
+words that lie wholly within its first `max_tokens` pieces (a word cut in two is dropped with
+everything after it) and scores no `</s>`, so a client sees `lengths` = the number of whole
+words kept, fewer than the line's words + 1; their scores are the whole line's (0 words, with
+`log_prob` 0 and `perplexity` 1, when the first word alone has more than `max_tokens` pieces).
+`next_token` keeps the last `max_tokens` tokens (pieces for subword) of a prefix, after `<s>`.
 
 The mixture-of-experts layers run their inference path (no gate noise, `training=False`) with
 the same sparse dispatch as in training.
@@ -31,6 +51,8 @@ import contextlib
 import tensorflow as tf
 
 from zoo.export.state import StateLayout
+
+FLOAT32_MAX = 3.4028234663852886e38  # where a subword model's per-word perplexity saturates
 
 
 @contextlib.contextmanager
@@ -84,6 +106,8 @@ class Signatures:
         }[endpoint]
 
     def serving_default(self, text):
+        if self.tokenizer.kind == "subword":
+            return self._serving_default_subword(text)
         t = self.tokenizer
         words = t.encode(text)
         cut = words.row_lengths() > self.max_tokens
@@ -131,7 +155,7 @@ class Signatures:
         values, indices = tf.math.top_k(candidates, top)
         inside = tf.range(top)[None, :] < k[:, None]
         return {
-            "words": tf.where(inside, t.decode(indices), ""),
+            "words": tf.where(inside, self._token_names(indices), ""),
             "ids": tf.where(inside, indices, -1),
             "log_probs": tf.where(inside, values, 0.0),
         }
@@ -144,6 +168,69 @@ class Signatures:
         out = {"log_probs": tf.cast(self.model.head.log_prob(hidden), tf.float32)}
         out.update({name: tf.cast(value, tf.float32) for name, value in self.state.flatten(nested).items()})
         return out
+
+    # ---- subword models: per-word scores -------------------------------------------------------
+    def _serving_default_subword(self, text):
+        t = self.tokenizer
+        pieces = t.encode(text)  # ragged [batch, pieces]
+        n = tf.shape(text, out_type=tf.int64)[0]
+        count = pieces.row_lengths()
+        position = tf.ragged.range(count)
+        # a line's first piece starts its first word, whatever it is (SubwordTokenizer.word_index)
+        starts = t.starts_word(pieces)
+        starts = starts.with_flat_values(starts.flat_values | tf.equal(position.flat_values, 0))
+        # A cut line ends at the last word start at or before piece max_tokens: the words wholly
+        # within the first max_tokens pieces are kept, a word cut in two is dropped.
+        cut = count > self.max_tokens
+        boundary = starts.flat_values & (position.flat_values <= self.max_tokens)
+        last_start = tf.math.unsorted_segment_max(
+            tf.where(boundary, position.flat_values, 0), position.value_rowids(), n)
+        keep = tf.where(cut, tf.maximum(last_start, 0), count)
+        kept = position.with_flat_values(position.flat_values < tf.gather(keep, position.value_rowids()))
+        pieces = tf.ragged.boolean_mask(pieces, kept)
+        starts = tf.ragged.boolean_mask(starts, kept)
+        whole = tf.cast(~cut, tf.int64)
+        bos = tf.RaggedTensor.from_tensor(tf.fill([n, 1], t.bos_id))
+        eos = tf.RaggedTensor.from_row_lengths(tf.fill([tf.reduce_sum(whole)], t.eos_id), whole)
+        ids = tf.concat([bos, pieces, eos], axis=1)
+        scores = self._score(ids.to_tensor(t.pad_id), tf.cast(ids.row_lengths(), tf.int32))
+        # the word-start flags of the scored tokens (the pieces, then </s>, a word of its own)
+        eos_starts = tf.RaggedTensor.from_row_lengths(tf.fill([tf.reduce_sum(whole)], True), whole)
+        target_starts = tf.concat([starts, eos_starts], axis=1).to_tensor(False)
+        return self._per_word(scores, target_starts)
+
+    def _per_word(self, scores, target_starts):
+        """Per-piece `scores` (`_score`'s) → per-word scores, `target_starts` [batch, targets]
+        saying which scored tokens start a word."""
+        piece_log_probs = scores["token_log_probs"]
+        width = tf.shape(piece_log_probs)[1]
+        target_starts = target_starts[:, :width]
+        target_starts = tf.pad(target_starts, [[0, 0], [0, width - tf.shape(target_starts)[1]]])
+        valid = tf.sequence_mask(scores["lengths"], width)
+        target_starts = target_starts & valid
+        word = tf.cumsum(tf.cast(target_starts, tf.int32), axis=1) - 1  # the word of each target
+        words = tf.reduce_sum(tf.cast(target_starts, tf.int32), axis=1)
+        batch = tf.shape(piece_log_probs)[0]
+        segment = tf.where(valid, tf.range(batch)[:, None] * width + word, -1)  # -1: dropped
+        summed = tf.math.unsorted_segment_sum(tf.cast(piece_log_probs, tf.float64), segment, batch * width)
+        word_log_probs = tf.reshape(summed, [batch, width])[:, : tf.reduce_max(tf.concat([words, [0]], 0))]
+        total = tf.reduce_sum(word_log_probs, axis=1)
+        return {
+            "token_log_probs": tf.cast(word_log_probs, tf.float32),
+            "lengths": words,
+            "log_prob": tf.cast(total, tf.float32),
+            # per word it can pass float32's range (a word of many rare pieces): it saturates
+            "perplexity": tf.cast(tf.minimum(tf.exp(-total / tf.cast(tf.maximum(words, 1), tf.float64)),
+                                             FLOAT32_MAX), tf.float32),
+        }
+
+    def _token_names(self, ids):
+        """`next_token`'s `words`: a word / character model's vocabulary entry, as before; a
+        subword piece's readable text (`token_texts`)."""
+        t = self.tokenizer
+        if t.kind == "subword":
+            return t.token_texts(ids)
+        return getattr(t, "inner", t).decode(ids)
 
     # ---- shared pieces -----------------------------------------------------------------------
     def _check_ids(self, token_ids):

@@ -16,6 +16,12 @@ any other whitespace character dropped). The ops here reproduce both exactly:
 Only core ops are used (`UnicodeTranscode`, `StaticRegexReplace`/`RegexFullMatch`,
 `StringSplitV2`, `UnicodeDecode`, hash tables), so stock TF Serving loads the result; nothing
 from tensorflow-text is needed.
+
+`SubwordGraphTokenizer` (below) is the exception: a SentencePiece subword tokenizer runs
+tensorflow-text's ops (`SentencepieceOp`, `SentencepieceTokenizeOp` and `NormalizeUTF8` in an
+export's graph; `SentencepieceDetokenizeOp` for `decode`), so the server must have them (TF
+Serving's model server links them in; in Python, `import tensorflow_text` before
+`tf.saved_model.load`).
 """
 
 import sys
@@ -225,6 +231,14 @@ class SubwordGraphTokenizer:
         self._to_id = np.asarray(sentencepiece_to_id, np.int32)
         self._to_sentencepiece = np.asarray(id_to_sentencepiece, np.int32)
         self._texts = list(texts)
+        # Which ids start a word (`SubwordTokenizer.word_index`): the pieces whose SentencePiece
+        # text starts with the boundary mark U+2581; not the reserved ids, not byte pieces.
+        import sentencepiece as spm
+
+        processor = spm.SentencePieceProcessor(model_proto=bytes(model_proto))
+        self._starts_word = np.array(
+            [i >= 0 and processor.id_to_piece(int(i)).startswith(SPACE_MARK) for i in self._to_sentencepiece],
+            dtype=bool)
 
     @property
     def resources(self):
@@ -246,3 +260,13 @@ class SubwordGraphTokenizer:
         inside = (ids >= 0) & (ids < self.size)
         texts = tf.gather(tf.constant(self._texts), tf.where(inside, ids, 0))
         return tf.where(inside, texts, "")
+
+    def starts_word(self, ids):
+        """Whether each id (any shape, dense or ragged) is a piece that starts a word: its text
+        begins with the boundary mark (a leading space in `token_texts`). False for the reserved
+        ids, byte pieces, continuation pieces and ids outside the vocabulary."""
+        if isinstance(ids, tf.RaggedTensor):
+            return ids.with_flat_values(self.starts_word(ids.flat_values))
+        ids = tf.cast(ids, tf.int64)
+        inside = (ids >= 0) & (ids < self.size)
+        return tf.gather(tf.constant(self._starts_word), tf.where(inside, ids, 0)) & inside
