@@ -43,7 +43,7 @@ def choose_tokenizer(data, preset_kind, tokenizer=None, vocabulary_size=None):
         raise ValueError(f"Unknown tokenizer {tokenizer!r}; expected one of {', '.join(TOKENIZERS)}.")
     protocol = fixed_protocol(data)
     if protocol and tokenizer not in (None, "word"):
-        raise ValueError(f"{protocol}'s published protocol fixes its word vocabulary (its perplexities are "
+        raise ValueError(f"{protocol[:1].upper()}{protocol[1:]}'s published protocol fixes its word vocabulary (its perplexities are "
                          f"only comparable with it); drop --tokenizer {tokenizer}.")
     kind = tokenizer or ("word" if protocol else "char" if preset_kind == "char" else "subword")
     if vocabulary_size is not None and kind != "subword":

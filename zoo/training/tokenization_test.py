@@ -33,7 +33,7 @@ TINY = {"embedding_dim": 16, "blocks": [[[3, 16]], [[3, 16]]], "dropout": 0.0}
 
 
 @pytest.mark.parametrize("data, preset_kind, requested, size, message", [
-    ("ptb", "word", "subword", None, "the Penn Treebank's published protocol fixes its word vocabulary"),
+    ("ptb", "word", "subword", None, "The Penn Treebank's published protocol fixes its word vocabulary"),
     ("ptb", "word", "char", None, "drop --tokenizer char"),
     ("{wiki}", "word", "subword", None, "WikiText's published protocol fixes its word vocabulary"),
     ("{raw}", "word", "word", 500, "--vocabulary-size sets the size of a learned subword vocabulary"),
