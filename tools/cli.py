@@ -150,7 +150,7 @@ def parser():
     s.add_argument("--tokenizer", choices=["word", "char", "subword"],
                    help="default: a learned subword vocabulary for raw text; the treebank and WikiText keep "
                    "their word vocabularies, a character preset its characters")
-    s.add_argument("--vocabulary-size", type=int, help="ids of a learned subword vocabulary (default 8000)")
+    s.add_argument("--vocabulary-size", type=int, help="ids of a learned subword vocabulary (default 16000)")
     s.add_argument("--min-count", type=int, default=1, help="word vocabulary: minimum word count")
     s.add_argument("--max-vocabulary", type=int, help="word vocabulary: maximum size")
     s.add_argument("--seed", type=int, default=0)

@@ -31,7 +31,7 @@ class TrainConfig:
     - `min_count`, `max_vocabulary`: a word vocabulary built from the corpus (a preset name only;
       a preset directory brings its own tokenizer).
     - `tokenizer`: "word", "char" or "subword"; unset, raw text gets a learned subword vocabulary
-      of `vocabulary_size` ids (default `zoo.training.data.DEFAULT_SUBWORD_SIZE`), the Penn
+      of `vocabulary_size` ids (default `zoo.training.data.DEFAULT_SUBWORD_SIZE`, 16,000), the Penn
       Treebank and the WikiText files keep the word vocabulary their protocol fixes, and a
       character preset its characters (see `zoo.training.data.choose_tokenizer`).
     """

@@ -10,6 +10,7 @@ import zoo
 from zoo.layers import AdaptiveSoftmax, FullSoftmax
 from zoo.training import TrainConfig, train
 from zoo.training.data import DEFAULT_SUBWORD_SIZE, choose_tokenizer
+from zoo.training.trainer import ADAPTIVE_THRESHOLD
 
 # Raw text as users have it: capitals, punctuation attached to words, a heading, odd Unicode.
 NAMES = ["Romeo", "Juliet", "Tybalt", "Mercutio", "Nurse", "Friar"]
@@ -96,7 +97,7 @@ def test_a_corpus_too_small_for_the_default_size_gets_the_most_it_supplies(tmp_p
 def test_a_large_vocabulary_gets_the_adaptive_softmax_unless_the_head_is_chosen(tmp_path):
     root = tmp_path / "big"
     root.mkdir()
-    words = [f"w{i}" for i in range(21_000)]  # 21,000 distinct words: over the 20,000 threshold
+    words = [f"w{i}" for i in range(ADAPTIVE_THRESHOLD + 1_000)]  # distinct words: over the threshold
     lines = [" ".join(words[i:i + 30]) for i in range(0, len(words), 30)]
     for split in ("train", "valid"):
         (root / f"{split}.txt").write_text("\n".join(lines) + "\n")
@@ -104,6 +105,7 @@ def test_a_large_vocabulary_gets_the_adaptive_softmax_unless_the_head_is_chosen(
     config = TrainConfig(steps=1, global_batch_size=2, seq_len=8, tokenizer="word")
     model, _ = train("gcnn-ptb", data=str(root), out_dir=str(tmp_path / "a"), log=log.append, overrides=TINY,
                      config=config)
+    assert ADAPTIVE_THRESHOLD > 10_002  # the treebank's vocabulary keeps its full softmax
     assert isinstance(model.head, AdaptiveSoftmax) and model.head.cutoffs == [2_000, 10_000]
     assert any("the output layer is an adaptive softmax with cutoffs [2000, 10000]" in line for line in log)
     model, _ = train("gcnn-ptb", data=str(root), out_dir=str(tmp_path / "b"), log=log.append,
