@@ -25,12 +25,10 @@ import sys
 import keras
 import numpy as np
 import pytest
-import tensorflow as tf
 
 import zoo.export as export
 from zoo.data.tokenizers import NORMALIZATION, SubwordTokenizer
 from zoo.data.vocab import SPECIALS, Vocabulary
-from zoo.export.state import StateLayout
 from zoo.models import GCNNLanguageModel
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))

@@ -40,7 +40,7 @@ from keras import ops
 from zoo import metrics as zoo_metrics
 from zoo import registry
 from zoo.data import pipeline
-from zoo.data.vocab import Vocabulary, load_vocabulary
+from zoo.data.vocab import Vocabulary
 from zoo.layers import AdaptiveSoftmax, FullSoftmax
 from zoo.registry import CONFIG_FILE, WEIGHTS_FILE
 

@@ -240,16 +240,13 @@ def default_cutoffs(vocabulary_size):
     return [2_000, 10_000] if vocabulary_size > 10_000 else [vocabulary_size // 4]
 
 
-def build_model(preset, overrides, vocabulary, seq_len, strategy, policy=None):
+def build_model(preset, overrides, vocabulary, strategy, policy=None):
     """`(model, optimizer)`: the preset's model with `overrides` and the optimiser its config
     names, built in `strategy`'s scope under the dtype `policy` (a `mixed_float16` optimiser
     scales the loss)."""
     with dtype_policy(policy), strategy.scope():
         model = load_model(preset, **overrides)
         model.vocabulary = vocabulary
-        model(keras.KerasTensor((None, seq_len), "int32"))  # builds every layer, runs nothing
-        if not model.built:  # the output layer is not part of `call`
-            model.build()
         optimizer = model.make_optimizer()
         if policy == "mixed_float16" and not isinstance(optimizer, keras.optimizers.LossScaleOptimizer):
             optimizer = keras.optimizers.LossScaleOptimizer(optimizer)
@@ -288,7 +285,7 @@ def train(preset, data="ptb", out_dir="runs/model", strategy="default", config=N
             f"an adaptive softmax with cutoffs {overrides['cutoffs']} (--set cutoffs=... to choose others, "
             "--set cutoffs=null for a full softmax).")
     keras.utils.set_random_seed(config.seed)
-    model, optimizer = build_model(preset, overrides, vocabulary, config.seq_len, strategy,
+    model, optimizer = build_model(preset, overrides, vocabulary, strategy,
                                    mixed_precision_policy(config.mixed_precision))
     windows = TrainingWindows.from_lines(train_lines, vocabulary, config.seq_len, config.global_batch_size,
                                          config.seed)
