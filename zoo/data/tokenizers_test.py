@@ -341,13 +341,20 @@ def test_graph_tokenizer_survives_a_saved_model(subword, kind, tmp_path):
     for name in os.listdir(assets):
         os.remove(assets / name)  # the SavedModel must carry what it needs
     loaded = tf.saved_model.load(str(tmp_path / "saved"))
-    texts = KNOWN + ["Кириллица 中文 😀", ""]
+    # the awkward list too (empty, whitespace only, emoji, CJK, Cyrillic, combining marks,
+    # right to left, a 20,000-character word, bytes that are not UTF-8): the reloaded graph's
+    # ids are the Python ids exactly, and for a subword model never <unk>
+    texts = KNOWN + ["Кириллица 中文 😀", ""] + list(HARD.values())
     want = [ids[1:-1] for ids in tokenizer.encode_batch(texts)]
     got = [[i for i in row if i != -1] for row in loaded.encode(tf.constant(texts)).numpy().tolist()]
     assert got == want
+    if kind == "subword":
+        assert all(tokenizer.unk_id not in ids for ids in got)
     padded = tf.ragged.constant([[1] + w + [2] for w in want]).to_tensor(0)
     back = [b.decode("utf-8") for b in loaded.decode(padded).numpy().tolist()]
     assert back == [tokenizer.decode([1] + w + [2]) for w in want]
+    if kind == "subword":
+        assert back == [tokenizer.normalize(t) for t in texts]
 
 
 @pytest.mark.parametrize("add_bos, add_eos", [(True, True), (False, True), (True, False), (False, False)])
