@@ -22,6 +22,7 @@ import keras
 import tensorflow as tf
 from keras import ops
 
+from zoo.layers import expert_parallel as ep
 from zoo.layers.softmax import softmax_dtype
 from zoo.layers.validation import check_int, check_number, is_int
 
@@ -277,6 +278,8 @@ class SparseMoE(keras.layers.Layer):
         groups=None,
         noisy_gating=True,
         noise_epsilon=1e-2,
+        expert_parallel=None,
+        capacity_factor=None,
         **kwargs,
     ):
         if kwargs.get("name") is None:
@@ -310,6 +313,18 @@ class SparseMoE(keras.layers.Layer):
         self.groups = groups
         self.noisy_gating = noisy_gating
         self.noise_epsilon = noise_epsilon
+        # Expert parallelism (`zoo.layers.expert_parallel`): placement, not architecture, so not
+        # part of the config. None follows an open `expert_parallelism()` block.
+        scoped = ep.scoped_capacity_factor()
+        if expert_parallel is None:
+            expert_parallel = scoped is not None
+        if not isinstance(expert_parallel, bool):
+            raise ValueError(f"expert_parallel must be True, False or None, got {expert_parallel!r}.")
+        if capacity_factor is None:
+            capacity_factor = scoped if scoped is not None else ep.DEFAULT_CAPACITY_FACTOR
+        self.expert_parallel = expert_parallel
+        self.capacity_factor = ep.check_capacity_factor(capacity_factor)
+        self.replicas = 1
         self.seed_generator = keras.random.SeedGenerator()
         # Each expert's slice has a data-dependent number of rows, which XLA cannot compile; this
         # makes Keras' jit_compile="auto" (XLA on a GPU) fall back to plain tf.function.
@@ -321,6 +336,9 @@ class SparseMoE(keras.layers.Layer):
         self.cv_importance_tracker = keras.metrics.Mean(name=f"{self.name}_cv_importance")
         self.cv_load_tracker = keras.metrics.Mean(name=f"{self.name}_cv_load")
         self.max_load_ratio_tracker = keras.metrics.Mean(name=f"{self.name}_max_load_ratio")
+        if expert_parallel:
+            # (token, expert) assignments over capacity, summed over the replicas and the steps
+            self.dropped_tracker = keras.metrics.Sum(name=f"{self.name}_dropped")
 
     @property
     def experts_per_group(self):
@@ -340,18 +358,21 @@ class SparseMoE(keras.layers.Layer):
             limit = math.sqrt(6.0 / (fan_in + fan_out))
             return keras.initializers.RandomUniform(-limit, limit)
 
-        self.expert_kernel_in = self.add_weight(
-            name="expert_kernel_in", shape=(experts, dim, hidden), initializer=glorot(dim, hidden)
-        )
-        self.expert_bias_in = self.add_weight(
-            name="expert_bias_in", shape=(experts, hidden), initializer="zeros"
-        )
-        self.expert_kernel_out = self.add_weight(
-            name="expert_kernel_out", shape=(experts, hidden, out), initializer=glorot(hidden, out)
-        )
-        self.expert_bias_out = self.add_weight(
-            name="expert_bias_out", shape=(experts, out), initializer="zeros"
-        )
+        if self.expert_parallel:
+            self._build_expert_shards(dim, hidden, out)
+        else:
+            self.expert_kernel_in = self.add_weight(
+                name="expert_kernel_in", shape=(experts, dim, hidden), initializer=glorot(dim, hidden)
+            )
+            self.expert_bias_in = self.add_weight(
+                name="expert_bias_in", shape=(experts, hidden), initializer="zeros"
+            )
+            self.expert_kernel_out = self.add_weight(
+                name="expert_kernel_out", shape=(experts, hidden, out), initializer=glorot(hidden, out)
+            )
+            self.expert_bias_out = self.add_weight(
+                name="expert_bias_out", shape=(experts, out), initializer="zeros"
+            )
         # Appendix A: zero gate and noise weights, "no signal and some noise", balanced loads.
         shape = (dim, self.groups or experts)
         self.gate_kernel = self.add_weight(name="gate_kernel", shape=shape, initializer="zeros")
@@ -366,6 +387,29 @@ class SparseMoE(keras.layers.Layer):
                 self.secondary_noise_kernel = self.add_weight(
                     name="secondary_noise_kernel", shape=shape, initializer="zeros"
                 )
+
+    def _build_expert_shards(self, dim, hidden, out):
+        """The expert variables of an expert-parallel layer: this replica's E/R experts, one
+        per-replica (sync-on-read) variable each, initialised per replica, and the exchange."""
+        strategy = tf.distribute.get_strategy()
+        self.replicas = ep.check_strategy(strategy, self.num_experts, self.name)
+        local = self.num_experts // self.replicas
+        specs = [("expert_kernel_in", (local, dim, hidden), math.sqrt(6.0 / (dim + hidden))),
+                 ("expert_bias_in", (local, hidden), 0.0),
+                 ("expert_kernel_out", (local, hidden, out), math.sqrt(6.0 / (hidden + out))),
+                 ("expert_bias_out", (local, out), 0.0)]
+        created = []
+        with keras.name_scope(self.name, caller=self):
+            for name, shape, limit in specs:
+                variable = keras.Variable(
+                    initializer="zeros", shape=shape, dtype=self.variable_dtype, name=name,
+                    synchronization="on_read", aggregation="only_first_replica")
+                variable.expert_shard = True
+                setattr(self, name, variable)  # tracked by the layer, trainable
+                created.append((variable, limit))
+        seed = int(tf.random.uniform([], maxval=2**30, dtype=tf.int32))
+        ep.init_shards(strategy, created, seed)
+        self.exchange = ep.ExpertExchange(strategy)
 
     # ---- gating ----------------------------------------------------------------------
     def _gate_logits(self, x, kernel):
@@ -514,6 +558,74 @@ class SparseMoE(keras.layers.Layer):
         weighted = outputs * ops.cast(gates, self.compute_dtype)[:, None]
         return tf.math.unsorted_segment_sum(weighted, token_ids, ops.shape(flat_x)[0])
 
+    def capacity(self, tokens_per_replica):
+        """Assignments each (replica, expert) pair can receive in one exchange:
+        ceil(capacity_factor · tokens per replica · experts per token / num_experts), an int32
+        tensor (tokens per replica: the mean over the replicas, so that every replica agrees)."""
+        per_token = self.k_primary * (self.k_secondary or 1)
+        tokens = tf.cast(tokens_per_replica, tf.float64)
+        return tf.cast(tf.math.ceil(self.capacity_factor * tokens * per_token / self.num_experts), tf.int32)
+
+    def _experts_parallel(self, flat_x, routing):
+        """`_experts` with the experts sharded over R replicas (replica r holds experts
+        [r·E/R, (r+1)·E/R)): each assignment goes to the replica holding its expert, in a slot of
+        a fixed-size [R, E/R, capacity] exchange; every replica runs its own experts on what it
+        received; the outputs come back by the reverse exchange.
+
+        Over capacity: an expert takes a replica's assignments in token order up to `capacity`;
+        the rest are dropped (counted in `<name>_dropped`) and the token's remaining gates are
+        renormalised to the sum its gates had, so its output stays a convex combination of the
+        experts it did reach, as with the top-k softmax; a token that reaches none of its experts
+        gets zeros (through a residual connection it passes unchanged). With enough capacity
+        nothing is dropped and the output is the replicated layer's."""
+        if tf.distribute.in_cross_replica_context() or tf.distribute.get_replica_context() is None:
+            raise ValueError(f"{self.name}: an expert-parallel SparseMoE runs inside strategy.run of the strategy "
+                             "it was built under.")
+        replicas, local = self.replicas, self.num_experts // self.replicas
+        dim, out = self.input_dim, self.output_dim
+        n = tf.shape(flat_x)[0]
+        # one capacity for every replica (the exchanged blocks must have one shape): from the
+        # mean number of tokens per replica
+        (total,) = sum_over_replicas(tf.cast(n, tf.float32))
+        capacity = self.capacity(total / replicas)
+        expert_ids, token_ids, gates = routing["expert_ids"], routing["token_ids"], routing["gates"]
+        order, sizes = sort_by(expert_ids, self.num_experts)
+        sorted_experts = tf.gather(expert_ids, order)
+        starts = tf.cumsum(sizes, exclusive=True)
+        slot_sorted = tf.range(tf.size(expert_ids)) - tf.gather(starts, sorted_experts)
+        slot = tf.scatter_nd(order[:, None], slot_sorted, tf.shape(expert_ids))
+        kept = slot < capacity
+        dropped = tf.reduce_sum(tf.cast(~kept, tf.float32))
+        # renormalise each token's kept gates to the sum of all its gates (1 for the top-k softmax)
+        all_sum = tf.math.unsorted_segment_sum(gates, token_ids, n)
+        kept_gates = tf.where(kept, gates, tf.zeros_like(gates))
+        kept_sum = tf.math.unsorted_segment_sum(kept_gates, token_ids, n)
+        scale = tf.math.divide_no_nan(all_sum, kept_sum)
+        gates = kept_gates * tf.gather(scale, token_ids)
+        index = tf.stack([expert_ids // local, expert_ids % local, slot], axis=1)
+        index = tf.boolean_mask(index, kept)
+        token_kept = tf.boolean_mask(token_ids, kept)
+        gates_kept = tf.boolean_mask(gates, kept)
+        rows = tf.gather(flat_x, token_kept)
+        send = tf.scatter_nd(index, rows, tf.stack([replicas, local, capacity, dim]))
+        received = self.exchange.exchange(tf.reshape(send, [replicas, -1]))
+        per_expert = tf.reshape(tf.transpose(tf.reshape(received, [replicas, local, capacity, dim]), [1, 0, 2, 3]),
+                                [local, replicas * capacity, dim])
+        w_in, b_in, w_out, b_out = (
+            ops.cast(w, self.compute_dtype)
+            for w in (self.expert_kernel_in, self.expert_bias_in, self.expert_kernel_out, self.expert_bias_out)
+        )
+        hidden = ops.relu(tf.matmul(per_expert, w_in) + b_in[:, None, :])
+        outputs = tf.matmul(hidden, w_out) + b_out[:, None, :]  # [local, R·capacity, out]
+        back = tf.transpose(tf.reshape(outputs, [local, replicas, capacity, out]), [1, 0, 2, 3])
+        returned = tf.reshape(self.exchange.exchange(tf.reshape(back, [replicas, -1])),
+                              [replicas, local, capacity, out])
+        outputs = tf.gather_nd(returned, index)
+        weighted = outputs * ops.cast(gates_kept, self.compute_dtype)[:, None]
+        if self.track_metrics and not balance_metrics_are_paused():
+            self.dropped_tracker.update_state(dropped)
+        return tf.math.unsorted_segment_sum(weighted, token_kept, n)
+
     # ---- losses and metrics ----------------------------------------------------------
     def _balance(self, routing, training):
         if training:
@@ -534,7 +646,10 @@ class SparseMoE(keras.layers.Layer):
         training = bool(training)
         flat = ops.reshape(inputs, (-1, self.input_dim))  # §3.1: every position is one token
         routing = self.route(flat, training, noise)
-        outputs = self._experts(flat, routing)
+        if self.expert_parallel:
+            outputs = self._experts_parallel(flat, routing)
+        else:
+            outputs = self._experts(flat, routing)
         self._balance(routing, training)
         return ops.reshape(outputs, tuple(ops.shape(inputs)[:-1]) + (self.output_dim,))
 

@@ -47,7 +47,8 @@ def cmd_train(args):
         checkpoint_every=args.checkpoint_every, keep_checkpoints=args.keep_checkpoints,
         mixed_precision=args.mixed_precision, seed=args.seed, log_every=args.log_every,
         min_count=args.min_count, max_vocabulary=args.max_vocabulary, tokenizer=args.tokenizer,
-        vocabulary_size=args.vocabulary_size,
+        vocabulary_size=args.vocabulary_size, expert_parallel=args.expert_parallel,
+        capacity_factor=args.capacity_factor,
     )
     model, history = train(args.preset, data=args.data, out_dir=args.out, strategy=args.strategy,
                            config=config, overrides=_overrides(args.set))
@@ -153,6 +154,11 @@ def parser():
     s.add_argument("--vocabulary-size", type=int, help="ids of a learned subword vocabulary (default 16000)")
     s.add_argument("--min-count", type=int, default=1, help="word vocabulary: minimum word count")
     s.add_argument("--max-vocabulary", type=int, help="word vocabulary: maximum size")
+    s.add_argument("--expert-parallel", action="store_true",
+                   help="shard the experts of every MoE layer over the replicas (tokens moved by all-to-all)")
+    s.add_argument("--capacity-factor", type=float, default=2.0,
+                   help="expert parallelism: assignments per (replica, expert) per step, as a multiple of the "
+                        "balanced share (default 2.0; the rest are dropped and counted)")
     s.add_argument("--seed", type=int, default=0)
     s.add_argument("--set", action="append", metavar="KEY=VALUE", help="override a config key")
     s.set_defaults(func=cmd_train)

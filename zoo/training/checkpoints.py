@@ -30,10 +30,12 @@ def random_states(model):
     return [v for v in model.variables if id(v) not in weights]
 
 
-def training_checkpoint(model, optimizer, step):
-    """The `tf.train.Checkpoint` of a run: the model, the optimiser's slots, the step variable
-    and the random generators' states."""
-    return tf.train.Checkpoint(model=model, optimizer=optimizer, step=step, random=random_states(model))
+def training_checkpoint(model, optimizer, step, experts=()):
+    """The `tf.train.Checkpoint` of a run: the model, the optimiser's slots, the step variable,
+    the random generators' states and, for an expert-parallel run, the whole expert tensors
+    (`zoo.training.sharding.ExpertShards.wholes`)."""
+    extra = {"experts": list(experts)} if experts else {}
+    return tf.train.Checkpoint(model=model, optimizer=optimizer, step=step, random=random_states(model), **extra)
 
 
 def checkpoint_steps(directory):

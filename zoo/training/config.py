@@ -3,6 +3,7 @@
 import collections
 import dataclasses
 
+from zoo.layers.expert_parallel import check_capacity_factor
 from zoo.layers.validation import check_int
 
 # What the loop does with a config and the number of global batches in one pass over the data.
@@ -34,6 +35,11 @@ class TrainConfig:
       of `vocabulary_size` ids (default `zoo.training.data.DEFAULT_SUBWORD_SIZE`, 16,000), the Penn
       Treebank and the WikiText files keep the word vocabulary their protocol fixes, and a
       character preset its characters (see `zoo.training.data.choose_tokenizer`).
+    - `expert_parallel`: shard every `SparseMoE`'s experts over the replicas (replica r holds
+      experts [r·E/R, (r+1)·E/R), tokens exchanged by all-to-all; `zoo.layers.expert_parallel`),
+      which needs more than one replica; `capacity_factor`: each (replica, expert) pair takes
+      up to ceil(capacity_factor · tokens per replica · k / E) assignments a step, the rest are
+      dropped and counted.
     """
 
     global_batch_size: int | None = None
@@ -51,6 +57,8 @@ class TrainConfig:
     max_vocabulary: int | None = None
     tokenizer: str | None = None
     vocabulary_size: int | None = None
+    expert_parallel: bool = False
+    capacity_factor: float = 2.0
 
     def __post_init__(self):
         for name in _POSITIVE_INTS:
@@ -59,6 +67,9 @@ class TrainConfig:
                 check_int(name, value, minimum=1)
         if self.max_minutes is not None and self.max_minutes <= 0:
             raise ValueError(f"max_minutes must be > 0, got {self.max_minutes}.")
+        if not isinstance(self.expert_parallel, bool):
+            raise ValueError(f"expert_parallel must be True or False, got {self.expert_parallel!r}.")
+        check_capacity_factor(self.capacity_factor)
 
     def with_defaults(self, defaults):
         """This config with an unset `global_batch_size` and `seq_len` taken from `defaults` (a
@@ -71,7 +82,12 @@ class TrainConfig:
         )
 
     def check_replicas(self, replicas):
-        """Refuses a global batch the `replicas` in sync cannot share evenly."""
+        """Refuses a global batch the `replicas` in sync cannot share evenly, and expert
+        parallelism on one replica."""
+        if self.expert_parallel and replicas < 2:
+            raise ValueError(
+                f"Expert parallelism needs a strategy with more than one replica, got {replicas}; use "
+                "--strategy mirrored over several devices or multi_worker_mirrored, or drop --expert-parallel.")
         if self.global_batch_size % replicas:
             raise ValueError(
                 f"The global batch size {self.global_batch_size} is not divisible by the {replicas} "

@@ -38,3 +38,13 @@ def resolve_preset(preset):
 def load_model(preset, **overrides):
     """The model of a preset name or directory, with `overrides` of its config."""
     return registry.load(preset, **overrides)
+
+
+def build_model_only(preset, **overrides):
+    """The model of a preset name or directory with `overrides`, built but with its initial
+    weights (a directory's weights are not loaded: `zoo.training` sets them itself)."""
+    cls, config = registry.model_config(preset, **overrides)
+    model = cls(**config)
+    if not model.built:
+        model.build()
+    return model

@@ -14,6 +14,7 @@ import collections
 import tensorflow as tf
 
 from zoo import compat
+from zoo.layers.expert_parallel import is_expert_shard
 
 StepFunctions = collections.namedtuple("StepFunctions", "train evaluate")
 
@@ -29,6 +30,7 @@ def step_functions(model, optimizer, strategy):
     Switches off `optimizer`'s own gradient all-reduce (the train step does it)."""
     compat.disable_gradient_all_reduce(optimizer)
     replicas = strategy.num_replicas_in_sync
+    sharded = any(is_expert_shard(v) for v in model.trainable_variables)
 
     def train_replica(x, y, w):
         with tf.GradientTape() as tape:
@@ -38,12 +40,15 @@ def step_functions(model, optimizer, strategy):
         variables = model.trainable_variables
         grads = tape.gradient(scaled, variables)
         if replicas > 1:
-            present = [i for i, g in enumerate(grads) if g is not None]
+            # an expert shard's gradient stays on its replica (expert parallelism)
+            present = [i for i, g in enumerate(grads) if g is not None and not is_expert_shard(variables[i])]
             reduced = tf.distribute.get_replica_context().all_reduce(
                 tf.distribute.ReduceOp.SUM, [grads[i] for i in present])
             grads = list(grads)
             for i, g in zip(present, reduced):
                 grads[i] = g
+        if sharded:
+            grads = clip_with_shards(optimizer, grads, variables)
         optimizer.apply(grads, variables)
         return loss
 
@@ -64,3 +69,36 @@ def step_functions(model, optimizer, strategy):
                 strategy.reduce(tf.distribute.ReduceOp.SUM, count, axis=None))
 
     return StepFunctions(train, evaluate)
+
+
+def clip_with_shards(optimizer, grads, variables):
+    """The optimiser's gradient clipping, done here with the whole norms of expert shards.
+
+    An expert shard's gradient is one replica's slice of the expert tensor's gradient, so the
+    norms Keras would clip by (`clipnorm`: each variable's; `global_clipnorm`: all of them) are
+    the norms of slices. The squared norms of the shards are summed over the replicas and the
+    gradients scaled as Keras would scale the whole ones; the optimiser's own clipping then sees
+    norms at most the limit and leaves them as they are. (`clipvalue` is elementwise and needs
+    nothing.)"""
+    context = tf.distribute.get_replica_context()
+
+    def squared(g):
+        return tf.reduce_sum(tf.square(tf.cast(g, tf.float32)))
+
+    shard = [g is not None and is_expert_shard(v) for g, v in zip(grads, variables)]
+    grads = list(grads)
+    if optimizer.clipnorm:
+        limit = tf.cast(optimizer.clipnorm, tf.float32)
+        indices = [i for i, s in enumerate(shard) if s]
+        sums = context.all_reduce(tf.distribute.ReduceOp.SUM, [squared(grads[i]) for i in indices])
+        for i, total in zip(indices, sums):
+            norm = tf.sqrt(total)
+            grads[i] = grads[i] * tf.cast(limit / tf.maximum(norm, limit), grads[i].dtype)
+    if optimizer.global_clipnorm:
+        limit = tf.cast(optimizer.global_clipnorm, tf.float32)
+        local = tf.add_n([squared(g) for g, s in zip(grads, shard) if s])
+        dense = [squared(g) for g, s in zip(grads, shard) if g is not None and not s]
+        total = context.all_reduce(tf.distribute.ReduceOp.SUM, local) + (tf.add_n(dense) if dense else 0.0)
+        scale = limit / tf.maximum(tf.sqrt(total), limit)
+        grads = [None if g is None else g * tf.cast(scale, g.dtype) for g in grads]
+    return grads

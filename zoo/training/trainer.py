@@ -21,7 +21,9 @@ from zoo.training.checkpoints import (CHECKPOINT_DIR, checkpoint_path, restore_l
 from zoo.training.config import TrainConfig
 from zoo.training.data import TrainingWindows, evaluation_windows, load_corpus, shard_rows
 from zoo.training.precision import dtype_policy, mixed_precision_policy
-from zoo.training.preset import load_model, resolve_preset
+from zoo.layers.expert_parallel import expert_parallelism, is_expert_shard
+from zoo.training.preset import build_model_only, load_model, resolve_preset
+from zoo.training.sharding import ExpertShards, load_unsharded
 from zoo.training.steps import step_functions
 from zoo.training.workers import any_worker, min_max
 
@@ -92,7 +94,9 @@ class Trainer:
         self.history = []
         with strategy.scope():
             self.step_variable = tf.Variable(0, dtype=tf.int64, trainable=False, name="step")
-        self.checkpoint = training_checkpoint(model, optimizer, self.step_variable)
+        self.shards = ExpertShards(model, optimizer, strategy)
+        self._unsharded = None  # the one-device twin an expert-parallel model's presets are saved from
+        self.checkpoint = training_checkpoint(model, optimizer, self.step_variable, self.shards.wholes)
         self.steps = step_functions(model, optimizer, strategy)
 
     # ---- the pieces of a run ------------------------------------------------------------
@@ -100,6 +104,8 @@ class Trainer:
         """Restores the newest readable checkpoint and the history up to it; returns its step."""
         os.makedirs(self.out_dir, exist_ok=True)
         start = restore_latest(self.checkpoint, self.checkpoint_dir, self.log)
+        if start and self.shards:
+            self.shards.after_restore()
         if distribute.is_multi_worker(self.strategy):
             lowest, highest = min_max(self.strategy, start)
             if lowest != highest:
@@ -138,7 +144,30 @@ class Trainer:
     def save(self, step):
         """Writes the checkpoint of `step` (every worker must call this)."""
         self.step_variable.assign(step)
+        if self.shards:
+            self.shards.before_save()
         save_checkpoint(self.checkpoint, self.checkpoint_dir, step, self.config.keep_checkpoints, self.chief)
+
+    def save_preset(self, name):
+        """Writes the model as the preset directory `out_dir/name` (the chief writes; for an
+        expert-parallel model every worker must call this: the experts are gathered whole and
+        saved as an ordinary unsharded preset, which `zoo.load` reads on one device)."""
+        path = os.path.join(self.out_dir, name)
+        if not self.shards:
+            if self.chief:
+                self.model.save_to_preset(path)
+            return
+        weights = self.shards.unsharded_weights()
+        if not self.chief:
+            return
+        if self._unsharded is None:
+            with tf.init_scope():
+                self._unsharded = type(self.model).from_config(self.model.get_config())
+                if not self._unsharded.built:
+                    self._unsharded.build()
+        self._unsharded.vocabulary = self.model.vocabulary
+        self._unsharded.set_weights(weights)
+        self._unsharded.save_to_preset(path)
 
     # ---- the loop ---------------------------------------------------------------------------
     def fit(self):
@@ -203,9 +232,9 @@ class Trainer:
                 per_word = f", {val_per_word:.2f} per word" if val_per_word is not None else ""
                 log(f"epoch {entry['epoch']} (step {step}): validation perplexity {val:.2f} per token{per_word}"
                     f"{' (best so far)' if val < best else ''}")
+                if val < best:
+                    self.save_preset("best")
                 if self.chief:
-                    if val < best:
-                        model.save_to_preset(os.path.join(self.out_dir, "best"))
                     self.history.append(entry)
                     _write_json(self.history_path, self.history)
                     with writer.as_default(step=step):
@@ -220,8 +249,8 @@ class Trainer:
                 callback.on_step_end(step, loss)
         if stopped:
             log(f"Stopped after {max_minutes:g} minutes at step {step}.")
+        self.save_preset("final")
         if self.chief:
-            model.save_to_preset(os.path.join(self.out_dir, "final"))
             writer.flush()
         for callback in self.callbacks:
             callback.on_train_end(self)
@@ -240,12 +269,27 @@ def default_cutoffs(vocabulary_size):
     return [2_000, 10_000] if vocabulary_size > 10_000 else [vocabulary_size // 4]
 
 
-def build_model(preset, overrides, vocabulary, strategy, policy=None):
+def build_model(preset, overrides, vocabulary, strategy, policy=None, capacity_factor=None):
     """`(model, optimizer)`: the preset's model with `overrides` and the optimiser its config
     names, built in `strategy`'s scope under the dtype `policy` (a `mixed_float16` optimiser
-    scales the loss)."""
+    scales the loss). With a `capacity_factor`, every `SparseMoE` is expert-parallel
+    (`zoo.layers.expert_parallel`); a preset directory's unsharded weights are loaded into it."""
+    if capacity_factor is not None:
+        if policy:
+            raise ValueError("Expert parallelism does not support mixed precision yet; train it without "
+                             "--mixed-precision.")
+        plain = load_model(preset, **overrides).get_weights() if os.path.isdir(str(preset)) else None
     with dtype_policy(policy), strategy.scope():
-        model = load_model(preset, **overrides)
+        if capacity_factor is None:
+            model = load_model(preset, **overrides)
+        else:
+            with expert_parallelism(capacity_factor):
+                model = build_model_only(preset, **overrides)
+            if not any(is_expert_shard(v) for v in model.weights):
+                raise ValueError(f"Expert parallelism needs a model with a SparseMoE layer; preset {preset!r} "
+                                 "has none (drop --expert-parallel).")
+            if plain is not None:
+                load_unsharded(model, plain, strategy)
         model.vocabulary = vocabulary
         optimizer = model.make_optimizer()
         if policy == "mixed_float16" and not isinstance(optimizer, keras.optimizers.LossScaleOptimizer):
@@ -286,7 +330,8 @@ def train(preset, data="ptb", out_dir="runs/model", strategy="default", config=N
             "--set cutoffs=null for a full softmax).")
     keras.utils.set_random_seed(config.seed)
     model, optimizer = build_model(preset, overrides, vocabulary, strategy,
-                                   mixed_precision_policy(config.mixed_precision))
+                                   mixed_precision_policy(config.mixed_precision),
+                                   config.capacity_factor if config.expert_parallel else None)
     windows = TrainingWindows.from_lines(train_lines, vocabulary, config.seq_len, config.global_batch_size,
                                          config.seed)
     valid = evaluation_windows(valid_lines, vocabulary, config.seq_len, model.stream_context,
