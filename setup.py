@@ -14,6 +14,8 @@ setup(
     packages=["zoo", "zoo.data", "zoo.models", "zoo.layers", "zoo.export", "zoo.tools",
               "zoo.training"],
     package_dir={"zoo.layers": "layers", "zoo.export": "export", "zoo.tools": "tools"},
+    # Trained weights that ship with a preset (zoo/weights.py's TRAINED) live in zoo/weights/.
+    package_data={"zoo": ["weights/*.weights.h5"]},
     install_requires=[
         "tensorflow~=2.20.0",
         "keras>=3.10,<4",

@@ -8,6 +8,11 @@ are a plain dict registered against its class, as keras-hub does:
 
 Every preset has the fields of `Preset`, checked when registered: an unknown field, a config key
 the family's `__init__` does not take, or an unknown vocabulary kind is refused in one sentence.
+
+`load(name_or_dir, weights=..., weights_sha256=...)` builds the model and fills its weights from
+the source `zoo.weights` resolves to a local file: random (a preset name's default, announced
+once on stderr), the trained weights that ship for a preset (`zoo.weights.TRAINED`), a local or
+`tf.io.gfile` path, or an https address checked against its SHA-256 and cached.
 """
 
 import dataclasses
@@ -161,38 +166,63 @@ def model_config(name_or_dir, **overrides):
     return cls, config
 
 
-def load(name_or_dir, weights=None, **overrides):
-    """A built model from a preset name (random weights unless `weights` is given) or from a
-    preset directory written by `save_to_preset` (its weights and vocabulary).
+def load(name_or_dir, weights=None, weights_sha256=None, **overrides):
+    """A built model from a preset name or from a preset directory written by `save_to_preset`.
 
-    `weights` is a preset directory or a `.weights.h5` file. `overrides` replace config keys,
-    e.g. `vocabulary_size=` or `dropout=`.
+    `weights` (the sources are described in `zoo.weights`):
+
+    - None: a preset name gets random weights, and prints one line saying so on stderr (once per
+      name per process); a preset directory gets its own weights.
+    - "random": random weights without that line (a preset directory still brings its vocabulary).
+    - "trained": the trained weights that ship for the preset (`zoo.weights.TRAINED`); a preset
+      without them is refused in one sentence naming the presets that have them.
+    - a path: a `.weights.h5` file or a preset directory (whose vocabulary comes with it), local
+      (`file://` too) or anywhere `tf.io.gfile` reads (`gs://...`).
+    - an `https://` address of a `.weights.h5` file, with `weights_sha256` (required): downloaded
+      once into `$ZOO_CACHE_DIR` (default `~/.cache/zoo/weights`) and checked.
+
+    `weights_sha256` (64 hex digits) also checks a local or gfile weights file. `overrides` replace
+    config keys, e.g. `vocabulary_size=` or `dropout=`; the weights must fit the resulting config.
+    The vocabulary is the weights' preset directory's, else `name_or_dir`'s when it is a directory,
+    else the preset's own (the treebank's for `gcnn-ptb` when `vocabulary_size` is not overridden).
     """
+    from zoo import weights as sources
     from zoo.models.base import load_vocabulary_if_any
 
     cls, config = model_config(name_or_dir, **overrides)
-    model = cls(**config)
-    if not model.built:
-        model.build()
     is_directory = os.path.isdir(str(name_or_dir))
-    source = weights if weights is not None else (name_or_dir if is_directory else None)
-    if source is not None:
-        load_weights(model, source)
-        if os.path.isdir(source):
-            model.vocabulary = load_vocabulary_if_any(source)
-    if model.vocabulary is None and not is_directory:
-        model.vocabulary = default_vocabulary(get_preset(name_or_dir), model.vocabulary_size)
+    source = name_or_dir if weights is None and is_directory else weights
+    with sources.local_source(source, weights_sha256, preset=None if is_directory else name_or_dir) as local:
+        model = cls(**config)
+        if not model.built:
+            model.build()
+        vocabulary = None
+        if local is not None:
+            load_weights(model, local)
+            if os.path.isdir(local):
+                vocabulary = load_vocabulary_if_any(local)
+    if vocabulary is None and is_directory and source is not name_or_dir:
+        vocabulary = load_vocabulary_if_any(name_or_dir)
+    if vocabulary is None and not is_directory:
+        vocabulary = default_vocabulary(get_preset(name_or_dir), model.vocabulary_size)
+    if vocabulary is not None:
+        model.vocabulary = vocabulary
+    if weights is None and not is_directory:
+        sources.notice_random_weights(name_or_dir)
     return model
 
 
 def load_weights(model, source):
+    """Load a local `.weights.h5` file, or a local preset directory's, into `model`."""
     path = os.path.join(source, WEIGHTS_FILE) if os.path.isdir(source) else source
     if not os.path.isfile(path):
         raise ValueError(f"No weights at {path!r}: expected a preset directory or a .weights.h5 file.")
     try:
         model.load_weights(path)
     except ValueError as e:
-        raise ValueError(f"The weights in {path!r} do not fit this model's config: {e}") from None
+        raise ValueError(f"The weights in {path!r} do not fit this model's config: {' '.join(str(e).split())}") from None
+    except OSError as e:  # h5py: not an HDF5 file (e.g. a Git LFS pointer), truncated
+        raise ValueError(f"{path!r} is not a readable weights file ({' '.join(str(e).split())}).") from None
 
 
 def default_vocabulary(preset, vocabulary_size):

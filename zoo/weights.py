@@ -1,0 +1,273 @@
+"""Where a model's weights come from: `zoo.load(name_or_dir, weights=..., weights_sha256=...)`.
+
+`weights` is one of:
+
+- None (the default): a preset name gets random weights, and says so once per name per process
+  on stderr (`notice_random_weights`); a preset directory gets its own `model.weights.h5`.
+- "random": random weights, silently (a preset directory still brings its vocabulary).
+- "trained": the preset's trained weights that ship inside the package (`TRAINED` below),
+  checked against their SHA-256 before loading.
+- A local path: a `.weights.h5` file or a preset directory (its vocabulary comes with it).
+  `file://` addresses are local paths.
+- Any other address `tf.io.gfile` reads (`gs://bucket/run/best`, `ram://...`): the file, or the
+  top-level files of a preset directory, are copied to a temporary local directory first (Keras'
+  HDF5 loader reads local files only) and deleted after loading.
+- An `https://` (or `http://`) address of a `.weights.h5` file, with `weights_sha256` (required:
+  an address alone says nothing about what arrives). The file is downloaded once into the cache
+  directory (`$ZOO_CACHE_DIR`, default `~/.cache/zoo/weights`) as `<12 hex of the URL's
+  SHA-256>-<the URL's file name>`, so two addresses with the same file name never collide. It is
+  written to a temporary file in that directory, checked, and renamed into place (atomic), so the
+  cache never holds a partial or unchecked file: a wrong checksum leaves nothing behind. A cached
+  file whose checksum matches is used without any request; one that does not match is
+  downloaded again.
+
+`weights_sha256` also checks a local or gfile weights file when given. Every failure is one
+sentence (a `ValueError`) naming the file or address.
+
+Shipping trained weights for a preset is one entry in `TRAINED` plus its file:
+
+    TRAINED = {
+        "gcnn-ptb": Trained("weights/gcnn-ptb.weights.h5", "<64 hex digits: sha256sum of the file>"),
+    }
+
+The path is relative to the `zoo` package directory (this file's folder), so the file lives at
+`zoo/weights/gcnn-ptb.weights.h5`; setup.py's `package_data` installs every
+`zoo/weights/*.weights.h5`. The file is `model.save_weights(...)` of the preset as registered (no
+config overrides), float16 if it should be small (Keras casts to the model's dtype on load);
+`zoo/weights_test.py` checks every entry (a registered preset, a well-formed checksum, the file
+present and matching it).
+"""
+
+import contextlib
+import hashlib
+import http.client
+import os
+import re
+import shutil
+import sys
+import tempfile
+import typing
+import urllib.error
+import urllib.parse
+import urllib.request
+
+
+class Trained(typing.NamedTuple):
+    """Trained weights that ship for a preset: `path` relative to the `zoo` package directory,
+    and the file's SHA-256 as 64 hexadecimal digits."""
+
+    path: str
+    sha256: str
+
+
+# preset name -> Trained(path relative to the zoo package directory, sha256). None ship yet.
+TRAINED = {}
+
+PACKAGE_DIR = os.path.dirname(os.path.abspath(__file__))
+WEIGHTS_FILE = "model.weights.h5"  # the weights file of a preset directory (as zoo.registry)
+URL_SUFFIX = ".weights.h5"
+DEFAULT_CACHE_DIR = os.path.join("~", ".cache", "zoo", "weights")
+DOWNLOAD_TIMEOUT_S = 60
+_CHUNK = 1 << 20
+
+_NOTICED = set()  # preset names whose random-weights notice this process has printed
+
+
+def trained_presets():
+    """The preset names with trained weights that ship, sorted."""
+    return sorted(TRAINED)
+
+
+def _which_have_trained():
+    names = trained_presets()
+    if not names:
+        return "no preset has trained weights yet"
+    return "presets with trained weights: " + ", ".join(repr(n) for n in names)
+
+
+def notice_random_weights(preset):
+    """One line on stderr, once per preset name per process, when a preset is loaded by name
+    without `weights`: its weights are random. Printed (not logged) so a notebook shows it with no
+    logging set up; `weights="random"` asks for random weights without it."""
+    if preset in _NOTICED:
+        return
+    _NOTICED.add(preset)
+    if preset in TRAINED:
+        hint = 'weights="trained" loads the trained ones that ship for this preset'
+    else:
+        hint = 'no trained weights ship for this preset; weights="trained" lists the ones that do'
+    print(f"{preset}: random weights ({hint}).", file=sys.stderr, flush=True)
+
+
+def file_sha256(path):
+    """The SHA-256 of a local file, as 64 lowercase hexadecimal digits."""
+    digest = hashlib.sha256()
+    with open(path, "rb") as f:
+        for chunk in iter(lambda: f.read(_CHUNK), b""):
+            digest.update(chunk)
+    return digest.hexdigest()
+
+
+def _checked_sha256(value):
+    if not isinstance(value, str) or not re.fullmatch(r"[0-9a-fA-F]{64}", value.strip()):
+        raise ValueError(f"weights_sha256 must be a SHA-256 as 64 hexadecimal digits, got {value!r}.")
+    return value.strip().lower()
+
+
+def _reason(error):
+    """An exception's message on one line, without a final period (it goes inside a sentence)."""
+    text = " ".join(str(error).split()) or type(error).__name__
+    return text.rstrip(".")
+
+
+def _scheme(source):
+    match = re.match(r"([A-Za-z][A-Za-z0-9+.-]*)://", source)
+    return match.group(1).lower() if match else ""
+
+
+def cache_dir():
+    """Where downloaded weights are kept: `$ZOO_CACHE_DIR`, else `~/.cache/zoo/weights`."""
+    return os.path.abspath(os.path.expanduser(os.environ.get("ZOO_CACHE_DIR") or DEFAULT_CACHE_DIR))
+
+
+def cache_path(url):
+    """The cache file of `url`: 12 hex digits of the URL's SHA-256, a dash, the URL's file name."""
+    name = os.path.basename(urllib.parse.unquote(urllib.parse.urlsplit(url).path))
+    name = re.sub(r"[^A-Za-z0-9._-]", "_", name)
+    return os.path.join(cache_dir(), f"{hashlib.sha256(url.encode()).hexdigest()[:12]}-{name}")
+
+
+def download(url, sha256):
+    """A local copy of the file at `url` whose SHA-256 is `sha256`: the cached one if it matches,
+    else a fresh download (to a temporary file in the cache directory, checked, then renamed into
+    place; on any failure the temporary file is removed and nothing is kept)."""
+    sha256 = _checked_sha256(sha256)
+    name = os.path.basename(urllib.parse.unquote(urllib.parse.urlsplit(url).path))
+    if not name.endswith(URL_SUFFIX):
+        raise ValueError(f"A weights address must name a {URL_SUFFIX} file, got {url!r}.")
+    path = cache_path(url)
+    if os.path.isfile(path) and file_sha256(path) == sha256:
+        return path
+    directory = os.path.dirname(path)
+    try:
+        os.makedirs(directory, exist_ok=True)
+        fd, part = tempfile.mkstemp(dir=directory, prefix="." + os.path.basename(path) + ".", suffix=".part")
+    except OSError as e:
+        raise ValueError(f"Cannot write to the weights cache {directory!r} ({_reason(e)}); "
+                         "set ZOO_CACHE_DIR to a writable directory.") from None
+    try:
+        digest = hashlib.sha256()
+        with os.fdopen(fd, "wb") as out:
+            try:
+                request = urllib.request.Request(url, headers={"User-Agent": "zoo"})
+                with urllib.request.urlopen(request, timeout=DOWNLOAD_TIMEOUT_S) as response:
+                    for chunk in iter(lambda: response.read(_CHUNK), b""):
+                        digest.update(chunk)
+                        out.write(chunk)
+            except urllib.error.HTTPError as e:
+                raise ValueError(f"Could not download {url}: HTTP {e.code} {_reason(e.reason)}.") from None
+            except urllib.error.URLError as e:
+                raise ValueError(f"Could not download {url}: {_reason(e.reason)}.") from None
+            except (OSError, ValueError, http.client.HTTPException) as e:  # timeouts, resets, truncation, a full disk
+                raise ValueError(f"Could not download {url}: {_reason(e)}.") from None
+        actual = digest.hexdigest()
+        if actual != sha256:
+            raise ValueError(f"The file at {url} has SHA-256 {actual}, not the expected {sha256}, "
+                             "so it was not kept.")
+        os.replace(part, path)
+    except BaseException:
+        with contextlib.suppress(FileNotFoundError):
+            os.remove(part)
+        raise
+    return path
+
+
+def trained_file(preset):
+    """The local path of `preset`'s shipped trained weights, checked against their SHA-256."""
+    if preset not in TRAINED:
+        raise ValueError(f"No trained weights ship for preset {preset!r}; {_which_have_trained()}.")
+    relative, sha256 = TRAINED[preset]
+    path = os.path.join(PACKAGE_DIR, relative)
+    if not os.path.isfile(path):
+        raise ValueError(f"The trained weights of preset {preset!r} are missing from the installed "
+                         f"package (expected {path}); reinstall the zoo.")
+    actual = file_sha256(path)
+    if actual != sha256.lower():
+        raise ValueError(f"The trained weights of preset {preset!r} at {path} have SHA-256 {actual}, not "
+                         f"the expected {sha256.lower()} (a damaged install, or a Git LFS pointer?).")
+    return path
+
+
+def _check_local_file(path, sha256):
+    if sha256 is None:
+        return
+    weights_file = os.path.join(path, WEIGHTS_FILE) if os.path.isdir(path) else path
+    if not os.path.isfile(weights_file):
+        return  # zoo.registry.load_weights says "No weights at ..."
+    actual = file_sha256(weights_file)
+    if actual != sha256:
+        raise ValueError(f"The weights file {weights_file} has SHA-256 {actual}, not the expected {sha256}.")
+
+
+def _gfile_copy(source, directory):
+    """Copy `source` (a file, or a preset directory's top-level files) into the local `directory`;
+    returns the local path standing for `source`."""
+    import tensorflow as tf
+
+    try:
+        if tf.io.gfile.isdir(source):
+            local = os.path.join(directory, "preset")
+            os.mkdir(local)
+            for name in tf.io.gfile.listdir(source):
+                name = name.rstrip("/")
+                remote = source.rstrip("/") + "/" + name
+                if not tf.io.gfile.isdir(remote):
+                    tf.io.gfile.copy(remote, os.path.join(local, name), overwrite=True)
+            return local
+        if not tf.io.gfile.exists(source):
+            raise ValueError(f"No weights at {source!r}: expected a preset directory or a .weights.h5 file.")
+        local = os.path.join(directory, source.rstrip("/").rsplit("/", 1)[-1])
+        tf.io.gfile.copy(source, local, overwrite=True)
+        return local
+    except tf.errors.OpError as e:
+        raise ValueError(f"Could not read the weights at {source}: {_reason(e.message)}.") from None
+
+
+@contextlib.contextmanager
+def local_source(weights, weights_sha256=None, preset=None):
+    """Yields a local file or preset directory holding `weights` (see the module docstring), or
+    None for random weights; `preset` is the preset name when `zoo.load` was given one. A
+    temporary copy is deleted on exit."""
+    if weights is None or weights in ("random", "trained"):
+        if weights_sha256 is not None:
+            what = "the trained weights carry their own" if weights == "trained" else "there is no weights file to check"
+            raise ValueError(f"weights_sha256 checks a weights file or address given as weights=; {what}.")
+        if weights == "trained":
+            if preset is None:
+                raise ValueError('weights="trained" takes a preset name (the trained weights ship per preset), '
+                                 "not a preset directory.")
+            yield trained_file(preset)
+        else:
+            yield None
+        return
+    if not isinstance(weights, (str, os.PathLike)):
+        raise ValueError('weights must be "trained", "random", a path or an address, '
+                         f"got {type(weights).__name__}.")
+    source = os.fspath(weights)
+    sha256 = None if weights_sha256 is None else _checked_sha256(weights_sha256)
+    scheme = _scheme(source)
+    if scheme in ("http", "https"):
+        if sha256 is None:
+            raise ValueError(f"Weights from an address need their checksum: zoo.load(..., weights={source!r}, "
+                             "weights_sha256=<64 hex digits of the file's SHA-256>).")
+        yield download(source, sha256)
+    elif scheme in ("", "file"):
+        if scheme == "file":
+            source = urllib.request.url2pathname(urllib.parse.urlsplit(source).path)
+        _check_local_file(source, sha256)
+        yield source
+    else:
+        with tempfile.TemporaryDirectory(prefix="zoo-weights-") as directory:
+            local = _gfile_copy(source, directory)
+            _check_local_file(local, sha256)
+            yield local
