@@ -37,7 +37,9 @@ def resolve_preset(preset):
 
 def load_model(preset, **overrides):
     """The model of a preset name or directory, with `overrides` of its config."""
-    return registry.load(preset, **overrides)
+    # a preset name starts from random weights on purpose: no "random weights" notice
+    weights = None if os.path.isdir(str(preset)) else "random"
+    return registry.load(preset, weights=weights, **overrides)
 
 
 def build_model_only(preset, **overrides):
