@@ -8,6 +8,8 @@
                                                                    (see bench_moe.py)
     zoo benchmark optimizer-memory [--experts N] [--repeats N] [--small] [--json PATH]
                                                                    (see bench_optimizer_memory.py)
+    zoo benchmark moe-parallel [--replicas 2,4] [--capacity-factors 1,2] [--repeats N] [--small]
+                               [--json PATH]                       (see bench_moe_parallel.py)
 
 adaptive-softmax: seconds and peak memory of one training step (forward + backward of the mean
 negative log-likelihood, gradients w.r.t. the layer's weights and its hidden input) of
@@ -472,6 +474,14 @@ def optimizer_memory(argv):
     return bench_optimizer_memory.optimizer_memory(argv)
 
 
+def moe_parallel(argv):
+
+    from zoo.tools import bench_moe_parallel
+
+
+    return bench_moe_parallel.moe_parallel(argv)
+
+
 def serving(argv):
 
     from zoo.tools import bench_serving
@@ -494,6 +504,7 @@ BENCHMARKS = {
     "moe-ptb": moe_ptb,
     "moe": moe,
     "optimizer-memory": optimizer_memory,
+    "moe-parallel": moe_parallel,
     "serving": serving,
     "input": input_pipeline,
 }
