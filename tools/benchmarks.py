@@ -10,6 +10,8 @@
                                                                    (see bench_optimizer_memory.py)
     zoo benchmark moe-parallel [--replicas 2,4] [--capacity-factors 1,2] [--repeats N] [--small]
                                [--json PATH]                       (see bench_moe_parallel.py)
+    zoo benchmark raw-text --data DIR [--preset P] [--vocabulary-size N] [--repeats N] [--small]
+                                                                   (see bench_raw_text.py)
 
 adaptive-softmax: seconds and peak memory of one training step (forward + backward of the mean
 negative log-likelihood, gradients w.r.t. the layer's weights and its hidden input) of
@@ -498,6 +500,12 @@ def input_pipeline(argv):
     return bench_input.input_pipeline(argv)
 
 
+def raw_text(argv):
+    from zoo.tools import bench_raw_text
+
+    return bench_raw_text.raw_text(argv)
+
+
 BENCHMARKS = {
     "adaptive-softmax": adaptive_softmax,
     "ptb-softmax": ptb_softmax,
@@ -507,6 +515,7 @@ BENCHMARKS = {
     "moe-parallel": moe_parallel,
     "serving": serving,
     "input": input_pipeline,
+    "raw-text": raw_text,
 }
 
 

@@ -1,0 +1,96 @@
+"""`zoo benchmark raw-text --data DIR`: where the time of a training step goes on raw text, and
+how many words per second a subword model can reach against a word model at all.
+
+On the corpus's own training windows (`zoo.training.data`), one process times the train step
+(`zoo.training.steps.step_functions`, the step `zoo train` runs) of the preset, interleaved round
+by round, median over the rounds:
+
+- `word`: the word vocabulary `zoo train --tokenizer word` builds, with the adaptive softmax it
+  gets above 12,000 ids;
+- `subword`: the default subword vocabulary (`--vocabulary-size`, 16,000), adaptive above 12,000;
+- `body`: the subword windows with a 300-id full softmax (ids taken mod 300): nearly the cost of
+  the model's body alone, i.e. the fastest any output layer could make the subword model.
+
+Words per second divide the tokens of a step by the corpus's tokens per scored word (words plus
+one `</s>` per line) for that tokenizer. The `body` row bounds what a subword model of this
+preset can reach against the word model, whatever its output layer.
+"""
+
+import argparse
+import statistics
+import time
+
+
+def raw_text(argv):
+    parser = argparse.ArgumentParser(prog="zoo benchmark raw-text")
+    parser.add_argument("--data", required=True, help="a raw-text directory (train/valid/test.txt) or file")
+    parser.add_argument("--preset", default="gcnn-ptb")
+    parser.add_argument("--vocabulary-size", type=int, default=None, help="subword ids (default: zoo train's)")
+    parser.add_argument("--repeats", type=int, default=30)
+    parser.add_argument("--small", action="store_true", help="a tiny model and few repeats (tests)")
+    args = parser.parse_args(argv)
+
+    import keras
+    import tensorflow as tf
+
+    from zoo.data.corpus import scored_words
+    from zoo.training.data import TrainingWindows, load_corpus
+    from zoo.training.steps import step_functions
+    from zoo.training.trainer import ADAPTIVE_THRESHOLD, build_model, default_cutoffs
+
+    strategy = tf.distribute.get_strategy()
+    small = {"embedding_dim": 16, "blocks": [[[3, 16]], [[3, 16]]]} if args.small else {}
+    repeats = 3 if args.small else args.repeats
+    batch, seq_len = (4, 16) if args.small else (32, 64)
+    quiet = lambda message: None  # noqa: E731
+    runs, per_word = {}, {}
+    for kind in ("word", "subword"):
+        lines, _, vocabulary = load_corpus(args.data, None, "word", 1, None, kind,
+                                           args.vocabulary_size if kind == "subword" else None, log=quiet)
+        pieces = sum(len(ids) - 1 for ids in vocabulary.encode_batch(lines))  # targets: pieces + </s>
+        per_word[kind] = pieces / scored_words(lines)
+        windows = TrainingWindows.from_lines(lines, vocabulary, seq_len, batch, 0)
+        source = iter(strategy.distribute_datasets_from_function(lambda ctx, w=windows: w.dataset(0, ctx)))
+        batches = [next(source) for _ in range(8)]
+        cutoffs = default_cutoffs(len(vocabulary)) if len(vocabulary) > ADAPTIVE_THRESHOLD else None
+        keras.utils.set_random_seed(0)
+        model, optimizer = build_model(args.preset, {"vocabulary_size": len(vocabulary), "cutoffs": cutoffs, **small},
+                                       vocabulary, strategy)
+        runs[kind] = (step_functions(model, optimizer, strategy), batches, len(vocabulary), cutoffs)
+        if kind == "subword":
+            keras.utils.set_random_seed(0)
+            model, optimizer = build_model(args.preset, {"vocabulary_size": 300, "cutoffs": None, **small},
+                                           None, strategy)
+            body = [tuple(tf.math.floormod(t, 300) if t.dtype.is_integer else t for t in b) for b in batches]
+            runs["body"] = (step_functions(model, optimizer, strategy), body, 300, None)
+            per_word["body"] = per_word["subword"]
+
+    def stream(batches):
+        stacked = tuple(tf.stack([b[i] for b in batches]) for i in range(3))
+        return iter(strategy.experimental_distribute_dataset(tf.data.Dataset.from_tensor_slices(stacked).repeat()))
+
+    iterators = {name: stream(run[1]) for name, run in runs.items()}
+    for name, run in runs.items():
+        for _ in range(2):
+            run[0].train(iterators[name])
+    times = {name: [] for name in runs}
+    for _ in range(repeats):
+        for name, run in runs.items():
+            start = time.perf_counter()
+            float(run[0].train(iterators[name]))
+            times[name].append(time.perf_counter() - start)
+    tokens = batch * seq_len
+    report = {}
+    for name, run in runs.items():
+        seconds = statistics.median(times[name])
+        report[name] = {"ids": run[2], "cutoffs": run[3], "seconds_per_step": seconds,
+                        "tokens_per_word": per_word[name], "words_per_second": tokens / seconds / per_word[name]}
+    for name in report:
+        report[name]["words_per_second_vs_word"] = report[name]["words_per_second"] / report["word"]["words_per_second"]
+    print(f"command: zoo benchmark raw-text {' '.join(argv)}")
+    print(f"{'model':8} {'ids':>7} {'output layer':>22} {'ms/step':>8} {'tokens/word':>12} {'words/s':>9} {'vs word':>8}")
+    for name, r in report.items():
+        head = f"adaptive {r['cutoffs']}" if r["cutoffs"] else "full softmax"
+        print(f"{name:8} {r['ids']:>7,} {head:>22} {r['seconds_per_step'] * 1000:>8.1f} {r['tokens_per_word']:>12.3f} "
+              f"{r['words_per_second']:>9,.0f} {r['words_per_second_vs_word']:>7.2f}x")
+    return report
