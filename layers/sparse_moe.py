@@ -265,6 +265,16 @@ class SparseMoE(keras.layers.Layer):
             divide `num_experts`.
         noisy_gating: add the trainable Gaussian noise of equation 4 while training.
         noise_epsilon: added to `Softplus(x·W_noise)`, the noise standard deviation.
+        expert_parallel: shard the experts over the replicas of the `tf.distribute` strategy in
+            scope when the layer is built (`zoo.layers.expert_parallel`): replica r holds experts
+            [r·E/R, (r+1)·E/R) as per-replica variables and tokens move by all-to-all; the layer
+            then runs only inside that strategy's `strategy.run`. None (the default) follows an
+            open `expert_parallelism()` block. Not part of the config: placement, not
+            architecture.
+        capacity_factor: with `expert_parallel`, each (replica, expert) pair takes at most
+            ceil(capacity_factor · tokens per replica · experts per token / num_experts)
+            assignments a call (`capacity`); the rest are dropped and counted in the metric
+            `<name>_dropped` (see `_experts_parallel`). Default 2.0.
     """
 
     def __init__(

@@ -4,7 +4,8 @@ worker processes on localhost, for a GCNN with an MoE layer and an LSTM–MoE–
 the factorised Adam with clipping:
 
 - 20 expert-parallel steps (capacity enough that nothing drops) equal the replicated ones: the
-  losses, the outputs and every weight gathered back (the unsharded final preset) to 1e-5;
+  losses, the outputs and every weight gathered back (the unsharded final preset) to 1e-5 (and
+  for the hierarchical mixture of Appendix B under MirroredStrategy on 2);
 - each replica holds 1/R of the expert variables, and the all-reduced gradients lose the experts;
 - the last checkpoint holds every expert whole (the tensors of the unsharded preset);
 - capacity factor 1.0 on an unbalanced batch: the drop metric equals the count by hand, the
@@ -118,6 +119,14 @@ def test_expert_parallel_steps_equal_the_replicated_ones(mode, workers, corpus, 
         ckpt = r["checkpoint_experts"]
         assert ckpt["matched"] == ckpt["experts"] and len(ckpt["experts"]) == 4, ckpt
     assert result["gcnn"]["export_max_difference"] <= 1e-5  # the unsharded preset exports
+
+
+def test_the_hierarchical_mixture_too(corpus, start, tmp_path):
+    r = _run("mirrored:2", corpus, start, str(tmp_path / "result.json"), "hierarchical")["hierarchical"]
+    losses = r["losses"]
+    np.testing.assert_allclose(losses["expert_parallel"], losses["replicated"], rtol=0, atol=1e-5)
+    assert r["max_weight_difference"] <= 1e-5 and r["max_output_difference"] <= 1e-5, r
+    assert all(d == 0 for d in r["dropped"]) and len(r["checkpoint_experts"]["matched"]) == 4
 
 
 def test_capacity_factor_one_on_an_unbalanced_batch(corpus, start, tmp_path):

@@ -42,6 +42,13 @@ MODELS = {
                                           {"type": "lstm", "units": 8}],
                                "optimizer": {"name": "factorized_adam", "learning_rate": 0.01,
                                              "clipnorm": 0.5}}),
+    # the hierarchical mixture of Appendix B (2 groups of 2 experts, k=2 at each level) in the stack
+    "hierarchical": ("lstm-moe-ptb", {"embedding_dim": 8, "dropout": 0.0,
+                                      "layers": [{"type": "lstm", "units": 8},
+                                                 {"type": "moe", "num_experts": 4, "k": 2, "groups": 2,
+                                                  "hidden_units": 8, "noisy_gating": False},
+                                                 {"type": "lstm", "units": 8}],
+                                      "optimizer": {"name": "factorized_adam", "learning_rate": 0.01}}),
 }
 EXPERTS = 4
 
