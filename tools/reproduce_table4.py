@@ -67,7 +67,7 @@ MODELS = [
                "blocks": [[[1, 32]], [[1, 8], [5, 8], [1, 32]]]}},
 ]
 BY_PRESET = {m["preset"]: m for m in MODELS}
-PROFILED = ("gcnn-9", "gcnn-8b")
+PROFILED = ("lstm-2048-512", "gcnn-9", "gcnn-8b")
 
 
 # ---- settings and units --------------------------------------------------------------------------
@@ -145,21 +145,37 @@ class Bench:
             if variant == "plain":
                 self.calls[key] = lambda: model.target_log_probs(inputs, targets)
             else:
-                forward = tf.function(lambda ids: model(ids, training=False), jit_compile=True)
-                score = tf.function(lambda hidden, t: model.head.target_log_prob(hidden, t))
+                _, forward_xla, score = self.parts(preset)
 
                 def xla():
                     ids = tf.constant(model.check_ids(inputs))
-                    return score(forward(ids), tf.constant(model.check_ids(targets))).numpy()
+                    return score(forward_xla(ids), tf.constant(model.check_ids(targets))).numpy()
 
                 self.calls[key] = xla
         return self.calls[key]
+
+    def parts(self, preset):
+        """The model's forward pass (plain and XLA-compiled) and its scoring, as separate graphs."""
+        if ("parts", preset) not in self.calls:
+            import tensorflow as tf
+
+            model = self.model(preset)
+            self.calls[("parts", preset)] = (
+                tf.function(lambda ids: model(ids, training=False)),
+                tf.function(lambda ids: model(ids, training=False), jit_compile=True),
+                tf.function(lambda hidden, t: model.head.target_log_prob(hidden, t)),
+            )
+        return self.calls[("parts", preset)]
 
 
 def device():
     import tensorflow as tf
 
     return "GPU" if tf.config.list_physical_devices("GPU") else "CPU"
+
+
+def _seconds(x):
+    return f"{x:.2f} s" if x >= 0.1 else f"{x * 1e3:.1f} ms"
 
 
 def timed(fn):
@@ -238,14 +254,14 @@ def _run(settings, pending, save, log):
         key = f"profile/{preset}"
         if key in pending:
             log(f"{NAME}: profiling {preset}'s responsiveness pass")
-            save(key, profile(bench.call("responsiveness", preset, "plain"), log))
+            save(key, profile(bench, preset, log))
             pending.discard(key)
 
 
 # ---- the profile ---------------------------------------------------------------------------------
 def component(op_name):
-    """Which part of a GCNN an op of the profile belongs to, from its name scope."""
-    block = re.search(r"(?:^|/)(block_\d+)", op_name)
+    """Which part of a model an op of the profile belongs to, from its name scope."""
+    block = re.search(r"(?:^|/)((?:block|lstm)_\d+)", op_name)
     if block:
         return block.group(1)
     if "embedding" in op_name:
@@ -253,21 +269,35 @@ def component(op_name):
     return "adaptive softmax"  # the head's ops run outside the model's name scope
 
 
-def profile(call, log):
-    """One traced call: op self-time by component, by op type, and the top ops (tf.profiler's
-    framework_op_stats, read with TensorFlow's own profiler plugin)."""
+def profile(bench, preset, log):
+    """The responsiveness pass of `preset`, taken apart: the forward pass (plain and XLA) and the
+    adaptive-softmax scoring timed alone (one call each, after a warm-up), then one traced plain
+    call: op self-time by component, by op type, and the top ops (tf.profiler's framework_op_stats,
+    read with TensorFlow's own profiler plugin). The ops inside a recurrent layer's while loop are
+    not itemised there: for the LSTM the split is the breakdown."""
     import glob
     import json
     import tempfile
 
     import tensorflow as tf
 
-    call()  # warm
+    call = bench.call("responsiveness", preset, "plain")
+    model = bench.model(preset)
+    inputs, targets = (tf.constant(a) for a in bench.inputs("responsiveness", model.vocabulary_size))
+    forward, forward_xla, score = bench.parts(preset)
+    hidden = forward(inputs)
+    split = {}
+    for name, fn in (("forward_s", lambda: forward(inputs).numpy()), ("forward_xla_s", lambda: forward_xla(inputs).numpy()),
+                     ("scoring_s", lambda: score(hidden, targets).numpy()), ("plain_call_s", call)):
+        fn()  # warm
+        split[name] = timed(fn)[1]
+    log(f"  forward {_seconds(split['forward_s'])} (XLA {_seconds(split['forward_xla_s'])}) + adaptive-softmax "
+        f"scoring {_seconds(split['scoring_s'])}; the whole call {_seconds(split['plain_call_s'])}")
     with tempfile.TemporaryDirectory() as logdir:
         tf.profiler.experimental.start(logdir)
         _, seconds, cpu = timed(call)
         tf.profiler.experimental.stop()
-        record = {"seconds": seconds, "cpu_seconds": cpu}
+        record = {"split": split, "seconds": seconds, "cpu_seconds": cpu}
         try:
             from tensorflow.python.profiler.internal import _pywrap_profiler_plugin as plugin
 
@@ -299,9 +329,9 @@ def profile(call, log):
         "top_ops": [{"op": r["operation"], "type": r["type"], "ms": round(r["total_self_time"] / 1e3, 2),
                      "share": round(r["total_self_time"] / total, 4)} for r in top],
     })
-    trunk = sum(v for k, v in by_component.items() if k != "adaptive softmax")
-    log(f"  {seconds:.2f} s; op self-time: adaptive softmax {by_component.get('adaptive softmax', 0) / total:.0%}, "
-        f"embedding + blocks {trunk / total:.0%}; top op {top[0]['operation']} ({top[0]['total_self_time'] / total:.0%})")
+    log(f"  traced call {seconds:.2f} s; op self-time: adaptive softmax "
+        f"{by_component.get('adaptive softmax', 0) / total:.0%}; top op {top[0]['operation']} "
+        f"({top[0]['total_self_time'] / total:.0%})")
     return record
 
 
@@ -376,8 +406,31 @@ def extras(settings, units):
             f"of {settings['repeats']} timed repeats after a warm-up, the models' repeats interleaved.",
             "XLA forward: embedding and trunk compiled with tf.function(jit_compile=True); the adaptive softmax "
             "scoring stays in an ordinary graph (its per-cluster gathers have run-time shapes).",
-        ],
+        ] + profile_notes(settings, units),
     }
+
+
+def profile_notes(settings, units):
+    """One line on where a responsiveness pass spends its time, from the profile units."""
+    parts, shares = [], []
+    for preset in settings["profile"]:
+        prof = units[f"profile/{preset}"]
+        label = BY_PRESET[preset]["short"]
+        split = prof.get("split")
+        if split:
+            parts.append(f"{label} forward {_seconds(split['forward_s'])} (XLA {_seconds(split['forward_xla_s'])}) "
+                         f"+ scoring {_seconds(split['scoring_s'])}")
+        if "by_component" in prof and preset.startswith("gcnn"):
+            top = prof["top_ops"][0]
+            shares.append(f"{label}: adaptive softmax {prof['by_component'].get('adaptive softmax', {}).get('share', 0):.0%}, "
+                          f"largest op {top['op']} ({top['type']}, {top['share']:.0%})")
+    notes = []
+    if parts:
+        notes.append(f"Profile of one responsiveness pass ({settings['responsiveness_tokens']:,} tokens), parts timed "
+                     "alone: " + "; ".join(parts) + ".")
+    if shares:
+        notes.append("tf.profiler op self-time of the GCNN passes: " + "; ".join(shares) + ".")
+    return notes
 
 
 # ---- the plot ------------------------------------------------------------------------------------
