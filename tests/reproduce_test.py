@@ -173,3 +173,17 @@ def test_an_interrupted_run_resumes_from_its_saved_units(tmp_path, monkeypatch):
     assert all(result["units"][k]["session"] == 1 for k in second)
     assert len(result["sessions"]) == 2
     assert not os.path.exists(partial_path) and os.path.exists(os.path.join(out, "table4.png"))
+
+
+def test_redraw_derives_the_same_figures_from_the_stored_units(quick_run, tmp_path):
+    out, result = quick_run
+    copy = str(tmp_path / "results")
+    shutil.copytree(out, copy)
+    os.remove(os.path.join(copy, "table4.png"))
+    assert cli.main(["reproduce", "table4", "--redraw", "--out", copy]) == 0
+    with open(os.path.join(copy, "table4.json")) as f:
+        redrawn = json.load(f)
+    assert redrawn["figures"] == result["figures"] and redrawn["units"] == result["units"]
+    assert len(redrawn["redrawn"]) == 1 and redrawn["command"] == result["command"]
+    with open(os.path.join(copy, "table4.png"), "rb") as f:
+        assert f.read(8) == PNG_SIGNATURE

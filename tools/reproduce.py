@@ -3,6 +3,7 @@ figures (installed as `zoo.tools.reproduce`).
 
     zoo reproduce --list                             name, what it measures, the paper's figure
     zoo reproduce NAME [--quick] [--out results/] [--repeats N]
+    zoo reproduce NAME --redraw [--out results/]    NAME.json's figures and NAME.png again from its units
     zoo reproduce --results [--out results/] [--results-file RESULTS.md]
 
 A run writes `OUT/NAME.json` (every figure measured beside the paper's, the raw timings, the
@@ -188,17 +189,37 @@ def reproduce(name, out=DEFAULT_OUT, quick=False, repeats=None, command=None, lo
         "machine": machine(),
         "settings": settings,
         "sessions": partial["sessions"],
-        "figures": exp.figures(settings, units),
-        **exp.extras(settings, units),
         "plot": f"{name}.png",
         "units": {key: units[key] for key in wanted},
     }
+    _write(exp, result, out, log)
+    os.remove(partial_path)
+    return result
+
+
+def _write(exp, result, out, log):
+    """Derives the figures (and the experiment's extras) from the units, then writes NAME.json and NAME.png."""
+    settings, units = result["settings"], result["units"]
+    result["figures"] = exp.figures(settings, units)
+    result.update(exp.extras(settings, units))
     result["paper_figures"] = {f["id"]: f["paper"] for f in result["figures"] if f.get("paper") is not None}
-    json_path = os.path.join(out, f"{name}.json")
+    json_path = os.path.join(out, f"{result['experiment']}.json")
     write_json(json_path, result)
     exp.plot(result, os.path.join(out, result["plot"]))
-    os.remove(partial_path)
     log(f"wrote {json_path} and {os.path.join(out, result['plot'])}")
+
+
+def redraw(name, out=DEFAULT_OUT, log=print):
+    """Derives OUT/NAME.json's figures and redraws OUT/NAME.png from the units it holds, measuring
+    nothing (after a change to how figures are derived or drawn); says so in the JSON."""
+    exp = experiment(name)
+    path = os.path.join(out, f"{name}.json")
+    if not os.path.exists(path):
+        raise FileNotFoundError(f"No {path} to redraw: run `zoo reproduce {name}` first.")
+    with open(path) as f:
+        result = json.load(f)
+    result.setdefault("redrawn", []).append({"at": now(), "git": git_state()})
+    _write(exp, result, out, log)
     return result
 
 
@@ -207,7 +228,7 @@ def _number(x, unit=""):
     if x is None:
         return "—"
     if unit == "x":
-        return f"{x:.2f}×" if abs(x) < 10 else f"{x:.1f}×"
+        return f"{x:.2g}×" if abs(x) < 1 else f"{x:.2f}×" if abs(x) < 10 else f"{x:.1f}×"
     if abs(x) >= 100:
         return f"{x:,.0f}"
     return f"{x:.3g}"
@@ -287,6 +308,8 @@ def add_arguments(parser):
     parser.add_argument("--quick", action="store_true", help="tiny models and inputs: a smoke test in seconds")
     parser.add_argument("--out", default=DEFAULT_OUT, help="folder of NAME.json / NAME.png (default results/)")
     parser.add_argument("--repeats", type=int, help="timed repeats per measurement (default: the experiment's)")
+    parser.add_argument("--redraw", action="store_true",
+                        help="derive NAME.json's figures and NAME.png again from its stored units, measuring nothing")
     parser.add_argument("--results", action="store_true", help="rewrite RESULTS.md from OUT/*.json")
     parser.add_argument("--results-file", help="where --results writes (default: RESULTS.md beside OUT)")
 
@@ -299,7 +322,10 @@ def run_from_args(args):
     if args.name:
         if args.repeats is not None and args.repeats < 1:
             raise ValueError(f"--repeats must be at least 1, got {args.repeats}.")
-        reproduce(args.name, out=args.out, quick=args.quick, repeats=args.repeats)
+        if args.redraw:
+            redraw(args.name, out=args.out)
+        else:
+            reproduce(args.name, out=args.out, quick=args.quick, repeats=args.repeats)
     if args.results:
         write_results(args.out, args.results_file)
     if not args.name and not args.results:

@@ -273,8 +273,7 @@ def profile(bench, preset, log):
     """The responsiveness pass of `preset`, taken apart: the forward pass (plain and XLA) and the
     adaptive-softmax scoring timed alone (one call each, after a warm-up), then one traced plain
     call: op self-time by component, by op type, and the top ops (tf.profiler's framework_op_stats,
-    read with TensorFlow's own profiler plugin). The ops inside a recurrent layer's while loop are
-    not itemised there: for the LSTM the split is the breakdown."""
+    read with TensorFlow's own profiler plugin; the ops of the LSTM's while loop are itemised too)."""
     import glob
     import json
     import tempfile
@@ -406,8 +405,21 @@ def extras(settings, units):
             f"of {settings['repeats']} timed repeats after a warm-up, the models' repeats interleaved.",
             "XLA forward: embedding and trunk compiled with tf.function(jit_compile=True); the adaptive softmax "
             "scoring stays in an ordinary graph (its per-cluster gathers have run-time shapes).",
-        ] + profile_notes(settings, units),
+        ] + load_notes(settings, units) + profile_notes(settings, units),
     }
+
+
+def load_notes(settings, units):
+    """How much of the machine the timed calls had: a shared machine shows here."""
+    timed_units = [u for k, u in units.items() if k.split("/")[-1].isdigit()]
+    if not timed_units:
+        return []
+    share = statistics.median(u["cpu_seconds"] / u["seconds"] for u in timed_units)
+    loads = [u["load_average"] for u in timed_units if u.get("load_average") is not None]
+    note = f"The timed calls used a median {share:.2f} CPU-seconds per wall-clock second"
+    if loads:
+        note += f"; the 1-minute load average was {min(loads):.2f}–{max(loads):.2f} (this process included)"
+    return [note + "."]
 
 
 def profile_notes(settings, units):
@@ -420,7 +432,7 @@ def profile_notes(settings, units):
         if split:
             parts.append(f"{label} forward {_seconds(split['forward_s'])} (XLA {_seconds(split['forward_xla_s'])}) "
                          f"+ scoring {_seconds(split['scoring_s'])}")
-        if "by_component" in prof and preset.startswith("gcnn"):
+        if "by_component" in prof:
             top = prof["top_ops"][0]
             shares.append(f"{label}: adaptive softmax {prof['by_component'].get('adaptive softmax', {}).get('share', 0):.0%}, "
                           f"largest op {top['op']} ({top['type']}, {top['share']:.0%})")
@@ -429,7 +441,7 @@ def profile_notes(settings, units):
         notes.append(f"Profile of one responsiveness pass ({settings['responsiveness_tokens']:,} tokens), parts timed "
                      "alone: " + "; ".join(parts) + ".")
     if shares:
-        notes.append("tf.profiler op self-time of the GCNN passes: " + "; ".join(shares) + ".")
+        notes.append("tf.profiler op self-time of those passes: " + "; ".join(shares) + ".")
     return notes
 
 
@@ -465,7 +477,9 @@ def plot(result, path):
     batch, length = settings["throughput_batch"]
     titles = {"throughput": f"Throughput: batches of {batch} × {length} tokens",
               "responsiveness": f"Responsiveness: one sequence of {settings['responsiveness_tokens']:,} tokens"}
-    fig, axes = plt.subplots(1, 2, figsize=(14, 6.2))
+    fig, axes = plt.subplots(1, 2, figsize=(14, 6.4), sharey=True)
+    values = [value(s) for groups in series.values() for _, _, value in groups for s in MODELS]
+    floor = min(values) / 2
     for ax, mode in zip(axes, MODES):
         groups = series[mode]
         width = 0.8 / len(groups)
@@ -476,13 +490,11 @@ def plot(result, path):
             for x, y in zip(xs, ys):
                 ax.text(x, y * 1.08, _fmt(y), ha="center", va="bottom", fontsize=8, rotation=90)
         ax.set_yscale("log")
-        ax.set_ylabel("tokens / second (log scale)")
+        ax.set_ylim(floor, max(values) * 40)  # room above the bars for their labels, the legend and the box
         ax.set_xticks(range(len(MODELS)))
-        ax.set_xticklabels([s["label"] for s in MODELS])
+        ax.set_xticklabels([f"{s['label']}\n(preset {s['preset']})" for s in MODELS])
         ax.set_title(titles[mode], fontsize=11)
         ax.grid(axis="y", which="major", alpha=0.3)
-        lo, hi = ax.get_ylim()
-        ax.set_ylim(lo, hi * 12)  # room for the value labels and the legend
         ax.legend(loc="upper left", fontsize=8, ncol=2)
         # the hardware-free comparison: each GCNN against the LSTM, ours and the paper's
         column = "CPU" if mode == "throughput" else "GPU"
@@ -502,6 +514,7 @@ def plot(result, path):
     fig.suptitle(f"{result['paper']}: ours vs the paper{quick}\n"
                  f"{m.get('cpu_model', '')}, {m.get('cores', '?')} cores, TensorFlow {m.get('tensorflow', '?')}; "
                  f"median of {settings['repeats']} repeats; `{result['command']}`", fontsize=10)
+    axes[0].set_ylabel("tokens / second (log scale)")
     fig.tight_layout()
     fig.savefig(path, dpi=110)
     plt.close(fig)
