@@ -254,14 +254,22 @@ def results_markdown(results, results_dir):
         m = r.get("machine", {})
         where = (f"{m.get('cpu_model', '?')}, {m.get('cores', '?')} cores, TensorFlow {m.get('tensorflow', '?')}, "
                  f"Keras {m.get('keras', '?')}")
-        commit = r.get("git", {}).get("commit", "?")
-        modified = r.get("git", {}).get("modified") or []
+        # a resumed run has one session per invocation; each may have run at its own commit
+        commits = []
+        for session in r.get("sessions") or [{"git": r.get("git", {})}]:
+            git = session.get("git", {})
+            label = f"`{git.get('commit', '?')[:12]}`" + (f" + {len(git['modified'])} modified files"
+                                                          if git.get("modified") else "")
+            if label not in commits:
+                commits.append(label)
+        redrawn = r.get("redrawn") or []
         plot = f"{results_dir}/{r['plot']}" if results_dir else r["plot"]
         lines += [f"## {r['experiment']}: {r['paper']}", "", r["description"], ""]
         if r.get("quick"):
             lines += ["**Quick smoke-test run (tiny models and inputs): these figures say nothing about the paper.**", ""]
-        lines += [f"Measured {r['sessions'][-1].get('finished_at', '?')} on {where}; commit `{commit[:12]}`"
-                  + (f" with {len(modified)} modified files" if modified else "")
+        lines += [f"Measured {r['sessions'][-1].get('finished_at', '?')} on {where}; "
+                  + ("commit " if len(commits) == 1 else f"{len(commits)} sessions at commits ") + ", ".join(commits)
+                  + (f"; figures redrawn at `{redrawn[-1]['git']['commit'][:12]}`" if redrawn else "")
                   + f"; command `{r['command']}`; plot [{r['plot']}]({plot}).", ""]
         if r.get("notes"):
             lines += [f"- {note}" for note in r["notes"]] + [""]
