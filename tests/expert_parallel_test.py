@@ -17,7 +17,6 @@ the factorised Adam with clipping:
 import json
 import os
 import signal
-import socket
 import subprocess
 import sys
 import time
@@ -25,27 +24,12 @@ import time
 import numpy as np
 import pytest
 
+# the distributed tests' process helpers and their generated Zipf corpus (a fixture)
+from tests.distributed_test import _env, _free_ports, _wait, corpus  # noqa: F401
+
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 WORKER = os.path.join(ROOT, "tests", "expert_parallel_worker.py")
 EXPERTS = 4
-
-
-def _env(**extra):
-    env = dict(os.environ, PYTHONPATH=ROOT + os.pathsep + os.environ.get("PYTHONPATH", ""),
-               TF_CPP_MIN_LOG_LEVEL="3", CUDA_VISIBLE_DEVICES="")
-    env.pop("TF_CONFIG", None)
-    env.update(extra)
-    return env
-
-
-def _free_ports(n):
-    sockets = [socket.socket() for _ in range(n)]
-    for s in sockets:
-        s.bind(("localhost", 0))
-    ports = [s.getsockname()[1] for s in sockets]
-    for s in sockets:
-        s.close()
-    return ports
 
 
 def _start(mode, corpus, out, result, *models, workers=1, pause=None):
@@ -63,30 +47,10 @@ def _start(mode, corpus, out, result, *models, workers=1, pause=None):
     return procs
 
 
-def _wait(procs, timeout=600):
-    outputs = [p.communicate(timeout=timeout) for p in procs]
-    for p, (_, err) in zip(procs, outputs):
-        assert p.returncode == 0, err[-4000:]
-    return outputs
-
-
 def _run(mode, corpus, out, result, *models, workers=1):
     _wait(_start(mode, corpus, out, result, *models, workers=workers))
     with open(result) as f:
         return json.load(f)
-
-
-@pytest.fixture(scope="module")
-def corpus(tmp_path_factory):
-    rng = np.random.default_rng(0)
-    words = [f"w{i}" for i in range(60)]
-    p = 1.0 / np.arange(1, 61)
-    p /= p.sum()
-    root = tmp_path_factory.mktemp("corpus")
-    for split, n in (("train", 200), ("valid", 20), ("test", 20)):
-        lines = [" ".join(rng.choice(words, size=rng.integers(3, 12), p=p)) for _ in range(n)]
-        (root / f"{split}.txt").write_text("\n".join(lines) + "\n")
-    return str(root)
 
 
 @pytest.fixture(scope="module")

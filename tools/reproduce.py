@@ -58,14 +58,9 @@ def now():
 
 
 def cpu_model():
-    try:
-        with open("/proc/cpuinfo") as f:
-            for line in f:
-                if line.startswith("model name"):
-                    return line.split(":", 1)[1].strip()
-    except OSError:
-        pass
-    return platform.processor() or "unknown CPU"
+    from zoo.tools.benchmarks import _cpu_model  # the benchmarks' own reading of /proc/cpuinfo
+
+    return _cpu_model()
 
 
 def machine():
