@@ -16,9 +16,11 @@ inputs in seconds (a smoke test for CI: its figures say nothing about the paper)
 `results/`) from OUT/*.json, one row per figure.
 
 An experiment is a module with `NAME`, `DESCRIPTION`, `PAPER` (the figure it reproduces),
-`settings(quick, repeats)`, `units(settings)`, `run(settings, pending, save, log)`,
+`settings(quick, repeats)`, `units(settings)`, `run(settings, pending, save, log, done)` (`done`:
+the units already measured),
 `figures(settings, units)`, `extras(settings, units)` and `plot(result, path)`; `EXPERIMENTS`
-maps its name to the module's import path. This module imports neither TensorFlow nor
+maps its name to the module's import path (or `module:ATTRIBUTE`, an object with those
+attributes: the training-curve experiments of `zoo.tools.reproduce_curves`). This module imports neither TensorFlow nor
 matplotlib: the experiments do, when they run.
 """
 
@@ -34,6 +36,10 @@ import sys
 
 EXPERIMENTS = {
     "table4": "zoo.tools.reproduce_table4",
+    "figure3": "zoo.tools.reproduce_curves:FIGURE3",
+    "figure5": "zoo.tools.reproduce_curves:FIGURE5",
+    "figure6": "zoo.tools.reproduce_curves:FIGURE6",
+    "ptb-sentence": "zoo.tools.reproduce_curves:PTB_SENTENCE",
 }
 DEFAULT_OUT = "results"
 RESULTS_FILE = "RESULTS.md"
@@ -44,7 +50,9 @@ def experiment(name):
     if name not in EXPERIMENTS:
         raise ValueError(f"Unknown experiment {name!r}; known experiments: {', '.join(sorted(EXPERIMENTS))} "
                          "(zoo reproduce --list).")
-    return importlib.import_module(EXPERIMENTS[name])
+    module, _, attribute = EXPERIMENTS[name].partition(":")
+    module = importlib.import_module(module)
+    return getattr(module, attribute) if attribute else module
 
 
 def list_experiments():
@@ -167,7 +175,7 @@ def reproduce(name, out=DEFAULT_OUT, quick=False, repeats=None, command=None, lo
         write_json(partial_path, partial)
 
     if pending:
-        exp.run(settings, pending, save, log)
+        exp.run(settings, pending, save, log, done=dict(units))
     missing = [key for key in wanted if key not in units]
     if missing:
         raise RuntimeError(f"{name}: the experiment did not measure {len(missing)} units ({missing[0]}, ...).")
@@ -320,7 +328,7 @@ def add_arguments(parser):
 def run_from_args(args):
     if args.list:
         for name, description, paper in list_experiments():
-            print(f"{name:10s}  {paper}: {description}")
+            print(f"{name:12s}  {paper}: {description}")
         return
     if args.name:
         if args.repeats is not None and args.repeats < 1:

@@ -194,7 +194,7 @@ def _load_average():
         return None
 
 
-def run(settings, pending, save, log):
+def run(settings, pending, save, log, done=None):
     """Measures the `pending` units, saving each as soon as it is done. Within a mode the repeats
     of every (model, variant) are interleaved, each round starting one model later than the last,
     so that a noisy spell of a shared machine falls on all of them alike."""

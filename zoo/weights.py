@@ -271,3 +271,28 @@ def local_source(weights, weights_sha256=None, preset=None):
             local = _gfile_copy(source, directory)
             _check_local_file(local, sha256)
             yield local
+
+
+def save_float16(source, destination):
+    """Copies the Keras weights file `source` to `destination` with every float32 array stored as
+    float16 (half the bytes; Keras casts back to the model's dtype on load), the way a trained
+    preset ships. Written to a temporary file and renamed."""
+    import h5py
+    import numpy as np
+
+    tmp = f"{destination}.tmp"
+    with h5py.File(source, "r") as a, h5py.File(tmp, "w") as b:
+        def copy(name, item):
+            if isinstance(item, h5py.Dataset):
+                data = item[()]
+                b.create_dataset(name, data=data.astype(np.float16) if data.dtype == np.float32 else data)
+            else:
+                b.require_group(name)
+            for key, value in item.attrs.items():
+                b[name].attrs[key] = value
+
+        a.visititems(copy)
+        for key, value in a.attrs.items():
+            b.attrs[key] = value
+    os.replace(tmp, destination)
+    return destination

@@ -86,6 +86,20 @@ PRESETS = {
         "config": ptb_stack(moe(32, 4, hidden=256)),
         "train": {"batch_size": 32, "seq_len": 64},
     },
+    "lstmp-ptb": {
+        "description": "An LSTM for the Penn Treebank at gcnn-ptb's size: embedding 128, one LSTM of 512 units "
+        "projected to 128 (as LSTM-2048-512), dropout 0.2, full softmax; 3.2M parameters against gcnn-ptb's 3.1M.",
+        "paper": "Dauphin et al. §5 (the treebank's LSTM comparison), sized for 2 CPU cores",
+        "vocabulary": "ptb",
+        "config": {
+            "vocabulary_size": PTB_VOCABULARY,
+            "embedding_dim": 128,
+            "layers": [{"type": "lstm", "units": 512, "projection": 128}],
+            "dropout": 0.2,
+            "optimizer": {"name": "adam", "learning_rate": 2e-3, "clipnorm": 1.0},
+        },
+        "train": {"batch_size": 32, "seq_len": 64},
+    },
     "lstm-wide-ptb": {
         "description": "The compute-matched dense baseline of lstm-moe-ptb (its MoE-1-Wide): one "
         "always-used feed-forward layer of 1024 (= 4 experts of 256) between the LSTMs.",
