@@ -127,7 +127,7 @@ REAL_RUN = table4.run
 
 def interrupting_after(n, calls):
     """table4.run, stopped (as by Ctrl-C) once `n` units are saved; `calls` records the saved keys."""
-    def run(settings, pending, save, log):
+    def run(settings, pending, save, log, done=None):
         def counting_save(key, record):
             save(key, record)
             calls.append(key)

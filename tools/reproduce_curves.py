@@ -47,10 +47,13 @@ class _Progress:
     def as_callback(self):
         from zoo.training import Callback
 
+        def on_train_begin(trainer):
+            self.began = time.monotonic()
+
         def on_step_end(step, loss):
             self.step, self.seconds = step, time.monotonic() - self.began
 
-        return Callback(on_step_end=on_step_end)
+        return Callback(on_train_begin=on_train_begin, on_step_end=on_step_end)
 
 
 def train_curve(name, key, variant, settings, run_dir, log):
@@ -117,7 +120,7 @@ def _base_settings(quick, variants, minutes, validate_every=100):
         "quick": bool(quick),
         "data": "ptb",
         "train": {"global_batch_size": 4 if quick else 32, "seq_len": 16 if quick else 64, "seed": 0,
-                  "validate_every": 2 if quick else validate_every, "steps": 4 if quick else None},
+                  "validate_every": 4 if quick else validate_every, "steps": 4 if quick else None},
         "minutes": minutes,
         "variants": variants,
     }
