@@ -8,21 +8,28 @@ import sys
 
 
 def _load(directory):
+    """A preset directory's model, or a preset's trained weights (`zoo score gcnn-ptb "..."`)."""
     import zoo
+    from zoo.weights import TRAINED
 
-    if not os.path.isdir(directory):
-        raise ValueError(f"The preset directory {directory!r} does not exist.")
-    return zoo.load(directory)
+    if os.path.isdir(directory):
+        return zoo.load(directory)
+    if directory in TRAINED:
+        return zoo.load(directory, weights="trained")
+    raise ValueError(f"The preset directory {directory!r} does not exist; give a preset directory or a preset "
+                     f"with trained weights ({', '.join(sorted(TRAINED)) or 'none ship yet'}).")
 
 
 def cmd_presets(args):
     from zoo import registry
+    from zoo.weights import TRAINED
 
     for name, preset in registry.PRESETS.items():
         line = f"{name:14s}"
         if args.params:
             line += f" {registry.count_params(name):>13,d}"
-        print(f"{line}  {preset.description}", flush=True)
+        trained = " Trained weights ship: zoo.load(name, weights=\"trained\")." if name in TRAINED else ""
+        print(f"{line}  {preset.description}{trained}", flush=True)
 
 
 def _overrides(pairs):

@@ -2,7 +2,7 @@
 figures (installed as `zoo.tools.reproduce`).
 
     zoo reproduce --list                             name, what it measures, the paper's figure
-    zoo reproduce NAME [--quick] [--out results/] [--repeats N]
+    zoo reproduce NAME [--quick] [--out results/] [--repeats N] [--minutes M]
     zoo reproduce NAME --redraw [--out results/]    NAME.json's figures and NAME.png again from its units
     zoo reproduce --results [--out results/] [--results-file RESULTS.md]
 
@@ -40,6 +40,7 @@ EXPERIMENTS = {
     "figure5": "zoo.tools.reproduce_curves:FIGURE5",
     "figure6": "zoo.tools.reproduce_curves:FIGURE6",
     "ptb-sentence": "zoo.tools.reproduce_curves:PTB_SENTENCE",
+    "table7": "zoo.tools.reproduce_curves:TABLE7",
 }
 DEFAULT_OUT = "results"
 RESULTS_FILE = "RESULTS.md"
@@ -118,7 +119,7 @@ def git_state():
     return {"commit": "unknown (not a git checkout)", "modified": []}
 
 
-def command_line(name, quick=False, out=DEFAULT_OUT, repeats=None):
+def command_line(name, quick=False, out=DEFAULT_OUT, repeats=None, minutes=None):
     """The command that reproduces a run, as a user types it."""
     words = ["zoo", "reproduce", name]
     if quick:
@@ -127,6 +128,8 @@ def command_line(name, quick=False, out=DEFAULT_OUT, repeats=None):
         words += ["--out", out]
     if repeats is not None:
         words += ["--repeats", str(repeats)]
+    if minutes is not None:
+        words += ["--minutes", f"{minutes:g}"]
     return shlex.join(words)
 
 
@@ -140,11 +143,17 @@ def write_json(path, data):
 
 
 # ---- running an experiment -----------------------------------------------------------------------
-def reproduce(name, out=DEFAULT_OUT, quick=False, repeats=None, command=None, log=print):
+def reproduce(name, out=DEFAULT_OUT, quick=False, repeats=None, command=None, log=print, minutes=None):
     """Runs experiment `name` (reusing the units of an interrupted run with the same settings) and
     writes OUT/NAME.json and OUT/NAME.png. Returns the result dict."""
     exp = experiment(name)
-    settings = exp.settings(quick=quick, repeats=repeats)
+    if minutes is None:
+        settings = exp.settings(quick=quick, repeats=repeats)
+    elif getattr(exp, "TIMED_BY_MINUTES", False):
+        settings = exp.settings(quick=quick, repeats=repeats, minutes=minutes)
+    else:
+        raise ValueError(f"--minutes sets the training budget of a curve experiment (figure3, figure5, figure6, "
+                         f"ptb-sentence), not of {name}.")
     os.makedirs(out, exist_ok=True)
     partial_path = os.path.join(out, f"{name}.partial.json")
     partial = None
@@ -159,7 +168,7 @@ def reproduce(name, out=DEFAULT_OUT, quick=False, repeats=None, command=None, lo
             partial = None
     if partial is None:
         partial = {"experiment": name, "settings": settings, "sessions": [], "units": {}}
-    session = {"started_at": now(), "command": command or command_line(name, quick, out, repeats),
+    session = {"started_at": now(), "command": command or command_line(name, quick, out, repeats, minutes),
                "git": git_state(), "load_average_start": load_average()}
     partial["sessions"].append(session)
     units = partial["units"]
@@ -241,6 +250,8 @@ def _comparison(figure):
     ours, paper = figure.get("ours"), figure.get("paper")
     if ours is None or paper is None or paper == 0:
         return "—"
+    if figure.get("comparable") is False:  # a trend on another corpus: the ratio would mean nothing
+        return f"— (ours {figure.get('ours_hardware')}, paper {figure.get('paper_hardware')})"
     text = _number(ours / paper, "x")
     if figure.get("paper_hardware") and figure.get("paper_hardware") != figure.get("ours_hardware"):
         text += f" (ours {figure.get('ours_hardware')}, paper {figure['paper_hardware']})"
@@ -319,6 +330,9 @@ def add_arguments(parser):
     parser.add_argument("--quick", action="store_true", help="tiny models and inputs: a smoke test in seconds")
     parser.add_argument("--out", default=DEFAULT_OUT, help="folder of NAME.json / NAME.png (default results/)")
     parser.add_argument("--repeats", type=int, help="timed repeats per measurement (default: the experiment's)")
+    parser.add_argument("--minutes", type=float,
+                        help="training minutes per run of a curve experiment (default: the experiment's; a sweep's "
+                             "runs get the same fraction of it)")
     parser.add_argument("--redraw", action="store_true",
                         help="derive NAME.json's figures and NAME.png again from its stored units, measuring nothing")
     parser.add_argument("--results", action="store_true", help="rewrite RESULTS.md from OUT/*.json")
@@ -336,7 +350,9 @@ def run_from_args(args):
         if args.redraw:
             redraw(args.name, out=args.out)
         else:
-            reproduce(args.name, out=args.out, quick=args.quick, repeats=args.repeats)
+            if args.minutes is not None and not args.minutes > 0:
+                raise ValueError(f"--minutes must be a number > 0, got {args.minutes:g}.")
+            reproduce(args.name, out=args.out, quick=args.quick, repeats=args.repeats, minutes=args.minutes)
     if args.results:
         write_results(args.out, args.results_file)
     if not args.name and not args.results:

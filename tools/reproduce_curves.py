@@ -24,7 +24,20 @@ import shutil
 import tempfile
 import time
 
-PTB_LINES_QUICK = 200  # test lines scored by a --quick ptb-sentence run
+QUICK_LINES = {"train": 300, "valid": 40, "test": 40}  # the treebank's first lines, for --quick runs
+
+
+def quick_corpus(root):
+    """The first lines of the treebank's splits as a small corpus in `root/data` (its file names
+    keep the treebank's word-vocabulary protocol); a --quick run trains on it in seconds."""
+    from zoo.data.corpus import read_lines
+
+    path = os.path.join(root, "data")
+    os.makedirs(path, exist_ok=True)
+    for split, n in QUICK_LINES.items():
+        with open(os.path.join(path, f"ptb.{split}.txt"), "w") as f:
+            f.write("\n".join(read_lines("ptb", split)[:n]) + "\n")
+    return path
 
 
 def runs_dir(name, quick):
@@ -56,16 +69,44 @@ class _Progress:
         return Callback(on_train_begin=on_train_begin, on_step_end=on_step_end)
 
 
+BALANCE_METRICS = ("_cv_importance", "_cv_load", "_max_load_ratio", "_dropped")
+_PASSES = {}
+
+
+def batches_per_pass(settings):
+    """Global batches in one pass over the training split (an epoch), as `zoo.training` cuts it."""
+    t = settings["train"]
+    key = (settings["data"], t["global_batch_size"], t["seq_len"])
+    if key not in _PASSES:
+        from zoo.training.data import TrainingWindows, load_corpus
+
+        lines, _, vocabulary = load_corpus(settings["data"], log=lambda *a: None)
+        _PASSES[key] = TrainingWindows.from_lines(lines, vocabulary, t["seq_len"], t["global_batch_size"],
+                                                  t["seed"]).batches_per_pass
+    return _PASSES[key]
+
+
+def device():
+    """What trained: the GPU(s) TensorFlow sees, else the CPU cores."""
+    import tensorflow as tf
+
+    gpus = tf.config.list_physical_devices("GPU")
+    return f"{len(gpus)} GPU" if gpus else f"CPU ({os.cpu_count()} cores)"
+
+
 def train_curve(name, key, variant, settings, run_dir, log):
     """Trains one variant into `run_dir` (emptied first); returns its unit record."""
     from zoo.training import TrainConfig, train
 
     shutil.rmtree(run_dir, ignore_errors=True)
     t = settings["train"]
+    steps = t["steps"] if settings["quick"] else None
+    if not settings["quick"] and variant.get("epochs"):
+        steps = round(variant["epochs"] * batches_per_pass(settings))
     config = TrainConfig(global_batch_size=t["global_batch_size"], seq_len=t["seq_len"],
                          steps_per_epoch=t["validate_every"], seed=t["seed"],
-                         max_minutes=None if settings["quick"] else variant["minutes"],
-                         steps=t["steps"] if settings["quick"] else None, keep_checkpoints=1)
+                         max_minutes=None if settings["quick"] or steps else variant["minutes"],
+                         steps=steps, keep_checkpoints=1)
     progress = _Progress()
     params = {}
 
@@ -81,8 +122,8 @@ def train_curve(name, key, variant, settings, run_dir, log):
         log(f"  [{name} {key}] {line}")
 
     log(f"{name}: training {key} ({variant['label']}): preset {variant['preset']}, overrides "
-        f"{json.dumps(variant['overrides'], sort_keys=True)}" + ("" if settings["quick"] else
-                                                                f", {variant['minutes']:g} minutes"))
+        f"{json.dumps(variant['overrides'], sort_keys=True)}, "
+        + (f"{steps} steps" if steps else f"{variant['minutes']:g} minutes"))
     diverged = None
     try:
         train(variant["preset"], data=settings["data"], out_dir=run_dir, config=config,
@@ -97,11 +138,14 @@ def train_curve(name, key, variant, settings, run_dir, log):
         with open(path) as f:
             history = json.load(f)
     curve = [{"step": h["step"], "seconds": h["seconds"], "val_perplexity": h["val_perplexity"],
-              "train_perplexity": h.get("perplexity")} for h in history]
+              "train_perplexity": h.get("perplexity"),
+              **{k: v for k, v in h.items() if k.endswith(BALANCE_METRICS)}} for h in history]
     finite = [c["val_perplexity"] for c in curve if math.isfinite(c["val_perplexity"])]
     return {
         "label": variant["label"],
         "params": params.get("count"),
+        "planned_steps": steps,
+        "device": device(),
         "curve": curve,
         "steps": progress.step,
         "seconds": round(progress.seconds, 1),
@@ -118,7 +162,7 @@ def train_curve(name, key, variant, settings, run_dir, log):
 def _base_settings(quick, variants, minutes, validate_every=100):
     return {
         "quick": bool(quick),
-        "data": "ptb",
+        "data": "ptb",  # --quick: the first QUICK_LINES lines of each split
         "train": {"global_batch_size": 4 if quick else 32, "seq_len": 16 if quick else 64, "seed": 0,
                   "validate_every": 4 if quick else validate_every, "steps": 4 if quick else None},
         "minutes": minutes,
@@ -156,11 +200,13 @@ def plot_curves(result, path, title, keys=None, paper_lines=(), log_y=True, extr
                 y = ys[-1] if ys else None
                 if y is not None:
                     ax.plot([x], [y], marker="x", markersize=10, color=COLOURS[i % len(COLOURS)])
-    for value, label in paper_lines:
+    for j, (value, label) in enumerate(paper_lines):  # labels alternate right and left: close values stay legible
         for ax in axes:
             ax.axhline(value, linestyle="--", color="black", linewidth=1)
-            ax.text(ax.get_xlim()[1], value, f" {label}", va="bottom", ha="right", fontsize=8)
-    axes[0].set_xlabel("training time [minutes, this machine's 2 CPU cores]")
+            ax.text(ax.get_xlim()[1 - j % 2], value, f" {label} ", va="bottom" if j % 2 else "top",
+                    ha="right" if j % 2 == 0 else "left", fontsize=8)
+    devices = sorted({units[k].get("device", "?") for k in keys})
+    axes[0].set_xlabel(f"training time [minutes on {', '.join(devices)}, validation included]")
     axes[1].set_xlabel("updates [steps of 32 × 64 tokens]" if not result["settings"]["quick"] else "updates [steps]")
     axes[0].set_ylabel("validation perplexity (Penn Treebank, per word)")
     for ax in axes:
@@ -192,10 +238,18 @@ class CurvesExperiment:
         self._variants, self._minutes, self._notes = variants, minutes, list(notes)
         self._paper_lines, self._ordering, self._validate_every = list(paper_lines), ordering, validate_every
 
-    def settings(self, quick=False, repeats=None):
+    @property
+    def TIMED_BY_MINUTES(self):  # noqa: N802 (an experiment's attribute, like NAME)
+        return self._minutes is not None
+
+    def settings(self, quick=False, repeats=None, minutes=None):
         if repeats is not None:
             raise ValueError(f"{self.NAME} trains each variant once; --repeats does not apply to it.")
-        return _base_settings(quick, self._variants(quick), self._minutes, self._validate_every)
+        variants = self._variants(quick)
+        if minutes is not None:  # every budget scaled alike (a sweep keeps its share)
+            scale = minutes / self._minutes
+            variants = {k: dict(v, minutes=round(v["minutes"] * scale, 3)) for k, v in variants.items()}
+        return _base_settings(quick, variants, minutes or self._minutes, self._validate_every)
 
     def units(self, settings):
         return list(settings["variants"])
@@ -207,6 +261,8 @@ class CurvesExperiment:
     def run(self, settings, pending, save, log, done=None):
         done = dict(done or {})
         root = runs_dir(self.NAME, settings["quick"])
+        if settings["quick"]:
+            settings = dict(settings, data=quick_corpus(root))
         try:
             for key in settings["variants"]:
                 if key not in pending:
@@ -407,21 +463,25 @@ class PTBSentence(CurvesExperiment):
         from zoo.weights import save_float16
 
         best = os.path.join(record["run_dir"], "best")
-        lines = read_lines("ptb", "test")
-        if settings["quick"]:
-            lines = lines[:PTB_LINES_QUICK]
+        lines = read_lines(settings["data"], "test")
         out = {"test_lines": len(lines)}
         model = zoo.load(best)
         out["test_sentence"] = model.perplexity(lines, mode="sentence")
         out["test_stream"] = model.perplexity(lines, mode="stream")
         half = os.path.join(record["run_dir"], f"{variant['preset']}.weights.h5")
         save_float16(os.path.join(best, "model.weights.h5"), half)
-        shipped = zoo.load(variant["preset"], weights=half, **variant["overrides"])
-        if shipped.vocabulary.tokens != model.vocabulary.tokens:
+        overrides = dict(variant["overrides"])
+        if settings["quick"]:  # the small corpus's own vocabulary
+            overrides["vocabulary_size"] = len(model.vocabulary)
+        shipped = zoo.load(variant["preset"], weights=half, **overrides)
+        if settings["quick"]:
+            shipped.vocabulary = model.vocabulary
+        elif shipped.vocabulary != model.vocabulary:
             raise RuntimeError("The trained model's vocabulary is not the treebank's default one.")
         out["float16_test_sentence"] = shipped.perplexity(lines, mode="sentence")
         out["float16_test_stream"] = shipped.perplexity(lines, mode="stream")
         out["float16_bytes"] = os.path.getsize(half)
+        out["float32_bytes"] = os.path.getsize(os.path.join(best, "model.weights.h5"))
         out["float16_max_abs_weight_change"] = float(max(np.max(np.abs(a - b)) for a, b in
                                                          zip(model.get_weights(), shipped.get_weights())))
         out["float16_file"] = half if not settings["quick"] else None
@@ -451,7 +511,7 @@ class PTBSentence(CurvesExperiment):
         notes = [
             "Protocol: each test sentence is scored alone from <s> to </s> (`model.perplexity(lines, "
             "mode=\"sentence\")`), as in §5; the stream figure scores the test set as one text.",
-            f"Training: {settings['variants']['gcnn']['minutes']:g} minutes each on this machine's 2 CPU cores "
+            f"Training: {settings['variants']['gcnn']['minutes']:g} minutes each on {g.get('device', '?')} "
             "(the issue allows up to 60), Adam 2e-3 with the global norm clipped to 1, dropout 0.2, batch 32 × 64, "
             "validation every "
             f"{settings['train']['validate_every']} steps; the best validation checkpoint is the one scored.",
@@ -473,7 +533,7 @@ class PTBSentence(CurvesExperiment):
                              label=f"{u['label']}: test, sentence level {u['test_sentence']:.1f}")
             axes[1].legend(fontsize=8, loc="upper right")
 
-        plot_curves(result, path, f"{self.PAPER}: Penn Treebank, GCNN and LSTM",
+        plot_curves(result, path, f"{self.PAPER}: GCNN and LSTM, curves on the validation set, stars on the test set",
                     paper_lines=[(108.7, "paper GCNN test 108.7"), (109.3, "paper LSTM test 109.3")], extra=marks)
 
 
@@ -481,3 +541,91 @@ PTB_SENTENCE = PTBSentence(
     "ptb-sentence", "the Penn Treebank at the paper's protocol (§5): sentence-level test perplexity of gcnn-ptb and "
     f"of lstmp-ptb (an LSTM of the same size) after {PTB_MINUTES} minutes of training each; their weights ship as "
     "the trained presets", "Dauphin et al. 2016, §5, Penn Treebank", ptb_variants, PTB_MINUTES, validate_every=200)
+
+
+# ---- Table 7's trend at treebank scale --------------------------------------------------------------
+TABLE7_PAPER = {"dense": 46.1, "moe-4": 45.0, "moe-32": 39.7, "moe-256": 35.7}  # 1B Word, test, 10 epochs
+TABLE6_PAPER = {"cv_importance": 0.06, "cv_load": 0.05, "max_load_ratio": 1.14}  # MoE-256, losses 0.1/0.1
+TABLE7_EPOCHS = 3
+
+
+def table7_variants(quick):
+    from zoo.registry import get_preset
+
+    def experts(n):
+        layers = [dict(spec) for spec in get_preset("lstm-moe-ptb").config["layers"]]
+        for spec in layers:
+            if spec["type"] == "moe":
+                spec["num_experts"] = n
+                if quick:
+                    spec["hidden_units"] = 8
+            elif quick:
+                spec["units"] = 16
+        return {"layers": layers, **({"embedding_dim": 16} if quick else {})}
+
+    dense = {}
+    if quick:
+        dense = {"embedding_dim": 16, "layers": [{"type": "lstm", "units": 16}, {"type": "ffn", "hidden_units": [32]},
+                                                 {"type": "lstm", "units": 16}]}
+    out = {"dense": {"label": "MoE-1-Wide (lstm-wide-ptb: dense, 1 × 1024)", "preset": "lstm-wide-ptb",
+                     "overrides": dense, "epochs": TABLE7_EPOCHS, "minutes": None}}
+    for n in (4, 32, 256):
+        out[f"moe-{n}"] = {"label": f"MoE-{n} (lstm-moe-ptb, {n} experts of 256, k=4)", "preset": "lstm-moe-ptb",
+                           "overrides": experts(n), "epochs": TABLE7_EPOCHS, "minutes": None}
+    return out
+
+
+class Table7(CurvesExperiment):
+    def balance(self, unit):
+        """Table 6's statistics averaged over the last validation interval's training batches."""
+        last = unit["curve"][-1] if unit["curve"] else {}
+        out = {}
+        for name in ("cv_importance", "cv_load", "max_load_ratio"):
+            values = [v for k, v in last.items() if k.endswith("_" + name)]
+            out[name] = values[0] if values else None
+        return out
+
+    def figures(self, settings, units):
+        out = []
+        for key in settings["variants"]:
+            u = units[key]
+            out.append(figure(f"val/{key}", f"{u['label']}: validation perplexity after {TABLE7_EPOCHS} epochs",
+                              u.get("final_val_perplexity"), TABLE7_PAPER[key], comparable=False,
+                              paper_hardware="1B Word test, 10 epochs", ours_hardware="PTB valid",
+                              params=u["params"], steps=u["steps"]))
+            if key != "dense":
+                b = self.balance(u)
+                for name, label in (("cv_importance", "CV(Importance)"), ("cv_load", "CV(Load)"),
+                                    ("max_load_ratio", "max(Load) / mean(Load)")):
+                    out.append(figure(f"{name}/{key}", f"{u['label']}: {label}", b[name],
+                                      TABLE6_PAPER[name] if key == "moe-256" else None))
+        return out
+
+    def extras(self, settings, units):
+        result = super().extras(settings, units)
+        ppl = {k: units[k].get("final_val_perplexity") for k in settings["variants"]}
+        finite = all(v is not None for v in ppl.values())
+        falls = finite and ppl["moe-4"] > ppl["moe-32"] > ppl["moe-256"]
+        beats = finite and all(ppl[k] < ppl["dense"] for k in ("moe-4", "moe-32", "moe-256"))
+        result["trend"] = {"falls_with_experts": falls, "every_moe_beats_dense": beats}
+        result["notes"] = [
+            "The paper (Table 7, 1B Word, 10 epochs, test): MoE-1-Wide 46.1, MoE-4 45.0, MoE-32 39.7, MoE-256 35.7 "
+            "at 8.4M ops per timestep; here the treebank's validation set after "
+            f"{TABLE7_EPOCHS} epochs, the same computation per token in every model (k=4 experts of 256, or one "
+            "dense layer of 1024).",
+            "Trend: validation perplexity " + ("falls" if falls else "does not fall") + " from 4 to 32 to 256 experts; "
+            + ("every MoE beats" if beats else "not every MoE beats") + " the dense baseline.",
+            "Table 6's statistics are averaged over the training batches of the last validation interval "
+            "(the paper: MoE-256 with losses 0.1/0.1, CV(Importance) 0.06, CV(Load) 0.05, max/mean load 1.14).",
+        ] + result["notes"]
+        return result
+
+    def plot(self, result, path):
+        plot_curves(result, path, f"{self.PAPER}: the trend at treebank scale (validation, PTB)")
+
+
+TABLE7 = Table7(
+    "table7", f"Table 7's trend at treebank scale: lstm-moe-ptb with 4, 32 and 256 experts (k=4, the same computation "
+    f"per token) and its compute-matched dense baseline lstm-wide-ptb, {TABLE7_EPOCHS} epochs each, with Table 6's "
+    "balance statistics", "Shazeer et al. 2017, Appendix C, Tables 6 and 7", table7_variants, None,
+    validate_every=150)

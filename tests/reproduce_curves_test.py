@@ -1,0 +1,211 @@
+"""The training-curve experiments of `zoo reproduce` (tools/reproduce_curves.py): figure3, figure5,
+figure6, ptb-sentence and table7. Their --quick runs train tiny models on the treebank's first
+lines (the CI smoke test of each); the orderings, the sweep and the resume logic are checked on
+made-up curves, without training."""
+
+import json
+import math
+import os
+
+import numpy as np
+import pytest
+
+import zoo
+from zoo.tools import cli, reproduce
+from zoo.tools import reproduce_curves as curves
+
+PNG_SIGNATURE = b"\x89PNG\r\n\x1a\n"
+CURVE_EXPERIMENTS = ("figure3", "figure5", "figure6", "ptb-sentence", "table7")
+
+
+@pytest.fixture(scope="module")
+def quick_runs(tmp_path_factory):
+    out = str(tmp_path_factory.mktemp("curves") / "results")
+    for name in CURVE_EXPERIMENTS:
+        assert cli.main(["reproduce", name, "--quick", "--out", out]) == 0
+    results = {}
+    for name in CURVE_EXPERIMENTS:
+        with open(os.path.join(out, f"{name}.json")) as f:
+            results[name] = json.load(f)
+    return out, results
+
+
+def test_every_curve_experiment_is_listed():
+    names = [name for name, _, _ in reproduce.list_experiments()]
+    for name in CURVE_EXPERIMENTS:
+        assert name in names
+        assert reproduce.experiment(name).NAME == name
+
+
+@pytest.mark.parametrize("name", ["figure3", "figure5"])
+def test_gating_variants_keep_the_glu_models_parameter_count_within_5_percent(name):
+    variants = reproduce.experiment(name).settings()["variants"]
+    glu = zoo.count_params("gcnn-ptb")
+    assert zoo.count_params("gcnn-ptb", **variants["glu"]["overrides"]) == glu == 3_096_850
+    for key, variant in variants.items():
+        assert variant["overrides"]["activation"] == key
+        n = zoo.count_params(variant["preset"], **variant["overrides"])
+        assert abs(n / glu - 1) <= 0.05, (key, n, glu)
+        width = variant["overrides"]["blocks"][0][0][1]
+        assert width == (128 if key in ("glu", "gtu", "bilinear") else 144)
+        assert variant["minutes"] == 3.5
+
+
+def test_figure6_variants_and_the_sweeps_best_rate():
+    from zoo.optimizers import PAPER_RECIPE
+
+    v = curves.FIGURE6.settings()["variants"]
+    assert v["paper"]["overrides"] == {"optimizer": PAPER_RECIPE}
+    assert v["no-clip"]["overrides"]["optimizer"] == {k: x for k, x in PAPER_RECIPE.items() if k != "clipnorm"}
+    assert [v[f"sweep-{r:g}"]["overrides"]["optimizer"]["learning_rate"] for r in (1.0, 0.1, 0.01)] == [1.0, 0.1, 0.01]
+    assert all(v[k]["overrides"]["weight_norm"] is False for k in v if k.startswith("sweep") or k == "no-wn")
+    done = {"sweep-1": {"final_val_perplexity": None, "overrides": v["sweep-1"]["overrides"]},  # diverged
+            "sweep-0.1": {"final_val_perplexity": 310.0, "overrides": v["sweep-0.1"]["overrides"]},
+            "sweep-0.01": {"final_val_perplexity": 420.0, "overrides": v["sweep-0.01"]["overrides"]}}
+    chosen = curves.FIGURE6.resolve("no-wn", v["no-wn"], done)
+    assert chosen["overrides"]["optimizer"] == dict(PAPER_RECIPE, learning_rate=0.1)
+    assert chosen["overrides"]["weight_norm"] is False and "0.1" in chosen["label"]
+    assert curves.FIGURE6.resolve("paper", v["paper"], done) is v["paper"]
+
+
+def fake_record(label, final, steps=100, diverged=None, **extra):
+    curve = [{"step": s, "seconds": s * 0.5, "val_perplexity": p, "train_perplexity": p * 1.1, **extra}
+             for s, p in ((steps // 2, final * 1.5), (steps, final))]
+    return {"label": label, "params": 1000, "curve": curve[: 1 if diverged else 2], "steps": steps,
+            "seconds": steps * 0.5, "tokens_per_second": 4096.0, "best_val_perplexity": final * (1.5 if diverged else 1),
+            "final_val_perplexity": None if diverged else final, "diverged": diverged, "run_dir": None,
+            "planned_steps": None, "log_tail": []}
+
+
+def run_with_fake_training(monkeypatch, tmp_path, name, finals, calls=None):
+    """`zoo reproduce NAME` (full settings) with each variant's training replaced by a made-up
+    record whose final validation perplexity is `finals[key]` (None: diverged)."""
+    def fake(exp_name, key, variant, settings, run_dir, log):
+        if calls is not None:
+            calls.append((key, variant))
+        final = finals[key]
+        return fake_record(variant["label"], final or 500.0,
+                           diverged={"step": 51, "seconds": 25.0, "message": "nan"} if final is None else None)
+
+    monkeypatch.setattr(curves, "train_curve", fake)
+    monkeypatch.setenv("ZOO_REPRODUCE_RUNS", str(tmp_path / "runs"))
+    return reproduce.reproduce(name, out=str(tmp_path / "results"), log=lambda *a: None)
+
+
+def test_figure3_ordering_is_read_off_the_final_perplexities(monkeypatch, tmp_path):
+    result = run_with_fake_training(monkeypatch, tmp_path, "figure3",
+                                    {"glu": 150.0, "relu": 160.0, "gtu": 200.0, "tanh": 210.0})
+    assert result["ordering"] == ["glu", "relu", "gtu", "tanh"]
+    assert "ours is the same." in " ".join(result["notes"])
+    result = run_with_fake_training(monkeypatch, tmp_path / "2", "figure3",
+                                    {"glu": 170.0, "relu": 160.0, "gtu": 200.0, "tanh": None})
+    assert result["ordering"] == ["relu", "glu", "gtu", "tanh"]
+    notes = " ".join(result["notes"])
+    assert "ours differs: ReLU < GLU < GTU < Tanh." in notes and "Tanh (diverged)" in notes
+    figure = {f["id"]: f for f in result["figures"]}
+    assert figure["val/tanh"]["ours"] is None and "diverged at step 51" in figure["val/tanh"]["label"]
+    with open(tmp_path / "2" / "results" / "figure3.png", "rb") as f:
+        assert f.read(8) == PNG_SIGNATURE
+
+
+def test_figure6_trains_the_sweep_before_the_run_it_chooses(monkeypatch, tmp_path):
+    calls = []
+    finals = {"paper": 140.0, "no-clip": 180.0, "sweep-1": None, "sweep-0.1": 250.0, "sweep-0.01": 300.0,
+              "no-wn": 240.0}
+    result = run_with_fake_training(monkeypatch, tmp_path, "figure6", finals, calls)
+    assert [k for k, _ in calls] == ["paper", "no-clip", "sweep-1", "sweep-0.1", "sweep-0.01", "no-wn"]
+    assert calls[-1][1]["overrides"]["optimizer"]["learning_rate"] == 0.1
+    assert result["units"]["no-wn"]["overrides"]["optimizer"]["learning_rate"] == 0.1
+    assert "the same." in result["notes"][-2]
+
+    # interrupted after the sweep: the rerun trains no-wn only, with the saved sweep's choice
+    partial = tmp_path / "again"
+    calls2 = []
+
+    def interrupted(exp_name, key, variant, settings, run_dir, log):
+        if key == "no-wn":
+            raise KeyboardInterrupt
+        return fake_record(variant["label"], finals[key] or 500.0,
+                           diverged={"step": 3, "seconds": 1.0, "message": "nan"} if finals[key] is None else None)
+
+    monkeypatch.setattr(curves, "train_curve", interrupted)
+    monkeypatch.setenv("ZOO_REPRODUCE_RUNS", str(partial / "runs"))
+    with pytest.raises(KeyboardInterrupt):
+        reproduce.reproduce("figure6", out=str(partial / "results"), log=lambda *a: None)
+    result = run_with_fake_training(monkeypatch, partial, "figure6", finals, calls2)
+    assert [k for k, _ in calls2] == ["no-wn"]
+    assert calls2[0][1]["overrides"]["optimizer"]["learning_rate"] == 0.1
+    assert len(result["sessions"]) == 2
+
+
+def test_table7_trend_and_balance_statistics(monkeypatch, tmp_path):
+    def fake(exp_name, key, variant, settings, run_dir, log):
+        final = {"dense": 130.0, "moe-4": 125.0, "moe-32": 118.0, "moe-256": 112.0}[key]
+        balance = {} if key == "dense" else {"moe_1_cv_importance": 0.07, "moe_1_cv_load": 0.06,
+                                             "moe_1_max_load_ratio": 1.2}
+        return fake_record(variant["label"], final, **balance)
+
+    monkeypatch.setattr(curves, "train_curve", fake)
+    monkeypatch.setenv("ZOO_REPRODUCE_RUNS", str(tmp_path / "runs"))
+    result = reproduce.reproduce("table7", out=str(tmp_path / "results"), log=lambda *a: None)
+    assert result["trend"] == {"falls_with_experts": True, "every_moe_beats_dense": True}
+    figure = {f["id"]: f for f in result["figures"]}
+    assert figure["cv_load/moe-256"]["ours"] == 0.06 and figure["cv_load/moe-256"]["paper"] == 0.05
+    assert figure["val/moe-32"]["paper"] == 39.7 and figure["val/moe-32"]["comparable"] is False
+    markdown = reproduce.results_markdown([result], "results")
+    assert "| — (ours PTB valid, paper 1B Word test, 10 epochs) |" in markdown
+    settings = result["settings"]
+    assert [settings["variants"][k]["overrides"]["layers"][1]["num_experts"] for k in ("moe-4", "moe-32", "moe-256")] \
+        == [4, 32, 256]
+    assert all(settings["variants"][k]["epochs"] == 3 for k in settings["variants"])
+
+
+def test_quick_runs_write_curves_figures_and_plots(quick_runs):
+    out, results = quick_runs
+    for name, result in results.items():
+        assert result["quick"] is True and result["command"] == f"zoo reproduce {name} --quick --out {out}"
+        assert list(result["units"]) == list(result["settings"]["variants"])
+        for key, unit in result["units"].items():
+            assert unit["steps"] == 4 and unit["diverged"] is None, (name, key)
+            assert [c["step"] for c in unit["curve"]] == [4]
+            assert math.isfinite(unit["final_val_perplexity"]) and unit["final_val_perplexity"] > 1
+            assert unit["params"] > 0 and unit["run_dir"] is None
+        assert result["notes"] and result["figures"]
+        with open(os.path.join(out, f"{name}.png"), "rb") as f:
+            assert f.read(8) == PNG_SIGNATURE
+    assert not [p for p in os.listdir(out) if p.endswith(".partial.json")]
+
+
+def test_quick_ptb_sentence_scores_float16_weights_like_float32(quick_runs):
+    _, results = quick_runs
+    for key in ("gcnn", "lstm"):
+        u = results["ptb-sentence"]["units"][key]
+        assert u["test_lines"] == curves.QUICK_LINES["test"]
+        assert u["float16_test_sentence"] == pytest.approx(u["test_sentence"], rel=1e-3)
+        assert u["float16_test_stream"] == pytest.approx(u["test_stream"], rel=1e-3)
+        assert 0 < u["float16_max_abs_weight_change"] < 1e-2
+        # every parameter is stored in two bytes instead of four; the file's own bytes do not change
+        assert abs(u["float32_bytes"] - u["float16_bytes"] - 2 * u["params"]) < 0.02 * 2 * u["params"]
+    figure = {f["id"]: f for f in results["ptb-sentence"]["figures"]}
+    assert figure["test-sentence/gcnn"]["paper"] == 108.7 and figure["test-sentence/lstm"]["paper"] == 109.3
+
+
+def test_quick_table7_records_balance_statistics(quick_runs):
+    _, results = quick_runs
+    figure = {f["id"]: f for f in results["table7"]["figures"]}
+    for n in (4, 32, 256):
+        for stat in ("cv_importance", "cv_load", "max_load_ratio"):
+            assert figure[f"{stat}/moe-{n}"]["ours"] is not None and figure[f"{stat}/moe-{n}"]["ours"] >= 0
+    assert figure["max_load_ratio/moe-256"]["ours"] >= 1.0
+    assert set(results["table7"]["trend"]) == {"falls_with_experts", "every_moe_beats_dense"}
+
+
+def test_save_float16_halves_the_file_and_loads_back(tmp_path):
+    model = zoo.load("gcnn-ptb", weights="random", embedding_dim=8, blocks=[[[4, 8]]], vocabulary_size=50)
+    full = str(tmp_path / "m.weights.h5")
+    model.save_weights(full)
+    half = zoo.weights.save_float16(full, str(tmp_path / "h.weights.h5"))
+    back = zoo.load("gcnn-ptb", weights=half, embedding_dim=8, blocks=[[[4, 8]]], vocabulary_size=50)
+    for a, b in zip(model.get_weights(), back.get_weights(), strict=True):
+        assert b.dtype == np.float32
+        np.testing.assert_array_equal(b, a.astype(np.float16).astype(np.float32))
