@@ -205,13 +205,20 @@ def plot_curves(result, path, title, keys=None, paper_lines=(), log_y=True, extr
             ax.axhline(value, linestyle="--", color="black", linewidth=1)
             ax.text(ax.get_xlim()[1 - j % 2], value, f" {label} ", va="bottom" if j % 2 else "top",
                     ha="right" if j % 2 == 0 else "left", fontsize=8)
-    devices = sorted({units[k].get("device", "?") for k in keys})
+    cores = result.get("machine", {}).get("cores", "?")
+    devices = sorted({units[k].get("device") or f"CPU ({cores} cores)" for k in keys})
     axes[0].set_xlabel(f"training time [minutes on {', '.join(devices)}, validation included]")
     axes[1].set_xlabel("updates [steps of 32 × 64 tokens]" if not result["settings"]["quick"] else "updates [steps]")
     axes[0].set_ylabel("validation perplexity (Penn Treebank, per word)")
+    from matplotlib.ticker import FuncFormatter, LogLocator
+
     for ax in axes:
-        if log_y:
+        if log_y:  # perplexities on a log axis, every tick written out (100, 150, 200, 300 ...)
             ax.set_yscale("log")
+            ax.yaxis.set_major_locator(LogLocator(base=10, subs=(1.0, 1.5, 2.0, 3.0, 5.0, 7.0)))
+            ax.yaxis.set_minor_locator(LogLocator(base=10, subs=(1.25, 1.75, 2.5, 4.0, 6.0, 8.0, 9.0)))
+            ax.yaxis.set_major_formatter(FuncFormatter(lambda y, _: f"{y:,.0f}"))
+            ax.yaxis.set_minor_formatter(FuncFormatter(lambda y, _: ""))
         ax.grid(True, which="both", alpha=0.3)
     axes[1].legend(fontsize=8, loc="upper right")
     if extra:
@@ -511,7 +518,7 @@ class PTBSentence(CurvesExperiment):
         notes = [
             "Protocol: each test sentence is scored alone from <s> to </s> (`model.perplexity(lines, "
             "mode=\"sentence\")`), as in §5; the stream figure scores the test set as one text.",
-            f"Training: {settings['variants']['gcnn']['minutes']:g} minutes each on {g.get('device', '?')} "
+            f"Training: {settings['variants']['gcnn']['minutes']:g} minutes each on {g.get('device') or 'this machine (CPU)'} "
             "(the issue allows up to 60), Adam 2e-3 with the global norm clipped to 1, dropout 0.2, batch 32 × 64, "
             "validation every "
             f"{settings['train']['validate_every']} steps; the best validation checkpoint is the one scored.",

@@ -60,8 +60,14 @@ class Trained(typing.NamedTuple):
     sha256: str
 
 
-# preset name -> Trained(path relative to the zoo package directory, sha256). None ship yet.
-TRAINED = {}
+# preset name -> Trained(path relative to the zoo package directory, sha256): the best treebank
+# GCNN and LSTM of `zoo reproduce ptb-sentence` (results/ptb-sentence.json), stored in float16.
+TRAINED = {
+    "gcnn-ptb": Trained("weights/gcnn-ptb.weights.h5",
+                        "453a7146082929ba27436d5b1b4191fc222e77df279d67165861f6288dc3cf07"),
+    "lstmp-ptb": Trained("weights/lstmp-ptb.weights.h5",
+                         "4f0f14e2631fbcc96fa4aecb6e51bc9008957c9c52869b35ae735aded412f1fb"),
+}
 
 PACKAGE_DIR = os.path.dirname(os.path.abspath(__file__))
 WEIGHTS_FILE = "model.weights.h5"  # the weights file of a preset directory (as zoo.registry)

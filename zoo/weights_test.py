@@ -11,7 +11,6 @@ import re
 import socket
 import threading
 
-import h5py
 import numpy as np
 import pytest
 import tensorflow as tf
@@ -254,18 +253,7 @@ def test_trained_weights_load_from_the_package_in_float16(served, tmp_path, monk
     source = served["root"] / "tiny.weights.h5"
     shipped = tmp_path / "package" / "weights" / "gcnn-ptb.weights.h5"
     shipped.parent.mkdir(parents=True)
-    with h5py.File(source, "r") as a, h5py.File(shipped, "w") as b:
-        def copy(name, item):
-            if isinstance(item, h5py.Dataset):
-                data = item[()]
-                b.create_dataset(name, data=data.astype(np.float16) if data.dtype == np.float32 else data)
-            else:
-                b.require_group(name)
-            for key, value in item.attrs.items():
-                b[name].attrs[key] = value
-        a.visititems(copy)
-        for key, value in a.attrs.items():
-            b.attrs[key] = value
+    sources.save_float16(str(source), str(shipped))
     monkeypatch.setattr(sources, "PACKAGE_DIR", str(tmp_path / "package"))
     monkeypatch.setattr(sources, "TRAINED", {"gcnn-ptb": sources.Trained("weights/gcnn-ptb.weights.h5",
                                                                          sha256(shipped))})
