@@ -239,6 +239,8 @@ def redraw(name, out=DEFAULT_OUT, log=print):
 def _number(x, unit=""):
     if x is None:
         return "—"
+    if unit == "ppl":  # perplexities: one decimal (108.7 and 109.3 must not both read 109)
+        return f"{x:,.1f}"
     if unit == "x":
         return f"{x:.2g}×" if abs(x) < 1 else f"{x:.2f}×" if abs(x) < 10 else f"{x:.1f}×"
     if abs(x) >= 100:
@@ -297,7 +299,7 @@ def results_markdown(results, results_dir):
             ours = _number(f.get("ours"), unit)
             if f.get("ours") is not None and f.get("ours_hardware"):
                 ours += f" ({f['ours_hardware']})"
-            label = f["label"] + (f" [{unit}]" if unit and unit != "x" else "")
+            label = f["label"] + (f" [{unit}]" if unit and unit not in ("x", "ppl") else "")
             lines.append(f"| {label} | {paper} | {ours} | {_comparison(f)} | `{r['command']}` | "
                          f"[{r['plot']}]({plot}) |")
         lines.append("")

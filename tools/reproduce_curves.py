@@ -194,12 +194,15 @@ def plot_curves(result, path, title, keys=None, paper_lines=(), log_y=True, extr
         if u.get("diverged"):
             label += f", diverged at step {u['diverged']['step']}"
         for ax, xs in ((axes[0], xs_t), (axes[1], xs_s)):
-            ax.plot(xs, ys, marker="o", markersize=3, color=COLOURS[i % len(COLOURS)], label=label)
+            ax.plot(xs, ys, marker="o" if ys else "x", markersize=3 if ys else 8, color=COLOURS[i % len(COLOURS)],
+                    label=label)
             if u.get("diverged"):
                 x = u["diverged"]["seconds"] / 60 if ax is axes[0] else u["diverged"]["step"]
-                y = ys[-1] if ys else None
-                if y is not None:
-                    ax.plot([x], [y], marker="x", markersize=10, color=COLOURS[i % len(COLOURS)])
+                if ys:
+                    ax.plot([x], [ys[-1]], marker="x", markersize=10, color=COLOURS[i % len(COLOURS)])
+                else:  # diverged before its first validation: a cross at the top of the axes
+                    ax.plot([x], [0.97], marker="x", markersize=10, color=COLOURS[i % len(COLOURS)],
+                            transform=ax.get_xaxis_transform(), clip_on=False)
     for j, (value, label) in enumerate(paper_lines):  # labels alternate right and left: close values stay legible
         for ax in axes:
             ax.axhline(value, linestyle="--", color="black", linewidth=1)
@@ -215,12 +218,12 @@ def plot_curves(result, path, title, keys=None, paper_lines=(), log_y=True, extr
     for ax in axes:
         if log_y:  # perplexities on a log axis, every tick written out (100, 150, 200, 300 ...)
             ax.set_yscale("log")
-            ax.yaxis.set_major_locator(LogLocator(base=10, subs=(1.0, 1.5, 2.0, 3.0, 5.0, 7.0)))
-            ax.yaxis.set_minor_locator(LogLocator(base=10, subs=(1.25, 1.75, 2.5, 4.0, 6.0, 8.0, 9.0)))
+            ax.yaxis.set_major_locator(LogLocator(base=10, subs=(1.0, 1.5, 2.0, 3.0, 4.0, 5.0, 7.0)))
+            ax.yaxis.set_minor_locator(LogLocator(base=10, subs=(1.25, 1.75, 2.5, 6.0, 8.0, 9.0)))
             ax.yaxis.set_major_formatter(FuncFormatter(lambda y, _: f"{y:,.0f}"))
             ax.yaxis.set_minor_formatter(FuncFormatter(lambda y, _: ""))
         ax.grid(True, which="both", alpha=0.3)
-    axes[1].legend(fontsize=8, loc="upper right")
+    axes[1].legend(fontsize=8, loc="best")
     if extra:
         extra(fig, axes)
     fig.suptitle(title + (" (--quick smoke test: says nothing about the paper)" if result["quick"] else ""))
@@ -229,7 +232,7 @@ def plot_curves(result, path, title, keys=None, paper_lines=(), log_y=True, extr
     plt.close(fig)
 
 
-def figure(id, label, ours, paper=None, unit="", **extra):
+def figure(id, label, ours, paper=None, unit="ppl", **extra):
     return {"id": id, "label": label, "unit": unit, "ours": ours, "ours_hardware": None, "paper": paper,
             "paper_hardware": None, **extra}
 
@@ -538,7 +541,7 @@ class PTBSentence(CurvesExperiment):
                 axes[1].plot([u["steps"]], [u["test_sentence"]], marker="*", markersize=12,
                              color=COLOURS[i % len(COLOURS)], linestyle="none",
                              label=f"{u['label']}: test, sentence level {u['test_sentence']:.1f}")
-            axes[1].legend(fontsize=8, loc="upper right")
+            axes[1].legend(fontsize=8, loc="best")
 
         plot_curves(result, path, f"{self.PAPER}: GCNN and LSTM, curves on the validation set, stars on the test set",
                     paper_lines=[(108.7, "paper GCNN test 108.7"), (109.3, "paper LSTM test 109.3")], extra=marks)
@@ -605,7 +608,7 @@ class Table7(CurvesExperiment):
                 for name, label in (("cv_importance", "CV(Importance)"), ("cv_load", "CV(Load)"),
                                     ("max_load_ratio", "max(Load) / mean(Load)")):
                     out.append(figure(f"{name}/{key}", f"{u['label']}: {label}", b[name],
-                                      TABLE6_PAPER[name] if key == "moe-256" else None))
+                                      TABLE6_PAPER[name] if key == "moe-256" else None, unit=""))
         return out
 
     def extras(self, settings, units):
