@@ -209,3 +209,20 @@ def test_save_float16_halves_the_file_and_loads_back(tmp_path):
     for a, b in zip(model.get_weights(), back.get_weights(), strict=True):
         assert b.dtype == np.float32
         np.testing.assert_array_equal(b, a.astype(np.float16).astype(np.float32))
+
+
+def test_results_md_gathers_runs_with_other_budgets_from_subfolders(monkeypatch, tmp_path):
+    finals = {"glu": 150.0, "relu": 160.0, "gtu": 200.0, "tanh": 210.0}
+    run_with_fake_training(monkeypatch, tmp_path, "figure3", finals)
+    monkeypatch.setattr(curves, "train_curve", lambda name, key, variant, settings, run_dir, log:
+                        fake_record(variant["label"], finals[key] - 10))
+    long = reproduce.reproduce("figure3", out=str(tmp_path / "results" / "long"), minutes=7, log=lambda *a: None)
+    assert long["command"] == f"zoo reproduce figure3 --out {tmp_path / 'results' / 'long'} --minutes 7"
+    assert all(v["minutes"] == 7 for v in long["settings"]["variants"].values())
+    path = reproduce.write_results(str(tmp_path / "results"), log=lambda *a: None)
+    text = open(path).read()
+    assert text.count("## figure3") == 2 and "## figure3 (in results/long/):" in text
+    assert "| GLU: validation perplexity after 7 min | — | 140.0 |" in text
+    assert "[figure3.png](results/long/figure3.png)" in text and "[figure3.png](results/figure3.png)" in text
+    with pytest.raises(ValueError, match="not of table4"):
+        reproduce.reproduce("table4", out=str(tmp_path / "t4"), minutes=3, log=lambda *a: None)

@@ -266,7 +266,7 @@ def results_markdown(results, results_dir):
              "The papers' figures beside ours, one row per figure, written by `zoo reproduce --results` from "
              "`results/*.json` (do not edit by hand). Each experiment's JSON holds the raw timings, the machine, "
              "the command and the commit; rerun the command to measure again.", ""]
-    for r in sorted(results, key=lambda r: r["experiment"]):
+    for r in sorted(results, key=lambda r: (r["experiment"], r.get("folder", ""))):
         m = r.get("machine", {})
         where = (f"{m.get('cpu_model', '?')}, {m.get('cores', '?')} cores, TensorFlow {m.get('tensorflow', '?')}, "
                  f"Keras {m.get('keras', '?')}")
@@ -279,8 +279,10 @@ def results_markdown(results, results_dir):
             if label not in commits:
                 commits.append(label)
         redrawn = r.get("redrawn") or []
-        plot = f"{results_dir}/{r['plot']}" if results_dir else r["plot"]
-        lines += [f"## {r['experiment']}: {r['paper']}", "", r["description"], ""]
+        where_dir = "/".join(part for part in (results_dir, r.get("folder")) if part)
+        plot = f"{where_dir}/{r['plot']}" if where_dir else r["plot"]
+        folder = f" (in {results_dir or '.'}/{r['folder']}/)" if r.get("folder") else ""
+        lines += [f"## {r['experiment']}{folder}: {r['paper']}", "", r["description"], ""]
         if r.get("quick"):
             lines += ["**Quick smoke-test run (tiny models and inputs): these figures say nothing about the paper.**", ""]
         lines += [f"Measured {r['sessions'][-1].get('finished_at', '?')} on {where}; "
@@ -307,13 +309,18 @@ def results_markdown(results, results_dir):
 
 
 def write_results(out=DEFAULT_OUT, results_file=None, log=print):
-    """Rewrites RESULTS.md (default: in OUT's parent folder) from OUT/*.json. Returns its path."""
-    paths = sorted(p for p in glob.glob(os.path.join(out, "*.json")) if not p.endswith(".partial.json"))
+    """Rewrites RESULTS.md (default: in OUT's parent folder) from OUT/*.json and OUT/*/*.json (runs
+    with other settings, or on other hardware, written with `--out OUT/SUBFOLDER`). Returns its path."""
+    paths = sorted(p for p in glob.glob(os.path.join(out, "*.json")) + glob.glob(os.path.join(out, "*", "*.json"))
+                   if not p.endswith(".partial.json"))
     results = []
     for path in paths:
         with open(path) as f:
             data = json.load(f)
         if isinstance(data, dict) and "figures" in data and "experiment" in data:
+            folder = os.path.relpath(os.path.dirname(path), out)
+            if folder != ".":
+                data["folder"] = folder.replace(os.sep, "/")
             results.append(data)
     if not results:
         raise ValueError(f"No experiment results in {out!r} (run `zoo reproduce NAME` first).")
