@@ -39,7 +39,7 @@ def test_trained_weights_score_the_test_set_at_the_stated_figure(preset):
     stated = shipped_units()[preset]["float16_test_sentence"]
     assert ppl == pytest.approx(stated, rel=1e-4)
     with open(os.path.join(ROOT, "RESULTS.md")) as f:
-        assert f"| {reproduce._number(stated, "ppl")} |" in f.read()
+        assert "| " + reproduce._number(stated, "ppl") + " |" in f.read()
 
 
 def test_trained_presets_score_generate_and_export_by_name_from_the_command_line(capsys, tmp_path):
