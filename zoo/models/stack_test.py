@@ -10,10 +10,13 @@ from zoo.registry import PRESETS, count_params
 
 TABLE_7 = ("moe-4", "moe-32", "moe-256", "moe-256-h", "moe-1024-h", "moe-4096-h", "moe-34m",
            "moe-143m", "moe-1-wide", "moe-1-deep", "4xlstm-512", "lstm-2048-512")
-MOE_PTB = ("lstm-moe-ptb", "lstm-wide-ptb", "gcnn-moe-ptb")
+# the treebank's stack presets (and gcnn-moe-ptb); lstmp-ptb: 10,002×128 embedding 1,280,256 + LSTM
+# 512→128 (128×2048 + 128×2048 + 2048 + 512×128 = 591,872) + softmax 128×10,002 + 10,002 = 1,290,258
+MOE_PTB = ("lstm-moe-ptb", "lstm-wide-ptb", "gcnn-moe-ptb", "lstmp-ptb")
 # `zoo presets --params` before parameter counts were read off the layers (the hand-written count
 # of the first releases); the README's tables print these.
-PAPER_COUNTS = {"lstm-moe-ptb": 10_408_722, "lstm-wide-ptb": 6_707_218, "gcnn-moe-ptb": 4_161_810}
+PAPER_COUNTS = {"lstm-moe-ptb": 10_408_722, "lstm-wide-ptb": 6_707_218, "gcnn-moe-ptb": 4_161_810,
+                "lstmp-ptb": 1_280_256 + 591_872 + 1_290_258}
 
 
 def scaled(spec, dim=16):
