@@ -49,19 +49,21 @@ def runs_dir(name, quick):
 
 
 class _Progress:
-    """A `zoo.training.Callback` recording the last step and when it ended (the step a loss
-    became NaN is the one after)."""
+    """A `zoo.training.Callback` recording the model's parameter count, the last step and when it
+    ended (the step a loss became NaN is the one after)."""
 
     def __init__(self):
         self.step = 0
         self.began = time.monotonic()
         self.seconds = 0.0
+        self.params = None
 
     def as_callback(self):
         from zoo.training import Callback
 
         def on_train_begin(trainer):
             self.began = time.monotonic()
+            self.params = trainer.model.count_params()
 
         def on_step_end(step, loss):
             self.step, self.seconds = step, time.monotonic() - self.began
@@ -108,13 +110,6 @@ def train_curve(name, key, variant, settings, run_dir, log):
                          max_minutes=None if settings["quick"] or steps else variant["minutes"],
                          steps=steps, keep_checkpoints=1)
     progress = _Progress()
-    params = {}
-
-    def on_begin(trainer):
-        params["count"] = trainer.model.count_params()
-
-    from zoo.training import Callback
-
     lines = []
 
     def unit_log(line):
@@ -128,7 +123,7 @@ def train_curve(name, key, variant, settings, run_dir, log):
     try:
         train(variant["preset"], data=settings["data"], out_dir=run_dir, config=config,
               overrides=variant["overrides"], log=unit_log,
-              callbacks=[progress.as_callback(), Callback(on_train_begin=on_begin)])
+              callbacks=[progress.as_callback()])
     except FloatingPointError as error:
         diverged = {"step": progress.step + 1, "seconds": round(progress.seconds, 1), "message": str(error)}
         log(f"  [{name} {key}] diverged: {error}")
@@ -143,7 +138,7 @@ def train_curve(name, key, variant, settings, run_dir, log):
     finite = [c["val_perplexity"] for c in curve if math.isfinite(c["val_perplexity"])]
     return {
         "label": variant["label"],
-        "params": params.get("count"),
+        "params": progress.params,
         "planned_steps": steps,
         "device": device(),
         "curve": curve,
