@@ -190,6 +190,40 @@ def test_quick_ptb_sentence_scores_float16_weights_like_float32(quick_runs):
     assert figure["test-sentence/gcnn"]["paper"] == 108.7 and figure["test-sentence/lstm"]["paper"] == 109.3
 
 
+def test_annealed_rate_falls_along_a_cosine_to_its_final_fraction():
+    assert curves.annealed_rate(2e-3, 0.0, 0.02) == pytest.approx(2e-3)
+    assert curves.annealed_rate(2e-3, 0.5, 0.02) == pytest.approx(2e-3 * (0.02 + 0.98 * 0.5))
+    assert curves.annealed_rate(2e-3, 0.25, 0.02) == pytest.approx(2e-3 * (0.02 + 0.98 * (1 + 0.5**0.5) / 2))
+    assert curves.annealed_rate(2e-3, 1.0, 0.02) == pytest.approx(4e-5)
+    assert curves.annealed_rate(2e-3, 3.0, 0.02) == pytest.approx(4e-5)  # held after the budget
+    assert curves.annealed_rate(2e-3, 0.7, 1.0) == pytest.approx(2e-3)
+
+
+def test_ptb_sentence_anneals_both_models_over_their_planned_steps(quick_runs):
+    settings = curves.PTB_SENTENCE.settings()
+    for key in ("gcnn", "lstm"):
+        variant = settings["variants"][key]
+        assert variant["epochs"] == curves.PTB_EPOCHS[key] and variant["anneal"] == curves.PTB_FINAL_FRACTION
+        assert variant["overrides"] == {"dropout": curves.PTB_DROPOUT[key]}
+        # the quick run anneals over its 4 steps: the last step's rate is the final fraction of Adam's 2e-3
+        anneal = quick_runs[1]["ptb-sentence"]["units"][key]["anneal"]
+        assert anneal["initial_learning_rate"] == pytest.approx(2e-3) and anneal["over"] == "4 steps"
+        assert anneal["last_learning_rate"] == pytest.approx(2e-3 * curves.PTB_FINAL_FRACTION)
+    with pytest.raises(ValueError, match="not of ptb-sentence"):
+        reproduce.reproduce("ptb-sentence", out="/nonexistent/never-written", minutes=3, log=lambda *a: None)
+
+
+def test_annealing_changes_training_and_a_final_fraction_of_1_does_not(tmp_path):
+    settings = curves.PTB_SENTENCE.settings(quick=True)
+    final = {}
+    for anneal in (None, 1.0, 0.0):
+        variant = dict(settings["variants"]["gcnn"], anneal=anneal)
+        unit = curves.train_curve("t", "gcnn", variant, settings, str(tmp_path / "run"), lambda *a: None)
+        final[anneal] = unit["final_val_perplexity"]
+    assert final[1.0] == final[None]
+    assert abs(final[0.0] / final[None] - 1) > 1e-4
+
+
 def test_quick_table7_records_balance_statistics(quick_runs):
     _, results = quick_runs
     figure = {f["id"]: f for f in results["table7"]["figures"]}

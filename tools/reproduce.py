@@ -152,8 +152,8 @@ def reproduce(name, out=DEFAULT_OUT, quick=False, repeats=None, command=None, lo
     elif getattr(exp, "TIMED_BY_MINUTES", False):
         settings = exp.settings(quick=quick, repeats=repeats, minutes=minutes)
     else:
-        raise ValueError(f"--minutes sets the training budget of a curve experiment (figure3, figure5, figure6, "
-                         f"ptb-sentence), not of {name}.")
+        raise ValueError(f"--minutes sets the training budget of a curve experiment (figure3, figure5, figure6), "
+                         f"not of {name} (its runs are a number of passes over the data).")
     os.makedirs(out, exist_ok=True)
     partial_path = os.path.join(out, f"{name}.partial.json")
     partial = None

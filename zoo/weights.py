@@ -64,9 +64,9 @@ class Trained(typing.NamedTuple):
 # GCNN and LSTM of `zoo reproduce ptb-sentence` (results/ptb-sentence.json), stored in float16.
 TRAINED = {
     "gcnn-ptb": Trained("weights/gcnn-ptb.weights.h5",
-                        "453a7146082929ba27436d5b1b4191fc222e77df279d67165861f6288dc3cf07"),
+                        "dab8fc1a65f9b1249fee8fe7a1d627559a1e70dab526efa4c5c36d82d6f610b6"),
     "lstmp-ptb": Trained("weights/lstmp-ptb.weights.h5",
-                         "4f0f14e2631fbcc96fa4aecb6e51bc9008957c9c52869b35ae735aded412f1fb"),
+                         "372597f1ce0e25dcc5007b52c02559b37f18526482570946a615faecb493c643"),
 }
 
 PACKAGE_DIR = os.path.dirname(os.path.abspath(__file__))
