@@ -190,15 +190,6 @@ def test_quick_ptb_sentence_scores_float16_weights_like_float32(quick_runs):
     assert figure["test-sentence/gcnn"]["paper"] == 108.7 and figure["test-sentence/lstm"]["paper"] == 109.3
 
 
-def test_annealed_rate_falls_along_a_cosine_to_its_final_fraction():
-    assert curves.annealed_rate(2e-3, 0.0, 0.02) == pytest.approx(2e-3)
-    assert curves.annealed_rate(2e-3, 0.5, 0.02) == pytest.approx(2e-3 * (0.02 + 0.98 * 0.5))
-    assert curves.annealed_rate(2e-3, 0.25, 0.02) == pytest.approx(2e-3 * (0.02 + 0.98 * (1 + 0.5**0.5) / 2))
-    assert curves.annealed_rate(2e-3, 1.0, 0.02) == pytest.approx(4e-5)
-    assert curves.annealed_rate(2e-3, 3.0, 0.02) == pytest.approx(4e-5)  # held after the budget
-    assert curves.annealed_rate(2e-3, 0.7, 1.0) == pytest.approx(2e-3)
-
-
 def test_ptb_sentence_anneals_both_models_over_their_planned_steps(quick_runs):
     settings = curves.PTB_SENTENCE.settings()
     for key in ("gcnn", "lstm"):

@@ -71,50 +71,6 @@ class _Progress:
         return Callback(on_train_begin=on_train_begin, on_step_end=on_step_end)
 
 
-def annealed_rate(initial, fraction, final_fraction):
-    """The learning rate `fraction` (0 to 1) of the way along a cosine from `initial` down to
-    `final_fraction` × `initial`."""
-    fraction = min(max(fraction, 0.0), 1.0)
-    return initial * (final_fraction + (1.0 - final_fraction) * 0.5 * (1.0 + math.cos(math.pi * fraction)))
-
-
-class _Anneal:
-    """A `zoo.training.Callback` that sets the optimiser's learning rate after every step along
-    `annealed_rate`, by the share of the run's wall-clock budget spent (`minutes`) or of its
-    `steps`, so that a run of a fixed number of minutes ends at the low rate whatever the
-    machine's pace."""
-
-    def __init__(self, final_fraction, minutes=None, steps=None):
-        self.final_fraction, self.minutes, self.steps = final_fraction, minutes, steps
-        self.initial = self.last = None
-
-    def as_callback(self):
-        from zoo.training import Callback
-
-        def on_train_begin(trainer):
-            self.optimizer, self.began = trainer.optimizer, time.monotonic()
-            self.initial = float(keras_value(trainer.optimizer.learning_rate))
-
-        def on_step_end(step, loss):
-            fraction = (step / self.steps if self.steps else
-                        (time.monotonic() - self.began) / (60.0 * self.minutes))
-            self.last = annealed_rate(self.initial, fraction, self.final_fraction)
-            self.optimizer.learning_rate = self.last
-
-        return Callback(on_train_begin=on_train_begin, on_step_end=on_step_end)
-
-    def record(self):
-        return {"initial_learning_rate": self.initial, "final_fraction": self.final_fraction,
-                "over": f"{self.minutes:g} minutes" if self.minutes else f"{self.steps} steps",
-                "last_learning_rate": self.last}
-
-
-def keras_value(value):
-    import keras
-
-    return keras.ops.convert_to_numpy(value)
-
-
 BALANCE_METRICS = ("_cv_importance", "_cv_load", "_max_load_ratio", "_dropped")
 _PASSES = {}
 
@@ -153,12 +109,20 @@ def train_curve(name, key, variant, settings, run_dir, log):
                          steps_per_epoch=t["validate_every"], seed=t["seed"],
                          max_minutes=None if settings["quick"] or steps else variant["minutes"],
                          steps=steps, keep_checkpoints=1)
+    overrides, anneal = variant["overrides"], None
+    if variant.get("anneal") is not None:  # the preset's optimiser, its rate on a cosine over the planned steps
+        if not steps:
+            raise ValueError(f"{name} {key}: annealing needs a planned number of steps (epochs), not a budget in minutes.")
+        from zoo.optimizers import from_config
+        from zoo.registry import get_preset
+
+        optimizer = dict(overrides.get("optimizer") or get_preset(variant["preset"]).config["optimizer"],
+                         decay_steps=steps, final_fraction=variant["anneal"])
+        overrides = dict(overrides, optimizer=optimizer)
+        schedule = from_config(optimizer)._learning_rate
+        anneal = {"initial_learning_rate": optimizer["learning_rate"], "final_fraction": variant["anneal"],
+                  "over": f"{steps} steps", "last_learning_rate": float(schedule(steps))}
     progress = _Progress()
-    callbacks = [progress.as_callback()]
-    anneal = None
-    if variant.get("anneal") is not None:
-        anneal = _Anneal(variant["anneal"], minutes=None if steps else variant["minutes"], steps=steps)
-        callbacks.append(anneal.as_callback())
     lines = []
 
     def unit_log(line):
@@ -166,13 +130,13 @@ def train_curve(name, key, variant, settings, run_dir, log):
         log(f"  [{name} {key}] {line}")
 
     log(f"{name}: training {key} ({variant['label']}): preset {variant['preset']}, overrides "
-        f"{json.dumps(variant['overrides'], sort_keys=True)}, "
+        f"{json.dumps(overrides, sort_keys=True)}, "
         + (f"{steps} steps" if steps else f"{variant['minutes']:g} minutes"))
     diverged = None
     try:
         train(variant["preset"], data=settings["data"], out_dir=run_dir, config=config,
-              overrides=variant["overrides"], log=unit_log,
-              callbacks=callbacks)
+              overrides=overrides, log=unit_log,
+              callbacks=[progress.as_callback()])
     except FloatingPointError as error:
         diverged = {"step": progress.step + 1, "seconds": round(progress.seconds, 1), "message": str(error)}
         log(f"  [{name} {key}] diverged: {error}")
@@ -200,7 +164,7 @@ def train_curve(name, key, variant, settings, run_dir, log):
         "diverged": diverged,
         "run_dir": run_dir,
         "log_tail": lines[-3:],
-        **({"anneal": anneal.record()} if anneal else {}),
+        **({"anneal": anneal} if anneal else {}),
     }
 
 

@@ -30,13 +30,25 @@ def from_config(config=None):
 
     Names: "nesterov" (the GCNN paper's), "adam", "sgd", "factorized_adam" (Appendix D of
     Shazeer et al.); `clipnorm` clips the global gradient norm; `warmup_steps` puts the learning
-    rate on `WarmupRsqrtDecay`."""
+    rate on `WarmupRsqrtDecay`; `decay_steps` on a cosine from `learning_rate` down to
+    `final_fraction` (default 0.02) of it over that many steps, held there afterwards."""
     config = dict(PAPER_RECIPE if config is None else config)
     name = config.pop("name", "nesterov")
     clipnorm = config.pop("clipnorm", None)
     warmup = config.pop("warmup_steps", None)
+    decay = config.pop("decay_steps", None)
+    final_fraction = config.pop("final_fraction", 0.02)
+    if warmup and decay:
+        raise ValueError(f"An optimizer takes warmup_steps ({warmup}) or decay_steps ({decay}), not both.")
     if warmup:
         config["learning_rate"] = WarmupRsqrtDecay(config.get("learning_rate", 1e-3), warmup)
+    if decay is not None:
+        if isinstance(decay, bool) or not isinstance(decay, int) or decay < 1:
+            raise ValueError(f"decay_steps must be a whole number of steps >= 1, got {decay!r}.")
+        if isinstance(final_fraction, bool) or not isinstance(final_fraction, (int, float)) or not 0 <= final_fraction <= 1:
+            raise ValueError(f"final_fraction must be a number from 0 to 1, got {final_fraction!r}.")
+        config["learning_rate"] = keras.optimizers.schedules.CosineDecay(
+            config.get("learning_rate", 1e-3), decay, alpha=final_fraction)
     if name == "nesterov":
         return keras.optimizers.SGD(
             learning_rate=config.pop("learning_rate", 1.0),
