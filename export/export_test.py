@@ -5,8 +5,8 @@ LSTM–MoE–LSTM stack, exported once (module fixture) and checked against the 
   loads every export, calls every signature and streams greedy generation through
   `decode_step`; its results equal `score` / `log_probs` / `decode_step` / `generate` here;
 - `saved_model_cli show --all` lists the four signatures with their names and dtypes;
-- the README's TF Serving request bodies, mapped to signature calls the way TF Serving's REST
-  API maps them, give the README's answers and the in-process model's numbers;
+- the TF Serving request bodies of docs/serving.md, mapped to signature calls the way TF
+  Serving's REST API maps them, give that page's answers and the in-process model's numbers;
 - bad text never raises and never gives NaN;
 - versions: next version, never overwritten, failed exports leave nothing behind.
 """
@@ -36,7 +36,7 @@ from zoo.models import GCNNLanguageModel, RecurrentLanguageModel
 from zoo.models.stack import StackLanguageModel
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-# 46 words, so that the vocabulary has 50 ids; the README's examples use them.
+# 46 words, so that the vocabulary has 50 ids; the examples of docs/serving.md use them.
 WORDS = ("the a cat dog sat on mat big small red ran to house is was and of in it he she saw "
          "bird tree green blue old new man woman child ate fish bread with under over by at "
          "home park car road fast slow sun").split()
@@ -356,7 +356,7 @@ def test_saved_model_cli_lists_the_four_signatures_with_names_and_dtypes(exporte
                                     "outputs": {"log_probs": ("DT_FLOAT", "(-1, 50)"), **states}}
 
 
-# ---- 3: the README's REST bodies, as TF Serving maps them ------------------------------------
+# ---- 3: docs/serving.md's REST bodies, as TF Serving maps them -------------------------------
 def _value(value):
     """A JSON value with TF Serving's {"b64": …} binary strings decoded."""
     if isinstance(value, dict):
@@ -419,8 +419,8 @@ def rest_predict(loaded, body):
 
 
 def readme_examples():
-    """The (request, answer) pairs of the README's TF Serving section."""
-    text = open(os.path.join(ROOT, "README.md"), encoding="utf-8").read()
+    """The (request, answer) pairs of docs/serving.md's "REST request bodies" section."""
+    text = open(os.path.join(ROOT, "docs", "serving.md"), encoding="utf-8").read()
     pairs = re.findall(r"<!-- tf-serving request -->\s*```json\n(.*?)```\s*"
                        r"<!-- tf-serving answer -->\s*```json\n(.*?)```", text, flags=re.S)
     return [(json.loads(request), json.loads(answer)) for request, answer in pairs]
@@ -436,7 +436,7 @@ def assert_answer_close(got, want, where):
         for i, (g, w) in enumerate(zip(got, want)):
             assert_answer_close(g, w, f"{where}[{i}]")
     elif isinstance(want, float):
-        # the README rounds to 4 decimals
+        # docs/serving.md rounds to 4 decimals
         assert abs(got - want) <= 1e-4 + 1e-5 * abs(want), f"{where}: {got} != {want}"
     else:
         assert got == want, f"{where}: {got!r} != {want!r}"
@@ -447,13 +447,13 @@ def test_readme_rest_bodies_map_to_signature_calls_with_the_readme_answers(expor
     seen = {(request.get("signature_name", "serving_default"), "instances" if "instances" in request else "inputs")
             for request, _ in examples}
     assert seen == {(s, f) for s in SIGNATURES for f in ("instances", "inputs")}
-    model = exported["gcnn"][0]  # the README's examples are this model's answers
+    model = exported["gcnn"][0]  # docs/serving.md's examples are this model's answers
     for request, answer in examples:
         signature = request.get("signature_name", "serving_default")
         got, outputs, columns = rest_predict(loaded["gcnn"], request)
-        assert_answer_close(got, answer, f"README {signature} {sorted(request)}")
+        assert_answer_close(got, answer, f"docs/serving.md {signature} {sorted(request)}")
         inputs = {name: _value(v) for name, v in columns.items()}
-        assert_same(outputs, expected(model, signature, inputs), f"README {signature}")
+        assert_same(outputs, expected(model, signature, inputs), f"docs/serving.md {signature}")
 
 
 def test_rest_mapping_rejects_what_tf_serving_rejects(loaded):

@@ -11,8 +11,8 @@ tensorflow-text (the repository not even importable):
   pieces, no `</s>`);
 - `next_token` gives readable pieces (`token_texts`) and the top k of `model.log_probs`;
 - `decode_step` streamed equals the in-process `decode_step` and greedy `generate`;
-- without tensorflow-text the SavedModel does not load (its ops are needed), and the README's
-  one-liner lists them (none for a word model).
+- without tensorflow-text the SavedModel does not load (its ops are needed), and the one-liner
+  of docs/serving.md ("Which ops a SavedModel needs") lists them (none for a word model).
 """
 
 import json
@@ -389,11 +389,11 @@ def test_without_tensorflow_text_the_export_does_not_load(exported, tmp_path):
     assert re.search(r"Op type not registered '(Sentencepiece\w*|NormalizeUTF8)'", proc.stderr), proc.stderr[-2000:]
 
 
-# ---- the README's check of a SavedModel's ops ----------------------------------------------------
+# ---- docs/serving.md's check of a SavedModel's ops -----------------------------------------------
 def readme_ops_command():
-    text = open(os.path.join(ROOT, "README.md"), encoding="utf-8").read()
+    text = open(os.path.join(ROOT, "docs", "serving.md"), encoding="utf-8").read()
     block = re.search(r"<!-- graph ops -->\s*```bash\n(.*?)```", text, re.S)
-    assert block, "README: the <!-- graph ops --> block is missing"
+    assert block, "docs/serving.md: the <!-- graph ops --> block is missing"
     command = block.group(1).strip()
     assert "exports/gcnn-ptb/1" in command
     return command
