@@ -122,9 +122,7 @@ def cmd_export(args):
 
 
 def cmd_benchmark(args):
-
     from zoo.tools import benchmarks
-
 
     benchmarks.run(args.name, args.rest)
 
@@ -204,8 +202,10 @@ def parser():
     s.add_argument("--version", type=int, help="version number (default: one above the highest present)")
     s.set_defaults(func=cmd_export)
 
-    s = sub.add_parser("benchmark", help="speed benchmarks (see tools/benchmarks.py)")
-    s.add_argument("name")
+    from zoo.tools import benchmarks
+
+    s = sub.add_parser("benchmark", help="speed benchmarks (see tools/benchmarks/)")
+    s.add_argument("name", help=f"one of {', '.join(benchmarks.names())} (zoo benchmark NAME --help: its flags)")
     s.add_argument("rest", nargs=argparse.REMAINDER)
     s.set_defaults(func=cmd_benchmark)
 

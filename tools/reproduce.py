@@ -67,7 +67,7 @@ def now():
 
 
 def cpu_model():
-    from zoo.tools.benchmarks import _cpu_model  # the benchmarks' own reading of /proc/cpuinfo
+    from zoo.tools.benchmarks.common import cpu_model as _cpu_model
 
     return _cpu_model()
 

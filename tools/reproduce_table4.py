@@ -125,7 +125,7 @@ class Bench:
         return self.models[preset]
 
     def inputs(self, mode, vocabulary_size):
-        from zoo.tools.benchmarks import zipf_targets
+        from zoo.tools.benchmarks.common import zipf_targets
 
         if mode == "throughput":
             batch, length = self.settings["throughput_batch"]

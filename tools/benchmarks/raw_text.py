@@ -18,10 +18,11 @@ preset can reach against the word model, whatever its output layer.
 
 import argparse
 import statistics
+import sys
 import time
 
 
-def raw_text(argv):
+def main(argv):
     parser = argparse.ArgumentParser(prog="zoo benchmark raw-text")
     parser.add_argument("--data", required=True, help="a raw-text directory (train/valid/test.txt) or file")
     parser.add_argument("--preset", default="gcnn-ptb")
@@ -94,3 +95,7 @@ def raw_text(argv):
         print(f"{name:8} {r['ids']:>7,} {head:>22} {r['seconds_per_step'] * 1000:>8.1f} {r['tokens_per_word']:>12.3f} "
               f"{r['words_per_second']:>9,.0f} {r['words_per_second_vs_word']:>7.2f}x")
     return report
+
+
+if __name__ == "__main__":
+    main(sys.argv[1:])

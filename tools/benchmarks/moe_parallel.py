@@ -21,7 +21,7 @@ Three parts:
    experts, padding rows included; cf 1 against cf 2 isolates it), against the work expert
    parallelism saves (the replicated step updates every expert on every replica and sums R
    copies of the expert gradients; the expert-parallel one updates each expert once). What it
-   cannot: the R logical devices share the same 2 cores and the same memory, so the step time is
+   cannot: the R logical devices share the same cores and the same memory, so the step time is
    the work of all R replicas together, on one CPU's balance of compute and memory traffic; the
    all-to-all and the all-reduce are memory copies inside one process, so no network time is in
    the figures; and the memory an expert-parallel replica saves is not visible in the process's
@@ -58,15 +58,13 @@ import argparse
 import json
 import math
 import os
-import platform
 import shlex
 import statistics
 import sys
 import tempfile
 import time
 
-from zoo.tools import benchmarks as _common  # the machine and number helpers every benchmark shares
-_cpu_model, _fmt = _common._cpu_model, _common._fmt
+from zoo.tools.benchmarks.common import cpu_model, fmt, load_average_text, machine_summary, run_child, write_results
 
 FULL = {"experts": 32, "k": 4, "hidden": 256, "width": 128, "vocabulary": 2000, "batch": 64, "seq_len": 64}
 SMALL = {"experts": 8, "k": 2, "hidden": 16, "width": 8, "vocabulary": 64, "batch": 8, "seq_len": 8}
@@ -392,8 +390,8 @@ def _worker_child(work, replicas, sizes, capacity_factors, warmup, repeats, thre
     with open(spec_path, "w") as f:
         json.dump(spec, f)
     log(f"R = {replicas}: a child process with {replicas} logical CPU devices ...", flush=True)
-    out = _common._run_child([sys.executable, "-m", "zoo.tools.bench_moe_parallel", "--worker", spec_path],
-                             result_file, f"R = {replicas}")
+    # __spec__.name: this module's importable name, also when it runs as `python -m`
+    out = run_child([sys.executable, "-m", __spec__.name, "--worker", spec_path], result_file, f"R = {replicas}")
     if out is None:
         return None
     result, wall = out
@@ -401,8 +399,8 @@ def _worker_child(work, replicas, sizes, capacity_factors, warmup, repeats, thre
     replicated = result["models"]["replicated"]["median_s"]
     for label, r in result["models"].items():
         r["vs_replicated"] = r["median_s"] / replicated if replicated and r["median_s"] else None
-        log(f"  {label}: median {_fmt(r['median_s'], '.3f')} s over {len(r['times_s'])} steps "
-            f"({_fmt(r['vs_replicated'], '.2f')}x replicated; paired ratio {_fmt(r['paired_ratio'], '.2f')}x)",
+        log(f"  {label}: median {fmt(r['median_s'], '.3f')} s over {len(r['times_s'])} steps "
+            f"({fmt(r['vs_replicated'], '.2f')}x replicated; paired ratio {fmt(r['paired_ratio'], '.2f')}x)",
             flush=True)
     return result
 
@@ -446,9 +444,9 @@ def print_tables(report, log=print):
             continue
         for i, (label, r) in enumerate(result["models"].items()):
             exchange = r.get("exchange")
-            log(f"{replicas if i == 0 else '':>2} {label:<24} {_fmt(r['median_s'], '.3f'):>9} "
-                f"{_fmt(r['min_s'], '.3f'):>8} {_fmt(r['vs_replicated'], '.2f') + 'x':>12} "
-                f"{_fmt(r['paired_ratio'], '.2f') + 'x':>12} "
+            log(f"{replicas if i == 0 else '':>2} {label:<24} {fmt(r['median_s'], '.3f'):>9} "
+                f"{fmt(r['min_s'], '.3f'):>8} {fmt(r['vs_replicated'], '.2f') + 'x':>12} "
+                f"{fmt(r['paired_ratio'], '.2f') + 'x':>12} "
                 f"{(format(r['dropped_fraction'], '.2%') if 'dropped_fraction' in r else '-'):>8} "
                 f"{(exchange['capacity'] if exchange else '-'):>8} "
                 f"{(_size(exchange['sent_bytes']) if exchange else '-'):>23}")
@@ -533,7 +531,8 @@ What the figures can show and cannot:
   modes; 'comm. ms' is the sum of the three transfer times."""
 
 
-def moe_parallel(argv):
+def parse(argv):
+    """The flags, the sizes they give, the replica counts, capacity factors and paper models."""
     p = argparse.ArgumentParser(
         prog="zoo benchmark moe-parallel",
         description="Expert parallelism against the replicated MoE: training step time on R logical CPU "
@@ -570,14 +569,18 @@ def moe_parallel(argv):
     capacity_factors = [float(c) for c in args.capacity_factors.split(",") if c.strip()]
     paper_names = [n.strip() for n in args.paper_models.split(",") if n.strip()]
     check_sizes(sizes, replicas_list, capacity_factors)
+    return args, sizes, replicas_list, capacity_factors, paper_names
+
+
+def main(argv):
+    args, sizes, replicas_list, capacity_factors, paper_names = parse(argv)
     command = ("zoo benchmark moe-parallel " + shlex.join(argv)).strip()
     print(f"command: {command}", flush=True)
     print(f"model: {PRESET} resized, LSTM {sizes['width']} / SparseMoE {sizes['experts']} experts of ReLU hidden "
           f"{sizes['hidden']}, k = {sizes['k']} / LSTM {sizes['width']}, vocabulary {sizes['vocabulary']:,} (full "
           f"softmax), FactorizedAdam (clipnorm 1), global batch {sizes['batch']} x {sizes['seq_len']} tokens, "
           f"MirroredStrategy on R logical CPU devices; seed {args.seed}")
-    print(f"machine: {platform.machine()} {_cpu_model()}, os.cpu_count() = {os.cpu_count()}, load average "
-          f"{' '.join(f'{x:.2f}' for x in os.getloadavg())}", flush=True)
+    print(f"machine: {machine_summary()}", flush=True)
     assumptions = {"gpus": tuple(int(g) for g in args.gpus.split(",") if g.strip()),
                    "tokens_per_gpu": args.tokens_per_gpu, "capacity_factor": args.paper_capacity_factor,
                    "network_Gbps": args.network_gbits, "nvlink_GBps": args.nvlink_gbytes}
@@ -587,10 +590,10 @@ def moe_parallel(argv):
     print_tables(report)
     print()
     print(NOTES)
-    print(f"load average at the end: {' '.join(f'{x:.2f}' for x in os.getloadavg())}")
-    out = {"command": command, "benchmark": "moe-parallel", "cpu": _cpu_model(), "cpu_count": os.cpu_count(),
+    print(f"load average at the end: {load_average_text()}")
+    out = {"command": command, "benchmark": "moe-parallel", "cpu": cpu_model(), "cpu_count": os.cpu_count(),
            **report, "measured": {str(r): v for r, v in report["measured"].items()}}
-    _common.write_results(args.json, out)
+    write_results(args.json, out)
     return out
 
 
@@ -598,4 +601,4 @@ if __name__ == "__main__":
     if sys.argv[1:2] == ["--worker"]:
         worker(sys.argv[2])
     else:
-        moe_parallel(sys.argv[1:])
+        main(sys.argv[1:])

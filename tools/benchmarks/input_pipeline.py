@@ -27,7 +27,7 @@ def _positive(text):
     return value
 
 
-def input_pipeline(argv):
+def main(argv):
     p = argparse.ArgumentParser(prog="zoo benchmark input")
     p.add_argument("--preset", default="gcnn-ptb")
     p.add_argument("--global-batch-size", type=_positive, default=32)
@@ -46,7 +46,7 @@ def input_pipeline(argv):
     import tensorflow as tf
 
     from zoo import registry
-    from zoo.tools import benchmarks as common
+    from zoo.tools.benchmarks.common import cpu_model, write_results
     from zoo.training import TrainingWindows, step_functions
     from zoo.training.data import load_corpus
 
@@ -85,7 +85,7 @@ def input_pipeline(argv):
 
     pipe, step = statistics.median(pipeline_rates), statistics.median(step_rates)
     ratio = pipe / step
-    print(f"machine: {common._cpu_model()}, {len(tf.config.list_logical_devices('CPU'))} logical CPU device(s), "
+    print(f"machine: {cpu_model()}, {len(tf.config.list_logical_devices('CPU'))} logical CPU device(s), "
           f"TensorFlow {tf.__version__}")
     print(f"{args.preset}, global batch {args.global_batch_size} x {args.seq_len} tokens, "
           f"{args.rounds} rounds (medians)")
@@ -96,9 +96,9 @@ def input_pipeline(argv):
     result = {"argv": argv, "tokenizer": getattr(vocab, "kind", "word"), "vocabulary_size": len(vocab),
               "prepare_s": prepared, "pipeline_tokens_per_s": pipe, "step_tokens_per_s": step, "ratio": ratio,
               "pipeline_rounds": pipeline_rates, "step_rounds": step_rates}
-    common.write_results(args.json, result)
+    write_results(args.json, result)
     return result
 
 
 if __name__ == "__main__":
-    input_pipeline(sys.argv[1:])
+    main(sys.argv[1:])
