@@ -51,18 +51,8 @@ def worker(spec_path):
     measures each step's peak RSS growth; writes the results as JSON next to the spec."""
     with open(spec_path) as f:
         spec = json.load(f)
-    os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
-    import tensorflow as tf
-
-    tf.config.set_visible_devices([], "GPU")  # a CPU benchmark, like the torch side
-    tf.config.threading.set_intra_op_parallelism_threads(spec["threads"])
-    if spec.get("inter_threads"):
-        tf.config.threading.set_inter_op_parallelism_threads(spec["inter_threads"])
+    tf = _configure_tensorflow(spec)
     import keras
-    from keras import ops
-
-    from zoo.layers.adaptive_softmax import AdaptiveSoftmax
-    from zoo.layers.softmax import FullSoftmax
 
     keras.utils.set_random_seed(SEED)
     memory = PeakRSS()
@@ -75,41 +65,68 @@ def worker(spec_path):
 
     hidden = tf.constant(np.load(spec["hidden_file"]))
     targets = tf.constant(np.load(spec["targets_file"]))
-    setup = {}
-    steps = {}
+    steps, setup = {}, {}
     for model in spec["models"]:
-        before = status_kib("VmRSS")
-        if model == "adaptive":
-            layer = AdaptiveSoftmax(spec["vocabulary_size"], spec["cutoffs"], factor=FACTOR)
-        else:
-            layer = FullSoftmax(spec["vocabulary_size"])
-        layer.build(hidden.shape)
-
-        def make_step(layer):
-            @tf.function
-            def step(h, t):
-                with tf.GradientTape() as tape:
-                    tape.watch(h)
-                    loss = ops.mean(layer.loss(h, t))
-                grads = tape.gradient(loss, layer.trainable_variables + [h])
-                return loss, grads
-
-            return step
-
-        steps[model] = (layer, make_step(layer))
-        setup[model] = {"params": int(layer.count_params()), "weights_rss_mib": (status_kib("VmRSS") - before) / 1024}
-
+        steps[model], setup[model] = _build(model, spec, hidden.shape)
     setup_rss_kib = status_kib("VmRSS")  # runtime, inputs and weights, before any step
+    results = _run_steps(spec, steps, (hidden, targets), memory, tf_memory_info == "available")
+    out = {model: _summary(model, r, setup[model], setup_rss_kib, memory, tf_memory_info)
+           for model, r in results.items()}
+    with open(spec["result_file"], "w") as f:
+        json.dump(out, f, indent=1)
+
+
+def _configure_tensorflow(spec):
+    os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
+    import tensorflow as tf
+
+    tf.config.set_visible_devices([], "GPU")  # a CPU benchmark, like the torch side
+    tf.config.threading.set_intra_op_parallelism_threads(spec["threads"])
+    if spec.get("inter_threads"):
+        tf.config.threading.set_inter_op_parallelism_threads(spec["inter_threads"])
+    return tf
+
+
+def _build(model, spec, hidden_shape):
+    """The model's training step (a tf.function of hidden states and targets) and what building it
+    cost: its parameters and the RSS its weights took."""
+    import tensorflow as tf
+    from keras import ops
+
+    from zoo.layers.adaptive_softmax import AdaptiveSoftmax
+    from zoo.layers.softmax import FullSoftmax
+
+    before = status_kib("VmRSS")
+    if model == "adaptive":
+        layer = AdaptiveSoftmax(spec["vocabulary_size"], spec["cutoffs"], factor=FACTOR)
+    else:
+        layer = FullSoftmax(spec["vocabulary_size"])
+    layer.build(hidden_shape)
+
+    @tf.function
+    def step(h, t):
+        with tf.GradientTape() as tape:
+            tape.watch(h)
+            loss = ops.mean(layer.loss(h, t))
+        grads = tape.gradient(loss, layer.trainable_variables + [h])
+        return loss, grads
+
+    return step, {"params": int(layer.count_params()), "weights_rss_mib": (status_kib("VmRSS") - before) / 1024}
+
+
+def _run_steps(spec, steps, inputs, memory, tf_stats):
+    """Warm-up steps, then the timed steps of every model, interleaved round-robin when several
+    share this process; each timed step's seconds and peak RSS growth (and TF's peak, if any)."""
+    import tensorflow as tf
+
     results = {m: {"warmup_s": [], "times_s": [], "step_peaks_kib": [], "tf_peak_bytes": []} for m in spec["models"]}
 
     def timed(model, warm):
-        _, step = steps[model]
-        tf_stats = tf_memory_info == "available"
         if tf_stats:
             tf.config.experimental.reset_memory_stats("CPU:0")
         memory.start()
         start = time.perf_counter()
-        loss, grads = step(hidden, targets)
+        loss, grads = steps[model](*inputs)
         loss = float(loss)  # the step has finished once its outputs exist (CPU)
         elapsed = time.perf_counter() - start
         del grads
@@ -127,38 +144,39 @@ def worker(spec_path):
     for model in spec["models"]:
         for _ in range(spec["warmup"]):
             timed(model, warm=True)
-    # Timed steps, interleaved round-robin when several models share this process.
     pending = {m: spec["repeats"][m] for m in spec["models"]}
     while any(pending.values()):
         for model in spec["models"]:
             if pending[model]:
                 timed(model, warm=False)
                 pending[model] -= 1
+    return results
 
-    out = {}
-    for model, r in results.items():
-        times = r["times_s"]
-        out[model] = {
-            "model": MODEL_LABELS[model],
-            "library": f"tensorflow {tf.__version__}, keras {keras.__version__}",
-            "threads": tf.config.threading.get_intra_op_parallelism_threads(),
-            "inter_threads": tf.config.threading.get_inter_op_parallelism_threads(),
-            "params": setup[model]["params"],
-            "loss": r.get("loss"),
-            "warmup_s": r["warmup_s"],
-            "times_s": times,
-            "median_s": statistics.median(times) if times else None,
-            "min_s": min(times) if times else None,
-            "setup_rss_mib": setup_rss_kib / 1024,
-            "weights_rss_mib": setup[model]["weights_rss_mib"],
-            "step_peak_mib": max(r["step_peaks_kib"]) / 1024 if r["step_peaks_kib"] else None,
-            "tf_peak_mib": max(r["tf_peak_bytes"]) / 2**20 if r["tf_peak_bytes"] else None,
-            "process_peak_mib": memory.process_peak_kib / 1024,
-            "memory_method": memory.method,
-            "tf_get_memory_info_cpu": tf_memory_info,
-        }
-    with open(spec["result_file"], "w") as f:
-        json.dump(out, f, indent=1)
+
+def _summary(model, r, setup, setup_rss_kib, memory, tf_memory_info):
+    import keras
+    import tensorflow as tf
+
+    times = r["times_s"]
+    return {
+        "model": MODEL_LABELS[model],
+        "library": f"tensorflow {tf.__version__}, keras {keras.__version__}",
+        "threads": tf.config.threading.get_intra_op_parallelism_threads(),
+        "inter_threads": tf.config.threading.get_inter_op_parallelism_threads(),
+        "params": setup["params"],
+        "loss": r.get("loss"),
+        "warmup_s": r["warmup_s"],
+        "times_s": times,
+        "median_s": statistics.median(times) if times else None,
+        "min_s": min(times) if times else None,
+        "setup_rss_mib": setup_rss_kib / 1024,
+        "weights_rss_mib": setup["weights_rss_mib"],
+        "step_peak_mib": max(r["step_peaks_kib"]) / 1024 if r["step_peaks_kib"] else None,
+        "tf_peak_mib": max(r["tf_peak_bytes"]) / 2**20 if r["tf_peak_bytes"] else None,
+        "process_peak_mib": memory.process_peak_kib / 1024,
+        "memory_method": memory.method,
+        "tf_get_memory_info_cpu": tf_memory_info,
+    }
 
 
 # ---- the parent: run the children and print the table ----------------------------------------

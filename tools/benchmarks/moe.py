@@ -137,6 +137,33 @@ def _available_bytes():
 
 
 # ---- the steps ----------------------------------------------------------------------------------
+def training_step(forward, variables):
+    """A `tf.function` of the input: the loss `mean(output²) + auxiliary losses` and its gradients
+    w.r.t. `variables` and the input, `forward(inputs)` giving `(outputs, auxiliary)`."""
+    import tensorflow as tf
+
+    @tf.function
+    def step(inputs):
+        with tf.GradientTape() as tape:
+            tape.watch(inputs)
+            outputs, auxiliary = forward(inputs)
+            loss = tf.reduce_mean(tf.square(outputs)) + auxiliary
+        return loss, tape.gradient(loss, variables + [inputs])
+
+    return step
+
+
+def _with_losses(layer):
+    """`layer`'s training call, with the sum of the losses it adds (0 when none)."""
+    import tensorflow as tf
+
+    def forward(inputs):
+        outputs = layer(inputs, training=True)
+        return outputs, tf.add_n(layer.losses) if layer.losses else 0.0
+
+    return forward
+
+
 def _make_models(models, experts, sizes, seed):
     """{model: (step function, argument, parameter count)} for one number of experts."""
     import keras
@@ -147,66 +174,41 @@ def _make_models(models, experts, sizes, seed):
     tokens, d, h, k, group = (sizes[key] for key in ("tokens", "input_dim", "hidden", "k", "group_size"))
     x = np.random.default_rng(seed).standard_normal((tokens, d), dtype=np.float32)
     built = {}
-    layer = None
     if "ours" in models or "dense" in models:
         keras.utils.set_random_seed(seed)
         layer = SparseMoE(experts, k, h)
         layer.build((None, d))
         params = int(layer.count_params())
-        flat_x = tf.constant(x)
         variables = list(layer.trainable_variables)
-
         if "ours" in models:
-            @tf.function
-            def ours_step(inputs):
-                with tf.GradientTape() as tape:
-                    tape.watch(inputs)
-                    outputs = layer(inputs, training=True)
-                    auxiliary = tf.add_n(layer.losses) if layer.losses else 0.0
-                    loss = tf.reduce_mean(tf.square(outputs)) + auxiliary
-                return loss, tape.gradient(loss, variables + [inputs])
-
-            built["ours"] = (ours_step, flat_x, params)
-
+            built["ours"] = (training_step(_with_losses(layer), variables), tf.constant(x), params)
         if "dense" in models:
-            @tf.function
-            def dense_step(inputs):
-                with tf.GradientTape() as tape:
-                    tape.watch(inputs)
-                    outputs, auxiliary = dense_reference(layer, inputs, training=True)
-                    loss = tf.reduce_mean(tf.square(outputs)) + auxiliary
-                return loss, tape.gradient(loss, variables + [inputs])
-
-            built["dense"] = (dense_step, flat_x, params)
-
+            dense = training_step(lambda inputs: dense_reference(layer, inputs, training=True), variables)
+            built["dense"] = (dense, tf.constant(x), params)
     if "official" in models:
-        import tf_keras
-        from official.nlp.modeling.layers import ExpertsChooseMaskedRouter, FeedForwardExperts, MoeLayer
-
-        tf_keras.utils.set_random_seed(seed)
-        moe = MoeLayer(
-            FeedForwardExperts(experts, h, activation=tf_keras.activations.relu),
-            ExpertsChooseMaskedRouter(experts),
-            train_capacity_factor=float(k),
-            eval_capacity_factor=float(k),
-            examples_per_group=1.0,
-        )
-        grouped_x = tf.constant(x.reshape(tokens // group, group, d))
-        moe(grouped_x[:1], training=False)  # builds the weights
-        params = int(moe.count_params())
-        official_variables = list(moe.trainable_variables)
-
-        @tf.function
-        def official_step(inputs):
-            with tf.GradientTape() as tape:
-                tape.watch(inputs)
-                outputs = moe(inputs, training=True)
-                auxiliary = tf.add_n(moe.losses) if moe.losses else 0.0
-                loss = tf.reduce_mean(tf.square(outputs)) + auxiliary
-            return loss, tape.gradient(loss, official_variables + [inputs])
-
-        built["official"] = (official_step, grouped_x, params)
+        built["official"] = _official_model(x, experts, sizes, seed)
     return built
+
+
+def _official_model(x, experts, sizes, seed):
+    """tf-models-official's MoeLayer (expert choice, capacity factor k): its step, its grouped input
+    and its parameter count."""
+    import tensorflow as tf
+    import tf_keras
+    from official.nlp.modeling.layers import ExpertsChooseMaskedRouter, FeedForwardExperts, MoeLayer
+
+    tokens, d, h, k, group = (sizes[key] for key in ("tokens", "input_dim", "hidden", "k", "group_size"))
+    tf_keras.utils.set_random_seed(seed)
+    moe = MoeLayer(
+        FeedForwardExperts(experts, h, activation=tf_keras.activations.relu),
+        ExpertsChooseMaskedRouter(experts),
+        train_capacity_factor=float(k),
+        eval_capacity_factor=float(k),
+        examples_per_group=1.0,
+    )
+    grouped_x = tf.constant(x.reshape(tokens // group, group, d))
+    moe(grouped_x[:1], training=False)  # builds the weights
+    return training_step(_with_losses(moe), list(moe.trainable_variables)), grouped_x, int(moe.count_params())
 
 
 def _timed(step, argument):

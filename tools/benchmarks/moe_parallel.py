@@ -201,40 +201,12 @@ def worker(spec_path):
     one MirroredStrategy, their steps timed interleaved; writes the result JSON."""
     with open(spec_path) as f:
         spec = json.load(f)
-    replicas, sizes = spec["replicas"], spec["sizes"]
-    os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
-    import tensorflow as tf
-
-    tf.config.set_visible_devices([], "GPU")  # a CPU benchmark
-    cpu = tf.config.list_physical_devices("CPU")[0]
-    tf.config.set_logical_device_configuration(cpu, [tf.config.LogicalDeviceConfiguration()] * replicas)
-    if spec.get("threads"):
-        tf.config.threading.set_intra_op_parallelism_threads(spec["threads"])
+    replicas = spec["replicas"]
+    tf = _configure_tensorflow(spec)
     import keras
-    import numpy as np
-
-    from zoo.training.data import TrainingWindows
-    from zoo.training.steps import step_functions
-    from zoo.training.trainer import build_model
 
     strategy = tf.distribute.MirroredStrategy([f"/cpu:{i}" for i in range(replicas)])
-    batch, seq_len, vocabulary = sizes["batch"], sizes["seq_len"], sizes["vocabulary"]
-    rng = np.random.default_rng(spec["seed"])
-    rows = batch * 4  # four distinct global batches, cycled
-    inputs = rng.integers(2, vocabulary, (rows, seq_len)).astype("int32")
-    targets = rng.integers(2, vocabulary, (rows, seq_len)).astype("int32")
-    windows = TrainingWindows(inputs, targets, np.ones((rows, seq_len), "float32"), batch, spec["seed"])
-
-    models = {}
-    for cf in [None] + spec["capacity_factors"]:
-        keras.utils.set_random_seed(spec["seed"])
-        start = time.perf_counter()
-        model, optimizer = build_model(PRESET, model_overrides(sizes), None, strategy, capacity_factor=cf)
-        steps = step_functions(model, optimizer, strategy)
-        iterator = iter(strategy.distribute_datasets_from_function(lambda ctx: windows.dataset(0, ctx)))
-        models[_label(cf)] = {"cf": cf, "model": model, "optimizer": optimizer, "steps": steps,
-                              "iterator": iterator, "build_s": time.perf_counter() - start,
-                              "warmup_s": [], "times_s": [], "losses": [], "steps_run": 0}
+    models = _build_models(spec, strategy)
 
     def timed(entry):
         start = time.perf_counter()
@@ -256,27 +228,76 @@ def worker(spec_path):
            "devices": [d.name for d in tf.config.list_logical_devices("CPU")], "models": {}}
     baseline = models[_label(None)]["times_s"]
     for label, entry in models.items():
-        model = entry["model"]
-        metrics = {m.name: float(m.result()) for m in model.metrics if m.name.endswith("_dropped")}
-        assignments = entry["steps_run"] * batch * seq_len * sizes["k"]
-        times = entry["times_s"]
-        result = {
-            "capacity_factor": entry["cf"], "params": int(model.count_params()),
-            "build_s": entry["build_s"], "warmup_s": entry["warmup_s"], "times_s": times,
-            "median_s": statistics.median(times) if times else None, "min_s": min(times) if times else None,
-            # each round's time over the replicated model's in the same round, median over the
-            # rounds: robust to load that changes during the run (it hits a round's models alike)
-            "paired_ratio": statistics.median(t / b for t, b in zip(times, baseline)) if times else None,
-            "loss": entry["losses"][-1], "losses_finite": all(math.isfinite(x) for x in entry["losses"]),
-            "memory": memory_accounting(model, entry["optimizer"], strategy),
-        }
-        if entry["cf"] is not None:
-            dropped = sum(metrics.values())
-            result.update(dropped=dropped, dropped_fraction=dropped / assignments,
-                          exchange=exchange_bytes(sizes, replicas, entry["cf"]))
-        out["models"][label] = result
+        out["models"][label] = _model_result(entry, baseline, spec, strategy)
     with open(spec["result_file"], "w") as f:
         json.dump(out, f, indent=1)
+
+
+def _configure_tensorflow(spec):
+    """TensorFlow on R logical CPU devices (set before it starts)."""
+    os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
+    import tensorflow as tf
+
+    tf.config.set_visible_devices([], "GPU")  # a CPU benchmark
+    cpu = tf.config.list_physical_devices("CPU")[0]
+    tf.config.set_logical_device_configuration(cpu, [tf.config.LogicalDeviceConfiguration()] * spec["replicas"])
+    if spec.get("threads"):
+        tf.config.threading.set_intra_op_parallelism_threads(spec["threads"])
+    return tf
+
+
+def _build_models(spec, strategy):
+    """The replicated model and one expert-parallel model per capacity factor, each with its
+    optimiser, its step functions and its iterator over the same synthetic batches."""
+    import keras
+    import numpy as np
+
+    from zoo.training.data import TrainingWindows
+    from zoo.training.steps import step_functions
+    from zoo.training.trainer import build_model
+
+    sizes = spec["sizes"]
+    batch, seq_len, vocabulary = sizes["batch"], sizes["seq_len"], sizes["vocabulary"]
+    rng = np.random.default_rng(spec["seed"])
+    rows = batch * 4  # four distinct global batches, cycled
+    inputs = rng.integers(2, vocabulary, (rows, seq_len)).astype("int32")
+    targets = rng.integers(2, vocabulary, (rows, seq_len)).astype("int32")
+    windows = TrainingWindows(inputs, targets, np.ones((rows, seq_len), "float32"), batch, spec["seed"])
+    models = {}
+    for cf in [None] + spec["capacity_factors"]:
+        keras.utils.set_random_seed(spec["seed"])
+        start = time.perf_counter()
+        model, optimizer = build_model(PRESET, model_overrides(sizes), None, strategy, capacity_factor=cf)
+        steps = step_functions(model, optimizer, strategy)
+        iterator = iter(strategy.distribute_datasets_from_function(lambda ctx: windows.dataset(0, ctx)))
+        models[_label(cf)] = {"cf": cf, "model": model, "optimizer": optimizer, "steps": steps,
+                              "iterator": iterator, "build_s": time.perf_counter() - start,
+                              "warmup_s": [], "times_s": [], "losses": [], "steps_run": 0}
+    return models
+
+
+def _model_result(entry, baseline, spec, strategy):
+    """One model's timings, memory per replica and (expert-parallel) dropped assignments and exchange."""
+    sizes = spec["sizes"]
+    model = entry["model"]
+    metrics = {m.name: float(m.result()) for m in model.metrics if m.name.endswith("_dropped")}
+    assignments = entry["steps_run"] * sizes["batch"] * sizes["seq_len"] * sizes["k"]
+    times = entry["times_s"]
+    result = {
+        "capacity_factor": entry["cf"], "params": int(model.count_params()),
+        "build_s": entry["build_s"], "warmup_s": entry["warmup_s"], "times_s": times,
+        "median_s": statistics.median(times) if times else None, "min_s": min(times) if times else None,
+        # each round's time over the replicated model's in the same round, median over the
+        # rounds: robust to load that changes during the run (it hits a round's models alike)
+        "paired_ratio": statistics.median(t / b for t, b in zip(times, baseline)) if times else None,
+        "loss": entry["losses"][-1], "losses_finite": all(math.isfinite(x) for x in entry["losses"]),
+        "memory": memory_accounting(model, entry["optimizer"], strategy),
+    }
+    if entry["cf"] is not None:
+        dropped = sum(metrics.values())
+        result.update(dropped=dropped, dropped_fraction=dropped / assignments,
+                      exchange=exchange_bytes(sizes, spec["replicas"], entry["cf"]))
+    return result
 
 
 # ---- the paper model ---------------------------------------------------------------------------------
