@@ -8,6 +8,7 @@ import keras
 from zoo.layers import sparse_moe
 from zoo.layers.sparse_moe import SparseMoE, cv_squared, segment_matmul
 from zoo.layers.testing import check_gradients
+from zoo.tools.benchmarks.moe import all_experts  # [tokens, experts, out]: the dense reference of equation 1
 
 DIM, EXPERTS, HIDDEN, K = 8, 6, 16, 2
 EPS = 1e-2  # noise_epsilon
@@ -39,14 +40,6 @@ def softplus(z):
 
 def phi(z):
     return 0.5 * (1.0 + np.vectorize(math.erf)(z / math.sqrt(2.0)))
-
-
-def all_experts(layer, x):
-    """[tokens, experts, out]: every expert on every token (the dense reference of equation 1)."""
-    w1, b1, w2, b2 = (v.numpy() for v in (layer.expert_kernel_in, layer.expert_bias_in,
-                                           layer.expert_kernel_out, layer.expert_bias_out))
-    hidden = np.maximum(np.einsum("td,edh->teh", x, w1) + b1, 0.0)
-    return np.einsum("teh,eho->teo", hidden, w2) + b2
 
 
 def top_k_softmax(logits, k):

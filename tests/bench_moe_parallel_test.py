@@ -1,4 +1,4 @@
-"""Fast checks of `zoo benchmark moe-parallel` (tools/bench_moe_parallel.py) at tiny sizes: one child
+"""Fast checks of `zoo benchmark moe-parallel` (tools/benchmarks/moe_parallel.py) at tiny sizes: one child
 process with 4 logical CPUs (one warm-up-free timed step per model), the exact memory accounting
 against the formulas, and the paper model's arithmetic."""
 
@@ -10,9 +10,9 @@ import pytest
 
 @pytest.fixture(scope="module")
 def bench():
-    from zoo.tools import bench_moe_parallel
+    from zoo.tools.benchmarks import moe_parallel
 
-    return bench_moe_parallel
+    return moe_parallel
 
 
 def quiet(*args, **kwargs):

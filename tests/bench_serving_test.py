@@ -9,9 +9,9 @@ from zoo.data.vocab import SPECIALS, Vocabulary
 
 @pytest.fixture(scope="module")
 def bench():
-    from zoo.tools import bench_serving
+    from zoo.tools.benchmarks import serving
 
-    return bench_serving
+    return serving
 
 
 def test_sentences_are_20_vocabulary_words_and_reproducible(bench):
@@ -47,7 +47,7 @@ def test_percentile_interpolates(bench):
 
 @pytest.mark.slow
 def test_a_tiny_run_prints_the_table_with_ratios_and_no_errors(bench, capsys):
-    out = bench.serving(["--small", "--presets", "gcnn-ptb", "--seconds", "1", "--latency-calls", "20",
+    out = bench.main(["--small", "--presets", "gcnn-ptb", "--seconds", "1", "--latency-calls", "20",
                          "--batch-calls", "5", "--threads", "4"])
     printed = capsys.readouterr().out
     assert "SavedModel serving_default" in printed and "ratio SavedModel / in-process" in printed

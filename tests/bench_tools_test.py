@@ -11,16 +11,16 @@ from zoo.layers.sparse_moe import SparseMoE
 
 @pytest.fixture(scope="module")
 def bench_moe():
-    from zoo.tools import bench_moe
+    from zoo.tools.benchmarks import moe
 
-    return bench_moe
+    return moe
 
 
 @pytest.fixture(scope="module")
 def bench_memory():
-    from zoo.tools import bench_optimizer_memory
+    from zoo.tools.benchmarks import optimizer_memory
 
-    return bench_optimizer_memory
+    return optimizer_memory
 
 
 def quiet(*args, **kwargs):
@@ -159,11 +159,11 @@ def test_optimizer_steps_change_the_expert_weights(bench_memory):
 
 
 def test_input_benchmark_tokenises_raw_text_as_zoo_train_does(tmp_path):
-    from zoo.tools import bench_input
+    from zoo.tools.benchmarks import input_pipeline
     from zoo.training.tokenization_test import raw_corpus
 
     data = raw_corpus(tmp_path / "raw")
-    result = bench_input.input_pipeline(
+    result = input_pipeline.main(
         ["--data", data, "--tokenizer", "subword", "--vocabulary-size", "320", "--rounds", "2", "--batches", "3",
          "--steps", "1", "--global-batch-size", "2", "--seq-len", "8", "--json", str(tmp_path / "r.json")])
     assert result["tokenizer"] == "subword" and result["vocabulary_size"] == 320
@@ -173,12 +173,12 @@ def test_input_benchmark_tokenises_raw_text_as_zoo_train_does(tmp_path):
 
 
 def test_raw_text_benchmark_times_word_subword_and_the_body_on_the_corpus(tmp_path, capsys):
-    from zoo.tools import bench_raw_text
+    from zoo.tools.benchmarks import raw_text
     from zoo.training.data import load_corpus
     from zoo.training.tokenization_test import raw_corpus
 
     data = raw_corpus(tmp_path / "raw")
-    report = bench_raw_text.raw_text(["--data", data, "--vocabulary-size", "320", "--small"])
+    report = raw_text.main(["--data", data, "--vocabulary-size", "320", "--small"])
     assert set(report) == {"word", "subword", "body"}
     assert report["body"]["ids"] == 300 and report["subword"]["ids"] == 320
     _, _, words = load_corpus(data, None, "word", 1, None, "word", None, log=lambda m: None)

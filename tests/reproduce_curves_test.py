@@ -1,5 +1,5 @@
-"""The training-curve experiments of `zoo reproduce` (tools/reproduce_curves.py): figure3, figure5,
-figure6, ptb-sentence and table7. Their --quick runs train tiny models on the treebank's first
+"""The training-curve experiments of `zoo reproduce` (tools/reproduce/curves.py and their modules in
+tools/reproduce/experiments/): figure3, figure5, figure6, ptb-sentence and table7. Their --quick runs train tiny models on the treebank's first
 lines (the CI smoke test of each); the orderings, the sweep and the resume logic are checked on
 made-up curves, without training."""
 
@@ -12,7 +12,8 @@ import pytest
 
 import zoo
 from zoo.tools import cli, reproduce
-from zoo.tools import reproduce_curves as curves
+from zoo.tools.reproduce import curves
+from zoo.tools.reproduce.experiments import figure6, ptb_sentence
 
 PNG_SIGNATURE = b"\x89PNG\r\n\x1a\n"
 CURVE_EXPERIMENTS = ("figure3", "figure5", "figure6", "ptb-sentence", "table7")
@@ -38,34 +39,26 @@ def test_every_curve_experiment_is_listed():
 
 
 @pytest.mark.parametrize("name", ["figure3", "figure5"])
-def test_gating_variants_keep_the_glu_models_parameter_count_within_5_percent(name):
+def test_gating_variants_keep_the_glu_models_parameter_count_within_1_percent(name):
     variants = reproduce.experiment(name).settings()["variants"]
     glu = zoo.count_params("gcnn-ptb")
-    assert zoo.count_params("gcnn-ptb", **variants["glu"]["overrides"]) == glu == 3_096_850
+    assert zoo.count_params("gcnn-ptb", **variants["glu"]["overrides"]) == glu  # GLU is the preset itself
     for key, variant in variants.items():
-        assert variant["overrides"]["activation"] == key
         n = zoo.count_params(variant["preset"], **variant["overrides"])
-        assert abs(n / glu - 1) <= 0.05, (key, n, glu)
-        width = variant["overrides"]["blocks"][0][0][1]
-        assert width == (128 if key in ("glu", "gtu", "bilinear") else 144)
-        assert variant["minutes"] == 3.5
+        assert abs(n / glu - 1) <= 0.01, (key, n, glu)  # as the experiments' descriptions say
 
 
-def test_figure6_variants_and_the_sweeps_best_rate():
+def test_figure6_trains_without_weight_norm_at_the_sweeps_best_rate():
     from zoo.optimizers import PAPER_RECIPE
 
-    v = curves.FIGURE6.settings()["variants"]
-    assert v["paper"]["overrides"] == {"optimizer": PAPER_RECIPE}
-    assert v["no-clip"]["overrides"]["optimizer"] == {k: x for k, x in PAPER_RECIPE.items() if k != "clipnorm"}
-    assert [v[f"sweep-{r:g}"]["overrides"]["optimizer"]["learning_rate"] for r in (1.0, 0.1, 0.01)] == [1.0, 0.1, 0.01]
-    assert all(v[k]["overrides"]["weight_norm"] is False for k in v if k.startswith("sweep") or k == "no-wn")
+    v = figure6.FIGURE6.settings()["variants"]
     done = {"sweep-1": {"final_val_perplexity": None, "overrides": v["sweep-1"]["overrides"]},  # diverged
             "sweep-0.1": {"final_val_perplexity": 310.0, "overrides": v["sweep-0.1"]["overrides"]},
             "sweep-0.01": {"final_val_perplexity": 420.0, "overrides": v["sweep-0.01"]["overrides"]}}
-    chosen = curves.FIGURE6.resolve("no-wn", v["no-wn"], done)
+    chosen = figure6.FIGURE6.resolve("no-wn", v["no-wn"], done)
     assert chosen["overrides"]["optimizer"] == dict(PAPER_RECIPE, learning_rate=0.1)
     assert chosen["overrides"]["weight_norm"] is False and "0.1" in chosen["label"]
-    assert curves.FIGURE6.resolve("paper", v["paper"], done) is v["paper"]
+    assert figure6.FIGURE6.resolve("paper", v["paper"], done) is v["paper"]
 
 
 def fake_record(label, final, steps=100, diverged=None, **extra):
@@ -154,10 +147,10 @@ def test_table7_trend_and_balance_statistics(monkeypatch, tmp_path):
     assert figure["val/moe-32"]["paper"] == 39.7 and figure["val/moe-32"]["comparable"] is False
     markdown = reproduce.results_markdown([result], "results")
     assert "| — (ours PTB valid, paper 1B Word test, 10 epochs) |" in markdown
-    settings = result["settings"]
-    assert [settings["variants"][k]["overrides"]["layers"][1]["num_experts"] for k in ("moe-4", "moe-32", "moe-256")] \
-        == [4, 32, 256]
-    assert all(settings["variants"][k]["epochs"] == 3 for k in settings["variants"])
+    # the variants are the models they are named after: more experts, more parameters
+    variants = result["settings"]["variants"]
+    params = [zoo.count_params(variants[k]["preset"], **variants[k]["overrides"]) for k in ("moe-4", "moe-32", "moe-256")]
+    assert params == sorted(set(params))
 
 
 def test_quick_runs_write_curves_figures_and_plots(quick_runs):
@@ -191,21 +184,26 @@ def test_quick_ptb_sentence_scores_float16_weights_like_float32(quick_runs):
 
 
 def test_ptb_sentence_anneals_both_models_over_their_planned_steps(quick_runs):
-    settings = curves.PTB_SENTENCE.settings()
     for key in ("gcnn", "lstm"):
-        variant = settings["variants"][key]
-        assert variant["epochs"] == curves.PTB_EPOCHS[key] and variant["anneal"] == curves.PTB_FINAL_FRACTION
-        assert variant["overrides"] == {"dropout": curves.PTB_DROPOUT[key]}
         # the quick run anneals over its 4 steps: the last step's rate is the final fraction of Adam's 2e-3
         anneal = quick_runs[1]["ptb-sentence"]["units"][key]["anneal"]
         assert anneal["initial_learning_rate"] == pytest.approx(2e-3) and anneal["over"] == "4 steps"
-        assert anneal["last_learning_rate"] == pytest.approx(2e-3 * curves.PTB_FINAL_FRACTION)
+        assert anneal["last_learning_rate"] == pytest.approx(2e-3 * ptb_sentence.PTB_FINAL_FRACTION)
     with pytest.raises(ValueError, match="not of ptb-sentence"):
         reproduce.reproduce("ptb-sentence", out="/nonexistent/never-written", minutes=3, log=lambda *a: None)
 
 
+def test_learning_rate_at_reads_the_cosine_schedule_at_a_step():
+    from zoo.optimizers import from_config
+
+    spec = {"name": "adam", "learning_rate": 2e-3, "decay_steps": 10, "final_fraction": 0.02}
+    rates = [curves.learning_rate_at(from_config(spec), step) for step in (0, 5, 10, 20)]
+    # 2e-3 · (final + (1 - final) · (1 + cos(π · step / 10)) / 2), held at the final fraction after step 10
+    assert rates == pytest.approx([2e-3, 2e-3 * (0.02 + 0.98 * 0.5), 2e-3 * 0.02, 2e-3 * 0.02])
+
+
 def test_annealing_changes_training_and_a_final_fraction_of_1_does_not(tmp_path):
-    settings = curves.PTB_SENTENCE.settings(quick=True)
+    settings = ptb_sentence.PTB_SENTENCE.settings(quick=True)
     final = {}
     for anneal in (None, 1.0, 0.0):
         variant = dict(settings["variants"]["gcnn"], anneal=anneal)

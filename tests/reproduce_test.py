@@ -1,5 +1,5 @@
-"""`zoo reproduce` (tools/reproduce.py) and its experiment table4 (tools/reproduce_table4.py), on the
-quick settings: tiny models and inputs, a few seconds a run."""
+"""`zoo reproduce` (tools/reproduce/) and its experiment table4 (tools/reproduce/experiments/table4.py),
+on the quick settings: tiny models and inputs, a few seconds a run; RESULTS.md's benchmark tables."""
 
 import json
 import math
@@ -10,7 +10,7 @@ import shutil
 import pytest
 
 from zoo.tools import cli, reproduce
-from zoo.tools import reproduce_table4 as table4
+from zoo.tools.reproduce.experiments import table4
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 PNG_SIGNATURE = b"\x89PNG\r\n\x1a\n"
@@ -27,8 +27,9 @@ def quick_run(tmp_path_factory):
 def test_list_names_each_experiment_with_its_paper_figure(capsys):
     assert cli.main(["reproduce", "--list"]) == 0
     lines = capsys.readouterr().out.strip().splitlines()
-    assert len(lines) == len(reproduce.EXPERIMENTS)
-    assert lines[0].startswith("table4") and "Table 4" in lines[0] and "responsiveness" in lines[0]
+    assert [line.split()[0] for line in lines] == sorted(reproduce.experiments())
+    (table4_line,) = [line for line in lines if line.startswith("table4 ")]
+    assert "Table 4" in table4_line and "responsiveness" in table4_line
 
 
 def test_unknown_experiment_and_missing_name_are_one_sentence(capsys, tmp_path):
@@ -187,3 +188,24 @@ def test_redraw_derives_the_same_figures_from_the_stored_units(quick_run, tmp_pa
     assert len(redrawn["redrawn"]) == 1 and redrawn["command"] == result["command"]
     with open(os.path.join(copy, "table4.png"), "rb") as f:
         assert f.read(8) == PNG_SIGNATURE
+
+
+def test_results_md_gathers_the_benchmark_tables_after_the_experiments_in_file_name_order(tmp_path):
+    out = tmp_path / "results"
+    (out / "benchmarks").mkdir(parents=True)
+    shutil.copy(os.path.join(ROOT, "results", "table4.json"), out)
+    without = open(reproduce.write_results(str(out), log=lambda *a: None)).read()
+    assert "## Benchmarks" not in without  # no table, no section
+
+    (out / "benchmarks" / "b-serving.md").write_text(
+        "# Serving\n\n`zoo benchmark serving`\n\n| path | p50 ms |\n| --- | ---: |\n| SavedModel | 1.0 |\n")
+    (out / "benchmarks" / "a-moe.md").write_text(
+        "## MoE\n\n```\n# a shell comment, not a heading\n```\n\n| experts | s |\n| ---: | ---: |\n| 4 | 2.0 |\n")
+    text = open(reproduce.write_results(str(out), log=lambda *a: None)).read()
+    assert text.startswith(without)  # the experiments' sections as they were, the tables after them
+    section = text[len(without):].lstrip("\n")
+    assert section.startswith("## Benchmarks\n")
+    # each file's title one level below the section, in file-name order; code and tables as they are
+    assert section.index("\n### MoE\n") < section.index("\n### Serving\n")
+    assert "\n# a shell comment, not a heading\n" in section
+    assert "| SavedModel | 1.0 |" in section and "| 4 | 2.0 |" in section and "`zoo benchmark serving`" in section

@@ -41,3 +41,50 @@ def disable_gradient_all_reduce(optimizer):
             )
         target._all_reduce_sum_gradients = _identity
     return optimizer
+
+
+class TensorFlowInternalsChanged(RuntimeError):
+    """A TensorFlow internal that a shim of `zoo.compat` relies on is gone or behaves differently."""
+
+
+OP_STATS_COLUMNS = ("operation", "type", "total_self_time")
+
+
+def framework_op_stats(logdir):
+    """The op statistics of the `tf.profiler` trace written under `logdir`: one dict per op
+    (keys include "operation", its name scope; "type"; "total_self_time", in microseconds).
+
+    Why: `zoo reproduce table4` breaks a pass's op self-time down by component of the model.
+
+    Internal: TensorFlow's public profiler API only writes traces (`tf.profiler.experimental`);
+    reading one goes through the binding TensorBoard's profile plugin uses,
+    `tensorflow.python.profiler.internal._pywrap_profiler_plugin.xspace_to_tools_data(files,
+    "framework_op_stats", options)`, which returns (JSON of Google-charts tables, success); the
+    first table holds the ops, one row of cells per op under columns with ids.
+    """
+    import glob
+    import importlib
+    import json
+
+    import tensorflow as tf
+
+    files = glob.glob(f"{logdir}/**/*.xplane.pb", recursive=True)
+    if not files:
+        raise FileNotFoundError(f"No tf.profiler trace (*.xplane.pb) under {logdir}.")
+    try:
+        plugin = importlib.import_module("tensorflow.python.profiler.internal._pywrap_profiler_plugin")
+        data, _ = plugin.xspace_to_tools_data(files, "framework_op_stats", {})
+        table = json.loads(data)[0]
+        columns = [c["id"] for c in table["cols"]]
+        rows = [dict(zip(columns, [cell.get("v") for cell in row["c"]])) for row in table["rows"]]
+    except (ImportError, AttributeError, TypeError, ValueError, KeyError, IndexError) as error:
+        raise TensorFlowInternalsChanged(
+            f"TensorFlow {tf.__version__}: _pywrap_profiler_plugin.xspace_to_tools_data no longer reads a trace's "
+            f"framework_op_stats as zoo.compat.framework_op_stats expects ({type(error).__name__}: {error}); "
+            "update the shim for this TensorFlow version.") from error
+    missing = [c for c in OP_STATS_COLUMNS if c not in columns]
+    if missing:
+        raise TensorFlowInternalsChanged(
+            f"TensorFlow {tf.__version__}: framework_op_stats has no column {', '.join(missing)} (it has "
+            f"{', '.join(columns)}); update zoo.compat.framework_op_stats for this TensorFlow version.")
+    return rows

@@ -80,3 +80,36 @@ def test_loss_scale_optimizer_inner_optimizer_is_covered():
     grads_and_vars = [(1.0, "v")]
     assert opt._all_reduce_sum_gradients(grads_and_vars) is grads_and_vars
     assert opt.inner_optimizer._all_reduce_sum_gradients(grads_and_vars) is grads_and_vars
+
+
+def _profiled_matmul(logdir):
+    import tensorflow as tf
+
+    square = tf.function(lambda x: tf.reduce_sum(tf.matmul(x, x)))
+    x = tf.ones((64, 64))
+    square(x)  # traced outside the profile
+    tf.profiler.experimental.start(logdir)
+    square(x).numpy()
+    tf.profiler.experimental.stop()
+
+
+def test_framework_op_stats_reads_the_ops_of_a_profile(tmp_path):
+    import tensorflow as tf
+
+    _profiled_matmul(str(tmp_path))
+    rows = compat.framework_op_stats(str(tmp_path))
+    matmuls = [r for r in rows if "MatMul" in r["type"]]  # MatMul, or a library kernel such as _MklMatMul
+    assert matmuls and all(r["total_self_time"] > 0 for r in matmuls), (
+        f"TensorFlow {tf.__version__}: zoo.compat.framework_op_stats no longer finds the profiled MatMul with its "
+        f"self-time (rows: {[(r.get('type'), r.get('total_self_time')) for r in rows]}); update the shim.")
+
+
+def test_framework_op_stats_refuses_a_missing_internal_with_the_tensorflow_version(tmp_path, monkeypatch):
+    import tensorflow as tf
+
+    _profiled_matmul(str(tmp_path))
+    monkeypatch.setitem(sys.modules, "tensorflow.python.profiler.internal._pywrap_profiler_plugin", None)
+    with pytest.raises(compat.TensorFlowInternalsChanged, match=f"TensorFlow {tf.__version__}: "):
+        compat.framework_op_stats(str(tmp_path))
+    with pytest.raises(FileNotFoundError, match="No tf.profiler trace"):
+        compat.framework_op_stats(str(tmp_path / "empty"))

@@ -25,7 +25,7 @@ Two ways of calling each model are timed side by side, their repeats interleaved
   cluster (shapes known only at run time), which XLA pads to the whole batch (~96 GB for the
   largest cluster at 15,000 tokens). The model's layers are the same; only the call differs.
 
-Inputs are token ids drawn from a Zipf law over the vocabulary (`zoo.tools.benchmarks.zipf_targets`:
+Inputs are token ids drawn from a Zipf law over the vocabulary (`zoo.tools.benchmarks.common.zipf_targets`:
 P(id r) ∝ 1/(r+1), ids sorted by frequency as the vocabularies are), so each adaptive-softmax
 cluster gets a word-like share of the targets; the weights are random (speed does not depend on
 them). One warm-up call (tracing, compiling) precedes the timed repeats; a figure is tokens over
@@ -82,7 +82,7 @@ def settings(quick=False, repeats=None):
         "repeats": repeats or (QUICK_REPEATS if quick else DEFAULT_REPEATS),
         "variants": list(VARIANTS),
         "profile": list(PROFILED),
-        "inputs": "Zipf ids (zoo.tools.benchmarks.zipf_targets), random weights",
+        "inputs": "Zipf ids (zoo.tools.benchmarks.common.zipf_targets), random weights",
         "seed": SEED,
     }
 
@@ -125,7 +125,7 @@ class Bench:
         return self.models[preset]
 
     def inputs(self, mode, vocabulary_size):
-        from zoo.tools.benchmarks import zipf_targets
+        from zoo.tools.benchmarks.common import zipf_targets
 
         if mode == "throughput":
             batch, length = self.settings["throughput_batch"]
@@ -186,12 +186,10 @@ def timed(fn):
 
 
 def _load_average():
-    import os
+    """The 1-minute load average, or None."""
+    from zoo.tools.benchmarks.common import load_average
 
-    try:
-        return round(os.getloadavg()[0], 2)
-    except OSError:
-        return None
+    return (load_average() or [None])[0]
 
 
 def run(settings, pending, save, log, done=None):
@@ -273,11 +271,39 @@ def profile(bench, preset, log):
     """The responsiveness pass of `preset`, taken apart: the forward pass (plain and XLA) and the
     adaptive-softmax scoring timed alone (one call each, after a warm-up), then one traced plain
     call: op self-time by component, by op type, and the top ops (tf.profiler's framework_op_stats,
-    read with TensorFlow's own profiler plugin; the ops of the LSTM's while loop are itemised too)."""
-    import glob
-    import json
+    read through `zoo.compat.framework_op_stats`; the ops of the LSTM's while loop are itemised too)."""
     import tempfile
 
+    import tensorflow as tf
+
+    from zoo.compat import framework_op_stats
+
+    split = _split_times(bench, preset)
+    log(f"  forward {_seconds(split['forward_s'])} (XLA {_seconds(split['forward_xla_s'])}) + adaptive-softmax "
+        f"scoring {_seconds(split['scoring_s'])}; the whole call {_seconds(split['plain_call_s'])}")
+    call = bench.call("responsiveness", preset, "plain")
+    with tempfile.TemporaryDirectory() as logdir:
+        tf.profiler.experimental.start(logdir)
+        _, seconds, cpu = timed(call)
+        tf.profiler.experimental.stop()
+        record = {"split": split, "seconds": seconds, "cpu_seconds": cpu}
+        try:
+            rows = framework_op_stats(logdir)
+        except Exception as e:  # the profile is a note: its absence must not lose the measurements
+            record["error"] = f"{type(e).__name__}: {e}"
+            log(f"  profile unavailable: {record['error']}")
+            return record
+    record.update(op_shares([r for r in rows if r["type"] != "IDLE"]))
+    top = record["top_ops"][0]
+    log(f"  traced call {seconds:.2f} s; op self-time: adaptive softmax "
+        f"{record['by_component'].get('adaptive softmax', {}).get('share', 0):.0%}; top op {top['op']} "
+        f"({top['share']:.0%})")
+    return record
+
+
+def _split_times(bench, preset):
+    """Seconds of the forward pass (plain and XLA), of the scoring and of the whole call, each
+    timed once after a warm-up call."""
     import tensorflow as tf
 
     call = bench.call("responsiveness", preset, "plain")
@@ -290,25 +316,12 @@ def profile(bench, preset, log):
                      ("scoring_s", lambda: score(hidden, targets).numpy()), ("plain_call_s", call)):
         fn()  # warm
         split[name] = timed(fn)[1]
-    log(f"  forward {_seconds(split['forward_s'])} (XLA {_seconds(split['forward_xla_s'])}) + adaptive-softmax "
-        f"scoring {_seconds(split['scoring_s'])}; the whole call {_seconds(split['plain_call_s'])}")
-    with tempfile.TemporaryDirectory() as logdir:
-        tf.profiler.experimental.start(logdir)
-        _, seconds, cpu = timed(call)
-        tf.profiler.experimental.stop()
-        record = {"split": split, "seconds": seconds, "cpu_seconds": cpu}
-        try:
-            from tensorflow.python.profiler.internal import _pywrap_profiler_plugin as plugin
+    return split
 
-            files = glob.glob(f"{logdir}/**/*.xplane.pb", recursive=True)
-            tables = json.loads(plugin.xspace_to_tools_data(files, "framework_op_stats", {})[0])
-        except Exception as e:  # the profile is a note: its absence must not lose the measurements
-            record["error"] = f"{type(e).__name__}: {e}"
-            log(f"  profile unavailable: {record['error']}")
-            return record
-    cols = [c["id"] for c in tables[0]["cols"]]
-    rows = [dict(zip(cols, [c.get("v") for c in row["c"]])) for row in tables[0]["rows"]]
-    rows = [r for r in rows if r["type"] != "IDLE"]
+
+def op_shares(rows):
+    """Op self-time (rows of `zoo.compat.framework_op_stats`) by component, by op type, and the
+    top ops, in milliseconds and as shares of the total."""
     total = sum(r["total_self_time"] for r in rows) or 1.0
     by_component, by_type = {}, {}
     for r in rows:
@@ -321,17 +334,13 @@ def profile(bench, preset, log):
                 for k, v in sorted(d.items(), key=lambda kv: -kv[1])}
 
     top = sorted(rows, key=lambda r: -r["total_self_time"])[:12]
-    record.update({
+    return {
         "op_self_time_ms": round(total / 1e3, 1),
         "by_component": shares(by_component),
         "by_op_type": shares(by_type),
         "top_ops": [{"op": r["operation"], "type": r["type"], "ms": round(r["total_self_time"] / 1e3, 2),
                      "share": round(r["total_self_time"] / total, 4)} for r in top],
-    })
-    log(f"  traced call {seconds:.2f} s; op self-time: adaptive softmax "
-        f"{by_component.get('adaptive softmax', 0) / total:.0%}; top op {top[0]['operation']} "
-        f"({top[0]['total_self_time'] / total:.0%})")
-    return record
+    }
 
 
 # ---- figures -------------------------------------------------------------------------------------

@@ -27,7 +27,7 @@ def _positive(text):
     return value
 
 
-def input_pipeline(argv):
+def main(argv):
     p = argparse.ArgumentParser(prog="zoo benchmark input")
     p.add_argument("--preset", default="gcnn-ptb")
     p.add_argument("--global-batch-size", type=_positive, default=32)
@@ -46,7 +46,7 @@ def input_pipeline(argv):
     import tensorflow as tf
 
     from zoo import registry
-    from zoo.tools import benchmarks as common
+    from zoo.tools.benchmarks.common import write_results
     from zoo.training import TrainingWindows, step_functions
     from zoo.training.data import load_corpus
 
@@ -70,6 +70,19 @@ def input_pipeline(argv):
         train_fn(fixed)
         next(data)
 
+    pipeline_rates, step_rates = _rounds(args, data, train_fn, fixed, tokens)
+    pipe, step = statistics.median(pipeline_rates), statistics.median(step_rates)
+    ratio = pipe / step
+    _print_table(args, pipe, step)
+    result = {"argv": argv, "tokenizer": getattr(vocab, "kind", "word"), "vocabulary_size": len(vocab),
+              "prepare_s": prepared, "pipeline_tokens_per_s": pipe, "step_tokens_per_s": step, "ratio": ratio,
+              "pipeline_rounds": pipeline_rates, "step_rounds": step_rates}
+    write_results(args.json, result)
+    return result
+
+
+def _rounds(args, data, train_fn, fixed, tokens):
+    """Tokens per second of the pipeline alone and of the step alone, round after round."""
     pipeline_rates, step_rates = [], []
     for r in range(args.rounds):
         start = time.perf_counter()
@@ -82,10 +95,16 @@ def input_pipeline(argv):
         step_rates.append(args.steps * tokens / (time.perf_counter() - start))
         print(f"  round {r + 1}/{args.rounds}: pipeline {pipeline_rates[-1]:,.0f} tokens/s, "
               f"step {step_rates[-1]:,.0f} tokens/s", flush=True)
+    return pipeline_rates, step_rates
 
-    pipe, step = statistics.median(pipeline_rates), statistics.median(step_rates)
+
+def _print_table(args, pipe, step):
+    import tensorflow as tf
+
+    from zoo.tools.benchmarks.common import cpu_model
+
     ratio = pipe / step
-    print(f"machine: {common._cpu_model()}, {len(tf.config.list_logical_devices('CPU'))} logical CPU device(s), "
+    print(f"machine: {cpu_model()}, {len(tf.config.list_logical_devices('CPU'))} logical CPU device(s), "
           f"TensorFlow {tf.__version__}")
     print(f"{args.preset}, global batch {args.global_batch_size} x {args.seq_len} tokens, "
           f"{args.rounds} rounds (medians)")
@@ -93,12 +112,7 @@ def input_pipeline(argv):
     print(f"{'input pipeline (alone)':28s} {pipe:>12,.0f}")
     print(f"{'training step (consumes)':28s} {step:>12,.0f}")
     print(f"pipeline/step: {ratio:.1f}x (target >= 20x: {'met' if ratio >= 20 else 'NOT met'})")
-    result = {"argv": argv, "tokenizer": getattr(vocab, "kind", "word"), "vocabulary_size": len(vocab),
-              "prepare_s": prepared, "pipeline_tokens_per_s": pipe, "step_tokens_per_s": step, "ratio": ratio,
-              "pipeline_rounds": pipeline_rates, "step_rounds": step_rates}
-    common.write_results(args.json, result)
-    return result
 
 
 if __name__ == "__main__":
-    input_pipeline(sys.argv[1:])
+    main(sys.argv[1:])

@@ -21,7 +21,7 @@ Three parts:
    experts, padding rows included; cf 1 against cf 2 isolates it), against the work expert
    parallelism saves (the replicated step updates every expert on every replica and sums R
    copies of the expert gradients; the expert-parallel one updates each expert once). What it
-   cannot: the R logical devices share the same 2 cores and the same memory, so the step time is
+   cannot: the R logical devices share the same cores and the same memory, so the step time is
    the work of all R replicas together, on one CPU's balance of compute and memory traffic; the
    all-to-all and the all-reduce are memory copies inside one process, so no network time is in
    the figures; and the memory an expert-parallel replica saves is not visible in the process's
@@ -58,15 +58,13 @@ import argparse
 import json
 import math
 import os
-import platform
 import shlex
 import statistics
 import sys
 import tempfile
 import time
 
-from zoo.tools import benchmarks as _common  # the machine and number helpers every benchmark shares
-_cpu_model, _fmt = _common._cpu_model, _common._fmt
+from zoo.tools.benchmarks.common import cpu_model, fmt, load_average_text, machine_summary, run_child, write_results
 
 FULL = {"experts": 32, "k": 4, "hidden": 256, "width": 128, "vocabulary": 2000, "batch": 64, "seq_len": 64}
 SMALL = {"experts": 8, "k": 2, "hidden": 16, "width": 8, "vocabulary": 64, "batch": 8, "seq_len": 8}
@@ -203,40 +201,12 @@ def worker(spec_path):
     one MirroredStrategy, their steps timed interleaved; writes the result JSON."""
     with open(spec_path) as f:
         spec = json.load(f)
-    replicas, sizes = spec["replicas"], spec["sizes"]
-    os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
-    import tensorflow as tf
-
-    tf.config.set_visible_devices([], "GPU")  # a CPU benchmark
-    cpu = tf.config.list_physical_devices("CPU")[0]
-    tf.config.set_logical_device_configuration(cpu, [tf.config.LogicalDeviceConfiguration()] * replicas)
-    if spec.get("threads"):
-        tf.config.threading.set_intra_op_parallelism_threads(spec["threads"])
+    replicas = spec["replicas"]
+    tf = _configure_tensorflow(spec)
     import keras
-    import numpy as np
-
-    from zoo.training.data import TrainingWindows
-    from zoo.training.steps import step_functions
-    from zoo.training.trainer import build_model
 
     strategy = tf.distribute.MirroredStrategy([f"/cpu:{i}" for i in range(replicas)])
-    batch, seq_len, vocabulary = sizes["batch"], sizes["seq_len"], sizes["vocabulary"]
-    rng = np.random.default_rng(spec["seed"])
-    rows = batch * 4  # four distinct global batches, cycled
-    inputs = rng.integers(2, vocabulary, (rows, seq_len)).astype("int32")
-    targets = rng.integers(2, vocabulary, (rows, seq_len)).astype("int32")
-    windows = TrainingWindows(inputs, targets, np.ones((rows, seq_len), "float32"), batch, spec["seed"])
-
-    models = {}
-    for cf in [None] + spec["capacity_factors"]:
-        keras.utils.set_random_seed(spec["seed"])
-        start = time.perf_counter()
-        model, optimizer = build_model(PRESET, model_overrides(sizes), None, strategy, capacity_factor=cf)
-        steps = step_functions(model, optimizer, strategy)
-        iterator = iter(strategy.distribute_datasets_from_function(lambda ctx: windows.dataset(0, ctx)))
-        models[_label(cf)] = {"cf": cf, "model": model, "optimizer": optimizer, "steps": steps,
-                              "iterator": iterator, "build_s": time.perf_counter() - start,
-                              "warmup_s": [], "times_s": [], "losses": [], "steps_run": 0}
+    models = _build_models(spec, strategy)
 
     def timed(entry):
         start = time.perf_counter()
@@ -258,27 +228,76 @@ def worker(spec_path):
            "devices": [d.name for d in tf.config.list_logical_devices("CPU")], "models": {}}
     baseline = models[_label(None)]["times_s"]
     for label, entry in models.items():
-        model = entry["model"]
-        metrics = {m.name: float(m.result()) for m in model.metrics if m.name.endswith("_dropped")}
-        assignments = entry["steps_run"] * batch * seq_len * sizes["k"]
-        times = entry["times_s"]
-        result = {
-            "capacity_factor": entry["cf"], "params": int(model.count_params()),
-            "build_s": entry["build_s"], "warmup_s": entry["warmup_s"], "times_s": times,
-            "median_s": statistics.median(times) if times else None, "min_s": min(times) if times else None,
-            # each round's time over the replicated model's in the same round, median over the
-            # rounds: robust to load that changes during the run (it hits a round's models alike)
-            "paired_ratio": statistics.median(t / b for t, b in zip(times, baseline)) if times else None,
-            "loss": entry["losses"][-1], "losses_finite": all(math.isfinite(x) for x in entry["losses"]),
-            "memory": memory_accounting(model, entry["optimizer"], strategy),
-        }
-        if entry["cf"] is not None:
-            dropped = sum(metrics.values())
-            result.update(dropped=dropped, dropped_fraction=dropped / assignments,
-                          exchange=exchange_bytes(sizes, replicas, entry["cf"]))
-        out["models"][label] = result
+        out["models"][label] = _model_result(entry, baseline, spec, strategy)
     with open(spec["result_file"], "w") as f:
         json.dump(out, f, indent=1)
+
+
+def _configure_tensorflow(spec):
+    """TensorFlow on R logical CPU devices (set before it starts)."""
+    os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
+    import tensorflow as tf
+
+    tf.config.set_visible_devices([], "GPU")  # a CPU benchmark
+    cpu = tf.config.list_physical_devices("CPU")[0]
+    tf.config.set_logical_device_configuration(cpu, [tf.config.LogicalDeviceConfiguration()] * spec["replicas"])
+    if spec.get("threads"):
+        tf.config.threading.set_intra_op_parallelism_threads(spec["threads"])
+    return tf
+
+
+def _build_models(spec, strategy):
+    """The replicated model and one expert-parallel model per capacity factor, each with its
+    optimiser, its step functions and its iterator over the same synthetic batches."""
+    import keras
+    import numpy as np
+
+    from zoo.training.data import TrainingWindows
+    from zoo.training.steps import step_functions
+    from zoo.training.trainer import build_model
+
+    sizes = spec["sizes"]
+    batch, seq_len, vocabulary = sizes["batch"], sizes["seq_len"], sizes["vocabulary"]
+    rng = np.random.default_rng(spec["seed"])
+    rows = batch * 4  # four distinct global batches, cycled
+    inputs = rng.integers(2, vocabulary, (rows, seq_len)).astype("int32")
+    targets = rng.integers(2, vocabulary, (rows, seq_len)).astype("int32")
+    windows = TrainingWindows(inputs, targets, np.ones((rows, seq_len), "float32"), batch, spec["seed"])
+    models = {}
+    for cf in [None] + spec["capacity_factors"]:
+        keras.utils.set_random_seed(spec["seed"])
+        start = time.perf_counter()
+        model, optimizer = build_model(PRESET, model_overrides(sizes), None, strategy, capacity_factor=cf)
+        steps = step_functions(model, optimizer, strategy)
+        iterator = iter(strategy.distribute_datasets_from_function(lambda ctx: windows.dataset(0, ctx)))
+        models[_label(cf)] = {"cf": cf, "model": model, "optimizer": optimizer, "steps": steps,
+                              "iterator": iterator, "build_s": time.perf_counter() - start,
+                              "warmup_s": [], "times_s": [], "losses": [], "steps_run": 0}
+    return models
+
+
+def _model_result(entry, baseline, spec, strategy):
+    """One model's timings, memory per replica and (expert-parallel) dropped assignments and exchange."""
+    sizes = spec["sizes"]
+    model = entry["model"]
+    metrics = {m.name: float(m.result()) for m in model.metrics if m.name.endswith("_dropped")}
+    assignments = entry["steps_run"] * sizes["batch"] * sizes["seq_len"] * sizes["k"]
+    times = entry["times_s"]
+    result = {
+        "capacity_factor": entry["cf"], "params": int(model.count_params()),
+        "build_s": entry["build_s"], "warmup_s": entry["warmup_s"], "times_s": times,
+        "median_s": statistics.median(times) if times else None, "min_s": min(times) if times else None,
+        # each round's time over the replicated model's in the same round, median over the
+        # rounds: robust to load that changes during the run (it hits a round's models alike)
+        "paired_ratio": statistics.median(t / b for t, b in zip(times, baseline)) if times else None,
+        "loss": entry["losses"][-1], "losses_finite": all(math.isfinite(x) for x in entry["losses"]),
+        "memory": memory_accounting(model, entry["optimizer"], strategy),
+    }
+    if entry["cf"] is not None:
+        dropped = sum(metrics.values())
+        result.update(dropped=dropped, dropped_fraction=dropped / assignments,
+                      exchange=exchange_bytes(sizes, spec["replicas"], entry["cf"]))
+    return result
 
 
 # ---- the paper model ---------------------------------------------------------------------------------
@@ -392,8 +411,8 @@ def _worker_child(work, replicas, sizes, capacity_factors, warmup, repeats, thre
     with open(spec_path, "w") as f:
         json.dump(spec, f)
     log(f"R = {replicas}: a child process with {replicas} logical CPU devices ...", flush=True)
-    out = _common._run_child([sys.executable, "-m", "zoo.tools.bench_moe_parallel", "--worker", spec_path],
-                             result_file, f"R = {replicas}")
+    # __spec__.name: this module's importable name, also when it runs as `python -m`
+    out = run_child([sys.executable, "-m", __spec__.name, "--worker", spec_path], result_file, f"R = {replicas}")
     if out is None:
         return None
     result, wall = out
@@ -401,8 +420,8 @@ def _worker_child(work, replicas, sizes, capacity_factors, warmup, repeats, thre
     replicated = result["models"]["replicated"]["median_s"]
     for label, r in result["models"].items():
         r["vs_replicated"] = r["median_s"] / replicated if replicated and r["median_s"] else None
-        log(f"  {label}: median {_fmt(r['median_s'], '.3f')} s over {len(r['times_s'])} steps "
-            f"({_fmt(r['vs_replicated'], '.2f')}x replicated; paired ratio {_fmt(r['paired_ratio'], '.2f')}x)",
+        log(f"  {label}: median {fmt(r['median_s'], '.3f')} s over {len(r['times_s'])} steps "
+            f"({fmt(r['vs_replicated'], '.2f')}x replicated; paired ratio {fmt(r['paired_ratio'], '.2f')}x)",
             flush=True)
     return result
 
@@ -446,9 +465,9 @@ def print_tables(report, log=print):
             continue
         for i, (label, r) in enumerate(result["models"].items()):
             exchange = r.get("exchange")
-            log(f"{replicas if i == 0 else '':>2} {label:<24} {_fmt(r['median_s'], '.3f'):>9} "
-                f"{_fmt(r['min_s'], '.3f'):>8} {_fmt(r['vs_replicated'], '.2f') + 'x':>12} "
-                f"{_fmt(r['paired_ratio'], '.2f') + 'x':>12} "
+            log(f"{replicas if i == 0 else '':>2} {label:<24} {fmt(r['median_s'], '.3f'):>9} "
+                f"{fmt(r['min_s'], '.3f'):>8} {fmt(r['vs_replicated'], '.2f') + 'x':>12} "
+                f"{fmt(r['paired_ratio'], '.2f') + 'x':>12} "
                 f"{(format(r['dropped_fraction'], '.2%') if 'dropped_fraction' in r else '-'):>8} "
                 f"{(exchange['capacity'] if exchange else '-'):>8} "
                 f"{(_size(exchange['sent_bytes']) if exchange else '-'):>23}")
@@ -533,7 +552,8 @@ What the figures can show and cannot:
   modes; 'comm. ms' is the sum of the three transfer times."""
 
 
-def moe_parallel(argv):
+def parse(argv):
+    """The flags, the sizes they give, the replica counts, capacity factors and paper models."""
     p = argparse.ArgumentParser(
         prog="zoo benchmark moe-parallel",
         description="Expert parallelism against the replicated MoE: training step time on R logical CPU "
@@ -570,14 +590,18 @@ def moe_parallel(argv):
     capacity_factors = [float(c) for c in args.capacity_factors.split(",") if c.strip()]
     paper_names = [n.strip() for n in args.paper_models.split(",") if n.strip()]
     check_sizes(sizes, replicas_list, capacity_factors)
+    return args, sizes, replicas_list, capacity_factors, paper_names
+
+
+def main(argv):
+    args, sizes, replicas_list, capacity_factors, paper_names = parse(argv)
     command = ("zoo benchmark moe-parallel " + shlex.join(argv)).strip()
     print(f"command: {command}", flush=True)
     print(f"model: {PRESET} resized, LSTM {sizes['width']} / SparseMoE {sizes['experts']} experts of ReLU hidden "
           f"{sizes['hidden']}, k = {sizes['k']} / LSTM {sizes['width']}, vocabulary {sizes['vocabulary']:,} (full "
           f"softmax), FactorizedAdam (clipnorm 1), global batch {sizes['batch']} x {sizes['seq_len']} tokens, "
           f"MirroredStrategy on R logical CPU devices; seed {args.seed}")
-    print(f"machine: {platform.machine()} {_cpu_model()}, os.cpu_count() = {os.cpu_count()}, load average "
-          f"{' '.join(f'{x:.2f}' for x in os.getloadavg())}", flush=True)
+    print(f"machine: {machine_summary()}", flush=True)
     assumptions = {"gpus": tuple(int(g) for g in args.gpus.split(",") if g.strip()),
                    "tokens_per_gpu": args.tokens_per_gpu, "capacity_factor": args.paper_capacity_factor,
                    "network_Gbps": args.network_gbits, "nvlink_GBps": args.nvlink_gbytes}
@@ -587,10 +611,10 @@ def moe_parallel(argv):
     print_tables(report)
     print()
     print(NOTES)
-    print(f"load average at the end: {' '.join(f'{x:.2f}' for x in os.getloadavg())}")
-    out = {"command": command, "benchmark": "moe-parallel", "cpu": _cpu_model(), "cpu_count": os.cpu_count(),
+    print(f"load average at the end: {load_average_text()}")
+    out = {"command": command, "benchmark": "moe-parallel", "cpu": cpu_model(), "cpu_count": os.cpu_count(),
            **report, "measured": {str(r): v for r, v in report["measured"].items()}}
-    _common.write_results(args.json, out)
+    write_results(args.json, out)
     return out
 
 
@@ -598,4 +622,4 @@ if __name__ == "__main__":
     if sys.argv[1:2] == ["--worker"]:
         worker(sys.argv[2])
     else:
-        moe_parallel(sys.argv[1:])
+        main(sys.argv[1:])

@@ -12,7 +12,7 @@ import shlex
 import sys
 
 
-def moe_ptb(argv):
+def main(argv):
     p = argparse.ArgumentParser(prog="zoo benchmark moe-ptb")
     p.add_argument("--steps", type=int, default=600)
     p.add_argument("--seed", type=int, default=0)
@@ -48,7 +48,7 @@ def moe_ptb(argv):
     train = get_preset("lstm-moe-ptb").train
     batches = pipeline.stream_dataset(read_lines("ptb", "train"), vocab, train["batch_size"], train["seq_len"],
                                       shuffle=True, seed=args.seed, repeat=True)
-    from zoo.tools import side_by_side
+    from zoo.tools.benchmarks import side_by_side
 
     trained = side_by_side.train_side_by_side(
         models, batches, args.steps, track=("cv_importance", "cv_load", "max_load_ratio"))
@@ -70,11 +70,11 @@ def moe_ptb(argv):
         print(f"{label:32s} {r['params']:>11,d} {r['median_step_s']:>7.3f} {fmt(r['cv_importance'], '.3f'):>8s} "
               f"{fmt(r['cv_load'], '.3f'):>9s} {fmt(r['max_load_ratio'], '.3f'):>9s} "
               f"{r['valid_perplexity_stream']:>10.2f}")
-    from zoo.tools import benchmarks
+    from zoo.tools.benchmarks.common import write_results
 
-    benchmarks.write_results(args.json, {"argv": argv, "results": results})
+    write_results(args.json, {"argv": argv, "results": results})
     return results
 
 
 if __name__ == "__main__":
-    moe_ptb(sys.argv[1:])
+    main(sys.argv[1:])

@@ -1,10 +1,11 @@
 """The torch side of `zoo benchmark adaptive-softmax`: one forward + backward step of
 `torch.nn.AdaptiveLogSoftmaxWithLoss(...)(hidden, targets).loss`, timed, with its peak memory.
 
-Standalone on purpose: it imports only torch, numpy and the standard library, so it runs in a
-separate virtual environment (torch is not a dependency of the zoo). The TF benchmark calls it as
+Standalone on purpose: it imports only torch, numpy, the standard library and common.py beside
+it (not the zoo), so it runs in a separate virtual environment (torch is not a dependency of the
+zoo). The TF benchmark calls it as
 
-    TORCH_PYTHON bench_torch_adaptive.py --vocabulary-size V --cutoffs 10000,20000,200000 \
+    TORCH_PYTHON adaptive_softmax_torch.py --vocabulary-size V --cutoffs 10000,20000,200000 \
         --hidden-file hidden.npy --targets-file targets.npy --threads N --repeats R --json-out out.json
 
 and it can be run by hand the same way (without the .npy files it draws its own inputs: Gaussian
@@ -16,74 +17,15 @@ import json
 import os
 import statistics
 import sys
-import threading
 import time
 
 import numpy as np
 import torch
 
-
-# ---- peak memory (the same method as tools/benchmarks.py) ----------------------------------
-def _status_kib(field):
-    with open("/proc/self/status") as f:
-        for line in f:
-            if line.startswith(field + ":"):
-                return int(line.split()[1])
-    raise RuntimeError(f"/proc/self/status has no {field}")
-
-
-class PeakRSS:
-    """Peak resident set size during a region. Preferred: the kernel's own high-water mark
-    (VmHWM), reset to the current RSS by writing 5 to /proc/self/clear_refs (Linux >= 4.0).
-    Fallback: a thread sampling VmRSS every millisecond."""
-
-    def __init__(self):
-        self.process_peak_kib = _status_kib("VmHWM")
-        try:
-            with open("/proc/self/clear_refs", "w") as f:
-                f.write("5")
-            self.method = "VmHWM reset through /proc/self/clear_refs before each step"
-        except OSError:
-            self.method = "VmRSS sampled every 1 ms by a background thread"
-        self._stop = None
-
-    def start(self):
-        self.process_peak_kib = max(self.process_peak_kib, _status_kib("VmHWM"))
-        if self.method.startswith("VmHWM"):
-            with open("/proc/self/clear_refs", "w") as f:
-                f.write("5")
-            self.base_kib = _status_kib("VmRSS")
-        else:
-            self.base_kib = self._max = _status_kib("VmRSS")
-            self._stop = threading.Event()
-
-            def sample():
-                while not self._stop.is_set():
-                    self._max = max(self._max, _status_kib("VmRSS"))
-                    time.sleep(0.001)
-
-            self._thread = threading.Thread(target=sample, daemon=True)
-            self._thread.start()
-
-    def stop(self):
-        """Peak RSS growth over the region, in KiB."""
-        if self._stop is not None:
-            self._stop.set()
-            self._thread.join()
-            self._stop = None
-            peak = max(self._max, _status_kib("VmRSS"))
-        else:
-            peak = _status_kib("VmHWM")
-        self.process_peak_kib = max(self.process_peak_kib, peak)
-        return peak - self.base_kib
-
-
-def zipf_targets(vocabulary_size, count, seed=0):
-    """Ids in [0, vocabulary_size) with P(id = r) proportional to 1 / (r + 1)."""
-    cdf = np.cumsum(1.0 / np.arange(1, vocabulary_size + 1, dtype=np.float64))
-    cdf /= cdf[-1]
-    ids = np.searchsorted(cdf, np.random.default_rng(seed).random(count), side="right")
-    return np.minimum(ids, vocabulary_size - 1).astype(np.int64)
+# The TF side's peak-memory method and Zipf sampler, from common.py beside this file (standard
+# library and numpy only), found through this file's folder, not through an installed zoo.
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from common import PeakRSS, status_kib, zipf_targets  # noqa: E402
 
 
 def main(argv=None):
@@ -112,14 +54,14 @@ def main(argv=None):
     if args.targets_file:
         targets_np = np.load(args.targets_file).astype(np.int64)
     else:
-        targets_np = zipf_targets(args.vocabulary_size, hidden_np.shape[0], args.seed)
+        targets_np = zipf_targets(args.vocabulary_size, hidden_np.shape[0], args.seed).astype(np.int64)
 
     memory = PeakRSS()
     layer = torch.nn.AdaptiveLogSoftmaxWithLoss(hidden_np.shape[1], args.vocabulary_size, cutoffs,
                                                 div_value=args.div_value)
     hidden = torch.from_numpy(hidden_np).requires_grad_(True)
     targets = torch.from_numpy(targets_np)
-    setup_kib = _status_kib("VmRSS")
+    setup_kib = status_kib("VmRSS")
 
     def step():
         layer.zero_grad(set_to_none=True)

@@ -21,7 +21,6 @@ optimisers' timed steps interleaved; median over `--repeats` after one warm-up s
 
 import argparse
 import os
-import platform
 import shlex
 import statistics
 import sys
@@ -29,8 +28,7 @@ import time
 
 import numpy as np
 
-from zoo.tools import benchmarks as _common  # the machine and number helpers every benchmark shares
-_cpu_model, _fmt = _common._cpu_model, _common._fmt
+from zoo.tools.benchmarks.common import cpu_model, fmt, machine_summary, write_results
 
 FULL = {"experts": 256, "k": 4, "input_dim": 512, "hidden": 1024}
 SMALL = {"experts": 16, "k": 4, "input_dim": 64, "hidden": 128}
@@ -157,10 +155,6 @@ def run_benchmark(sizes, optimizers=OPTIMIZERS, repeats=5, biases=False, seed=SE
     }
 
 
-
-
-
-
 def print_table(report, log=print):
     header = (f"{'optimizer':<20} {'state vars':>10} {'state bytes':>15} {'MiB':>10} {'bytes/param':>11} "
               f"{'vs Adam':>8} {'median s':>9} {'min s':>8} {'steps':>5} {'time vs Adam':>12}")
@@ -169,11 +163,12 @@ def print_table(report, log=print):
     for name, r in report["results"].items():
         log(f"{LABELS[name]:<20} {r['state_variables']:>10} {r['state_bytes']:>15,d} "
             f"{r['state_bytes'] / 2**20:>10,.2f} {r['state_bytes'] / report['params']:>11.4f} "
-            f"{_fmt(r['bytes_vs_adam'], '.3%'):>8} {r['median_s']:>9.4f} {r['min_s']:>8.4f} "
-            f"{len(r['times_s']):>5} {_fmt(r['time_vs_adam'], '.2f') + 'x':>12}")
+            f"{fmt(r['bytes_vs_adam'], '.3%'):>8} {r['median_s']:>9.4f} {r['min_s']:>8.4f} "
+            f"{len(r['times_s']):>5} {fmt(r['time_vs_adam'], '.2f') + 'x':>12}")
 
 
-def optimizer_memory(argv):
+def parse(argv):
+    """The flags, the sizes they give and the optimisers."""
     p = argparse.ArgumentParser(
         prog="zoo benchmark optimizer-memory",
         description="Optimiser state bytes and step time for a SparseMoE's expert variables: "
@@ -203,6 +198,11 @@ def optimizer_memory(argv):
     for name in optimizers:
         if name not in OPTIMIZERS:
             raise ValueError(f"unknown optimizer {name!r}; choose from {', '.join(OPTIMIZERS)}.")
+    return args, sizes, optimizers
+
+
+def main(argv):
+    args, sizes, optimizers = parse(argv)
     command = "zoo benchmark optimizer-memory " + shlex.join(argv)
     print(f"command: {command.strip()}", flush=True)
 
@@ -218,8 +218,7 @@ def optimizer_memory(argv):
     print(f"optimizer-memory: the expert {'variables' if args.biases else 'matrices'} of SparseMoE({e}, "
           f"{sizes['k']}, {h}) on input {d}; one apply_gradients of fixed random gradients in a tf.function; "
           f"1 warm-up step, then {args.repeats} timed steps, optimisers interleaved; seed {args.seed}")
-    print(f"machine: {platform.machine()} {_cpu_model()}, os.cpu_count() = {os.cpu_count()}, load average "
-          f"{' '.join(f'{x:.2f}' for x in os.getloadavg())}; tensorflow {tf.__version__}, keras "
+    print(f"machine: {machine_summary()}; tensorflow {tf.__version__}, keras "
           f"{keras.__version__}; device CPU", flush=True)
     report = run_benchmark(sizes, optimizers, args.repeats, args.biases, args.seed)
     print()
@@ -238,11 +237,11 @@ def optimizer_memory(argv):
             print(f"ours/Adam: state {ours['bytes_vs_adam']:.3%} (target <= 1%), step time "
                   f"{ours['time_vs_adam']:.2f}x (target <= 1.2x)")
     out = {"command": command.strip(), "benchmark": "optimizer-memory", "sizes": sizes, "biases": args.biases,
-           "repeats": args.repeats, "seed": args.seed, "cpu": _cpu_model(), "cpu_count": os.cpu_count(),
+           "repeats": args.repeats, "seed": args.seed, "cpu": cpu_model(), "cpu_count": os.cpu_count(),
            **report}
-    _common.write_results(args.json, out)
+    write_results(args.json, out)
     return out
 
 
 if __name__ == "__main__":
-    optimizer_memory(sys.argv[1:])
+    main(sys.argv[1:])

@@ -23,7 +23,6 @@ Ratios are SavedModel / in-process time (below 1: the SavedModel is faster); the
 
 import argparse
 import os
-import platform
 import shlex
 import statistics
 import sys
@@ -33,8 +32,7 @@ import time
 
 import numpy as np
 
-from zoo.tools import benchmarks as _common  # the machine and number helpers every benchmark shares
-_cpu_model, _fmt = _common._cpu_model, _common._fmt
+from zoo.tools.benchmarks.common import cpu_model, fmt, load_average_text, machine_summary, write_results
 
 DEFAULT_PRESETS = ("gcnn-ptb", "lstm-ptb", "lstm-moe-ptb")
 WORDS_PER_SENTENCE = 20
@@ -251,8 +249,8 @@ def print_table(results, log=print):
         ]
         for i, (label, lat, thr) in enumerate(rows):
             col = r["preset"] if i == 0 else ""
-            p50 = _fmt(lat["p50_s"] * ms, ".2f") if lat else "-"
-            p99 = _fmt(lat["p99_s"] * ms, ".2f") if lat else "-"
+            p50 = fmt(lat["p50_s"] * ms, ".2f") if lat else "-"
+            p99 = fmt(lat["p99_s"] * ms, ".2f") if lat else "-"
             batch = f"{thr['median_s'] * ms:.1f}" if thr else "-"
             rate = f"{thr['sentences_per_s']:.0f}" if thr else "-"
             log(f"{col:<13} {label:<44} {p50:>8} {p99:>8} {batch:>11} {rate:>8}")
@@ -269,7 +267,7 @@ def print_table(results, log=print):
             + (f" (first: {s['first_error']})" if s["first_error"] else ""))
 
 
-def serving(argv):
+def parse(argv):
     p = argparse.ArgumentParser(
         prog="zoo benchmark serving",
         description="Latency, throughput and multi-threaded calls of the exported SavedModel's "
@@ -290,6 +288,11 @@ def serving(argv):
             raise ValueError(f"--{name.replace('_', '-')} must be >= 1, got {getattr(args, name)}.")
     if args.seconds <= 0 or args.warmup < 0:
         raise ValueError("--seconds must be > 0 and --warmup >= 0.")
+    return args
+
+
+def main(argv):
+    args = parse(argv)
     presets = [s.strip() for s in args.presets.split(",") if s.strip()]
     command = shlex.join(getattr(sys, "orig_argv", sys.argv))
     print(f"$ {command}", flush=True)
@@ -303,8 +306,7 @@ def serving(argv):
     print(f"serving: serving_default of the exported SavedModel (loaded with tf.saved_model.load in this "
           f"process) against the in-process model on the same text; {WORDS_PER_SENTENCE}-word sentences of "
           f"random vocabulary words (seed {SEED}); random weights{' (tiny configs)' if args.small else ''}")
-    print(f"machine: {platform.machine()} {_cpu_model()}, os.cpu_count() = {os.cpu_count()}, load average "
-          f"{' '.join(f'{x:.2f}' for x in os.getloadavg())}; tensorflow {tf.__version__}, keras "
+    print(f"machine: {machine_summary()}; tensorflow {tf.__version__}, keras "
           f"{keras.__version__}; TF threads: default; device CPU")
     print(f"calls: {args.warmup} warm-up each, then latency {args.latency_calls} x 1 sentence and throughput "
           f"{args.batch_calls} x {BATCH} sentences per path, paths interleaved; stress {args.threads} threads x "
@@ -312,17 +314,17 @@ def serving(argv):
     results = [measure(preset, args) for preset in presets]
     print()
     print_table(results)
-    print(f"load average at the end: {' '.join(f'{x:.2f}' for x in os.getloadavg())} (other processes share "
+    print(f"load average at the end: {load_average_text()} (other processes share "
           f"the {os.cpu_count()} CPUs: timings move with them; the interleaving keeps the ratios fair)")
     print(f"ratios: SavedModel time / in-process time (p50 and p99 of one sentence against model.score, its "
           f"tf.function traced for [1, 21] only (static shapes, as when every sentence has 20 words) or for "
           f"[1, None] (as after sentences of two lengths); batch against the faster in-process path); target "
           f"<= {TARGET_RATIO}. The SavedModel's signature has [None] inputs, as TF Serving needs.")
-    out = {"command": command, "benchmark": "serving", "cpu": _cpu_model(), "cpu_count": os.cpu_count(),
+    out = {"command": command, "benchmark": "serving", "cpu": cpu_model(), "cpu_count": os.cpu_count(),
            "args": vars(args), "results": results}
-    _common.write_results(args.json, out)
+    write_results(args.json, out)
     return out
 
 
 if __name__ == "__main__":
-    serving(sys.argv[1:])
+    main(sys.argv[1:])

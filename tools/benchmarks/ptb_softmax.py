@@ -10,7 +10,7 @@ import shlex
 import sys
 
 
-def ptb_softmax(argv):
+def main(argv):
     p = argparse.ArgumentParser(prog="zoo benchmark ptb-softmax")
     p.add_argument("--steps", type=int, default=500)
     p.add_argument("--cutoffs", default="2000,6000", help="adaptive-softmax cutoffs, comma-separated")
@@ -36,7 +36,7 @@ def ptb_softmax(argv):
         models[name] = model
     batches = pipeline.stream_dataset(read_lines("ptb", "train"), vocab, args.batch_size, args.seq_len,
                                       shuffle=True, seed=args.seed, repeat=True)
-    from zoo.tools import side_by_side
+    from zoo.tools.benchmarks import side_by_side
 
     trained = side_by_side.train_side_by_side(models, batches, args.steps)
     valid = read_lines("ptb", "valid")
@@ -56,13 +56,13 @@ def ptb_softmax(argv):
     speedup = full["median_step_s"] / adaptive["median_step_s"]
     gap = adaptive["valid_perplexity_stream"] / full["valid_perplexity_stream"] - 1
     print(f"step time full/adaptive: {speedup:.2f}x; adaptive perplexity vs full: {gap:+.1%}")
-    from zoo.tools import benchmarks
+    from zoo.tools.benchmarks.common import write_results
 
-    benchmarks.write_results(
+    write_results(
         args.json, {"argv": argv, "cutoffs": cutoffs, "results": results, "speedup": speedup,
                     "perplexity_gap": gap})
     return results
 
 
 if __name__ == "__main__":
-    ptb_softmax(sys.argv[1:])
+    main(sys.argv[1:])

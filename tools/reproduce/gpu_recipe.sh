@@ -1,12 +1,11 @@
 #!/usr/bin/env bash
 # The GPU recipe of the papers' reproduction (RESULTS.md), one prepared call for a machine with a GPU:
 #
-#   bash tools/gpu_recipe.sh [OUT]            (default OUT: results/gpu)
+#   bash tools/reproduce/gpu_recipe.sh [OUT]  (default OUT: results/gpu)
 #
 # 1. ptb-sentence: the treebank's GCNN and LSTM recipes of `zoo reproduce ptb-sentence`, the same
-#    passes over the data as on the CPU (models of 3M parameters: minutes on a GPU; stopped at 11
-#    minutes, resumable), their sentence-level test perplexities beside the paper's 108.7 and
-#    109.3: OUT/ptb-sentence.json and .png;
+#    passes over the data as on the CPU (stopped after 11 minutes, resumable: rerun to go on),
+#    their sentence-level test perplexities beside the paper's: OUT/ptb-sentence.json and .png;
 # 2. table4: throughput and responsiveness on the GPU (3 repeats): OUT/table4.json and .png.
 # Each step has its own time limit and writes what it finished; `zoo reproduce --results --out OUT`
 # gathers them. Needs the zoo installed with a GPU build of TensorFlow (pip install '.[and-cuda]'

@@ -9,9 +9,10 @@ grow with E. Side by side, in the same process, with their timed steps interleav
 
 * ours: `layers.SparseMoE` (noisy top-k gate, sparse dispatch);
 * dense: `dense_reference` below, the same layer's weights and gate (`SparseMoE.route`, the same
-  importance and load losses) but every expert evaluated on every token and weighted by its gate
-  value, zero for the experts a token is not sent to: the cost of Σ_i G(x)_i E_i(x) (equation 1)
-  computed naively, E/k times ours in expert work;
+  importance and load losses) but every expert evaluated on every token (`all_experts`) and
+  weighted by its gate value, zero for the experts a token is not sent to: the cost of
+  Σ_i G(x)_i E_i(x) (equation 1) computed naively, E/k times ours in expert work (the layer's
+  tests check SparseMoE against `all_experts` too);
 * official: tf-models-official's `MoeLayer` (Keras 2 / tf_keras) with `FeedForwardExperts`
   (ReLU, as ours). Its only concrete router is `ExpertsChooseMaskedRouter` (expert choice: each
   expert takes its `capacity` highest-probability tokens of a group), so there is no token-choice
@@ -30,7 +31,6 @@ reference is also skipped when its [tokens, E, hidden] activations would not fit
 import argparse
 import gc
 import os
-import platform
 import shlex
 import statistics
 import sys
@@ -38,8 +38,7 @@ import time
 
 import numpy as np
 
-from zoo.tools import benchmarks as _common  # the machine and number helpers every benchmark shares
-_cpu_model, _fmt = _common._cpu_model, _common._fmt
+from zoo.tools.benchmarks.common import cpu_model, fmt, machine_summary, proc_kib, write_results
 
 FULL = {"tokens": 8192, "input_dim": 512, "hidden": 1024, "k": 4, "group_size": 512}
 SMALL = {"tokens": 512, "input_dim": 64, "hidden": 128, "k": 4, "group_size": 128}
@@ -54,6 +53,20 @@ SEED = 0
 
 
 # ---- the dense reference ----------------------------------------------------------------------
+def all_experts(layer, x):
+    """[tokens, E, output]: every expert of a built `SparseMoE` (flat or hierarchical: expert
+    (i, j) of a hierarchical layer is i · experts per group + j) on every token of `x` [tokens, d]."""
+    from keras import ops
+
+    flat = ops.cast(ops.reshape(x, (-1, layer.input_dim)), layer.compute_dtype)
+    w_in, b_in, w_out, b_out = (
+        ops.cast(w, layer.compute_dtype)
+        for w in (layer.expert_kernel_in, layer.expert_bias_in, layer.expert_kernel_out, layer.expert_bias_out)
+    )
+    hidden = ops.relu(ops.einsum("nd,edh->neh", flat, w_in) + b_in)
+    return ops.einsum("neh,eho->neo", hidden, w_out) + b_out
+
+
 def dense_reference(layer, x, training=False, noise=None):
     """`Σ_i G(x)_i E_i(x)` with every expert on every token: [tokens, E, hidden] is built.
 
@@ -75,13 +88,7 @@ def dense_reference(layer, x, training=False, noise=None):
     index = routing["token_ids"] * experts + routing["expert_ids"]
     gates = tf.math.unsorted_segment_sum(routing["gates"], index, n * experts)
     gates = ops.cast(ops.reshape(gates, (-1, experts)), layer.compute_dtype)
-    w_in, b_in, w_out, b_out = (
-        ops.cast(w, layer.compute_dtype)
-        for w in (layer.expert_kernel_in, layer.expert_bias_in, layer.expert_kernel_out, layer.expert_bias_out)
-    )
-    hidden = ops.relu(ops.einsum("nd,edh->neh", flat, w_in) + b_in)  # every expert, every token
-    outputs = ops.einsum("neh,eho->neo", hidden, w_out) + b_out
-    mixed = ops.einsum("ne,neo->no", gates, outputs)
+    mixed = ops.einsum("ne,neo->no", gates, all_experts(layer, flat))
     auxiliary = ops.zeros((), "float32")
     if training:
         if layer.importance_weight:
@@ -124,16 +131,39 @@ def estimate_step_s(measured, experts, cost):
 
 def _available_bytes():
     try:
-        with open("/proc/meminfo") as f:
-            for line in f:
-                if line.startswith("MemAvailable:"):
-                    return int(line.split()[1]) * 1024
-    except OSError:
-        pass
-    return None
+        return proc_kib("MemAvailable", "/proc/meminfo") * 1024
+    except (OSError, RuntimeError):
+        return None
 
 
 # ---- the steps ----------------------------------------------------------------------------------
+def training_step(forward, variables):
+    """A `tf.function` of the input: the loss `mean(output²) + auxiliary losses` and its gradients
+    w.r.t. `variables` and the input, `forward(inputs)` giving `(outputs, auxiliary)`."""
+    import tensorflow as tf
+
+    @tf.function
+    def step(inputs):
+        with tf.GradientTape() as tape:
+            tape.watch(inputs)
+            outputs, auxiliary = forward(inputs)
+            loss = tf.reduce_mean(tf.square(outputs)) + auxiliary
+        return loss, tape.gradient(loss, variables + [inputs])
+
+    return step
+
+
+def _with_losses(layer):
+    """`layer`'s training call, with the sum of the losses it adds (0 when none)."""
+    import tensorflow as tf
+
+    def forward(inputs):
+        outputs = layer(inputs, training=True)
+        return outputs, tf.add_n(layer.losses) if layer.losses else 0.0
+
+    return forward
+
+
 def _make_models(models, experts, sizes, seed):
     """{model: (step function, argument, parameter count)} for one number of experts."""
     import keras
@@ -144,66 +174,41 @@ def _make_models(models, experts, sizes, seed):
     tokens, d, h, k, group = (sizes[key] for key in ("tokens", "input_dim", "hidden", "k", "group_size"))
     x = np.random.default_rng(seed).standard_normal((tokens, d), dtype=np.float32)
     built = {}
-    layer = None
     if "ours" in models or "dense" in models:
         keras.utils.set_random_seed(seed)
         layer = SparseMoE(experts, k, h)
         layer.build((None, d))
         params = int(layer.count_params())
-        flat_x = tf.constant(x)
         variables = list(layer.trainable_variables)
-
         if "ours" in models:
-            @tf.function
-            def ours_step(inputs):
-                with tf.GradientTape() as tape:
-                    tape.watch(inputs)
-                    outputs = layer(inputs, training=True)
-                    auxiliary = tf.add_n(layer.losses) if layer.losses else 0.0
-                    loss = tf.reduce_mean(tf.square(outputs)) + auxiliary
-                return loss, tape.gradient(loss, variables + [inputs])
-
-            built["ours"] = (ours_step, flat_x, params)
-
+            built["ours"] = (training_step(_with_losses(layer), variables), tf.constant(x), params)
         if "dense" in models:
-            @tf.function
-            def dense_step(inputs):
-                with tf.GradientTape() as tape:
-                    tape.watch(inputs)
-                    outputs, auxiliary = dense_reference(layer, inputs, training=True)
-                    loss = tf.reduce_mean(tf.square(outputs)) + auxiliary
-                return loss, tape.gradient(loss, variables + [inputs])
-
-            built["dense"] = (dense_step, flat_x, params)
-
+            dense = training_step(lambda inputs: dense_reference(layer, inputs, training=True), variables)
+            built["dense"] = (dense, tf.constant(x), params)
     if "official" in models:
-        import tf_keras
-        from official.nlp.modeling.layers import ExpertsChooseMaskedRouter, FeedForwardExperts, MoeLayer
-
-        tf_keras.utils.set_random_seed(seed)
-        moe = MoeLayer(
-            FeedForwardExperts(experts, h, activation=tf_keras.activations.relu),
-            ExpertsChooseMaskedRouter(experts),
-            train_capacity_factor=float(k),
-            eval_capacity_factor=float(k),
-            examples_per_group=1.0,
-        )
-        grouped_x = tf.constant(x.reshape(tokens // group, group, d))
-        moe(grouped_x[:1], training=False)  # builds the weights
-        params = int(moe.count_params())
-        official_variables = list(moe.trainable_variables)
-
-        @tf.function
-        def official_step(inputs):
-            with tf.GradientTape() as tape:
-                tape.watch(inputs)
-                outputs = moe(inputs, training=True)
-                auxiliary = tf.add_n(moe.losses) if moe.losses else 0.0
-                loss = tf.reduce_mean(tf.square(outputs)) + auxiliary
-            return loss, tape.gradient(loss, official_variables + [inputs])
-
-        built["official"] = (official_step, grouped_x, params)
+        built["official"] = _official_model(x, experts, sizes, seed)
     return built
+
+
+def _official_model(x, experts, sizes, seed):
+    """tf-models-official's MoeLayer (expert choice, capacity factor k): its step, its grouped input
+    and its parameter count."""
+    import tensorflow as tf
+    import tf_keras
+    from official.nlp.modeling.layers import ExpertsChooseMaskedRouter, FeedForwardExperts, MoeLayer
+
+    tokens, d, h, k, group = (sizes[key] for key in ("tokens", "input_dim", "hidden", "k", "group_size"))
+    tf_keras.utils.set_random_seed(seed)
+    moe = MoeLayer(
+        FeedForwardExperts(experts, h, activation=tf_keras.activations.relu),
+        ExpertsChooseMaskedRouter(experts),
+        train_capacity_factor=float(k),
+        eval_capacity_factor=float(k),
+        examples_per_group=1.0,
+    )
+    grouped_x = tf.constant(x.reshape(tokens // group, group, d))
+    moe(grouped_x[:1], training=False)  # builds the weights
+    return training_step(_with_losses(moe), list(moe.trainable_variables)), grouped_x, int(moe.count_params())
 
 
 def _timed(step, argument):
@@ -301,10 +306,6 @@ def run_benchmark(sizes, experts_list, models=MODELS, repeats=3, max_step_s=120.
 
 
 # ---- command line ---------------------------------------------------------------------------------
-
-
-
-
 def print_table(report, log=print):
     header = (f"{'experts':>7} {'model':<20} {'params':>12} {'fwd GFLOP':>9} {'median s':>9} {'min s':>8} "
               f"{'steps':>5} {'vs ours':>8}")
@@ -319,10 +320,11 @@ def print_table(report, log=print):
                 continue
             vs = r["median_s"] / ours if ours else None
             log(f"{col} {LABELS[model]:<20} {r['params']:>12,d} {r['fwd_gflop']:>9.2f} {r['median_s']:>9.3f} "
-                f"{r['min_s']:>8.3f} {len(r['times_s']):>5} {_fmt(vs, '.2f') + 'x' if vs else '-':>8}")
+                f"{r['min_s']:>8.3f} {len(r['times_s']):>5} {fmt(vs, '.2f') + 'x' if vs else '-':>8}")
 
 
-def moe(argv):
+def parse(argv):
+    """The flags, the sizes they give, the numbers of experts and the models."""
     p = argparse.ArgumentParser(
         prog="zoo benchmark moe",
         description="Forward + backward step time of SparseMoE against a dense all-experts reference "
@@ -356,6 +358,11 @@ def moe(argv):
     if unknown:
         raise ValueError(f"unknown models {unknown}; choose from {', '.join(MODELS)}.")
     check_sizes(sizes, experts_list)
+    return args, sizes, experts_list, models
+
+
+def main(argv):
+    args, sizes, experts_list, models = parse(argv)
     command = "zoo benchmark moe " + shlex.join(argv)
     print(f"command: {command.strip()}", flush=True)
 
@@ -372,8 +379,7 @@ def moe(argv):
           f"input of mean(output²) + auxiliary losses, in a tf.function; {tokens} tokens/step, input = "
           f"output {d}, expert hidden {h} (ReLU), k = {k}; MoeLayer: expert-choice router, capacity "
           f"factor {k}, groups of {group} tokens; seed {args.seed}")
-    print(f"machine: {platform.machine()} {_cpu_model()}, os.cpu_count() = {os.cpu_count()}, load average "
-          f"{' '.join(f'{x:.2f}' for x in os.getloadavg())}; TF intra-op threads "
+    print(f"machine: {machine_summary()}; TF intra-op threads "
           f"{tf.config.threading.get_intra_op_parallelism_threads() or 'default'}; "
           f"tensorflow {tf.__version__}, keras {keras.__version__}; device CPU")
     print(f"repeats: 1 warm-up step, then {args.repeats} timed steps per configuration, models interleaved; "
@@ -388,12 +394,12 @@ def moe(argv):
     print("fwd GFLOP: 2 x multiply-adds of the forward gate and expert matmuls (+ MoeLayer's dispatch/combine "
           "einsums); a step (forward + backward) is about 3x that. 'vs ours': median / ours' median.")
     out = {"command": command.strip(), "benchmark": "moe", "sizes": sizes, "experts": experts_list,
-           "repeats": args.repeats, "max_step_s": args.max_step_s, "seed": args.seed, "cpu": _cpu_model(),
+           "repeats": args.repeats, "max_step_s": args.max_step_s, "seed": args.seed, "cpu": cpu_model(),
            "cpu_count": os.cpu_count(), "configs": {str(e): r for e, r in report["configs"].items()},
            "ours_ratio": report["ours_ratio"], "ratio_experts": list(report["ratio_experts"])}
-    _common.write_results(args.json, out)
+    write_results(args.json, out)
     return out
 
 
 if __name__ == "__main__":
-    moe(sys.argv[1:])
+    main(sys.argv[1:])

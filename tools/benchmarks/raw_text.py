@@ -18,10 +18,11 @@ preset can reach against the word model, whatever its output layer.
 
 import argparse
 import statistics
+import sys
 import time
 
 
-def raw_text(argv):
+def main(argv):
     parser = argparse.ArgumentParser(prog="zoo benchmark raw-text")
     parser.add_argument("--data", required=True, help="a raw-text directory (train/valid/test.txt) or file")
     parser.add_argument("--preset", default="gcnn-ptb")
@@ -29,7 +30,29 @@ def raw_text(argv):
     parser.add_argument("--repeats", type=int, default=30)
     parser.add_argument("--small", action="store_true", help="a tiny model and few repeats (tests)")
     args = parser.parse_args(argv)
+    batch, seq_len = (4, 16) if args.small else (32, 64)
+    runs, per_word = _runs(args, batch, seq_len)
+    times = _time_steps(runs, 3 if args.small else args.repeats)
+    tokens = batch * seq_len
+    report = {}
+    for name, run in runs.items():
+        seconds = statistics.median(times[name])
+        report[name] = {"ids": run[2], "cutoffs": run[3], "seconds_per_step": seconds,
+                        "tokens_per_word": per_word[name], "words_per_second": tokens / seconds / per_word[name]}
+    for name in report:
+        report[name]["words_per_second_vs_word"] = report[name]["words_per_second"] / report["word"]["words_per_second"]
+    print(f"command: zoo benchmark raw-text {' '.join(argv)}")
+    print(f"{'model':8} {'ids':>7} {'output layer':>22} {'ms/step':>8} {'tokens/word':>12} {'words/s':>9} {'vs word':>8}")
+    for name, r in report.items():
+        head = f"adaptive {r['cutoffs']}" if r["cutoffs"] else "full softmax"
+        print(f"{name:8} {r['ids']:>7,} {head:>22} {r['seconds_per_step'] * 1000:>8.1f} {r['tokens_per_word']:>12.3f} "
+              f"{r['words_per_second']:>9,.0f} {r['words_per_second_vs_word']:>7.2f}x")
+    return report
 
+
+def _runs(args, batch, seq_len):
+    """`{name: (step functions, batches, ids, cutoffs)}` of the word, subword and body models, and
+    the corpus's tokens per scored word for each."""
     import keras
     import tensorflow as tf
 
@@ -40,8 +63,6 @@ def raw_text(argv):
 
     strategy = tf.distribute.get_strategy()
     small = {"embedding_dim": 16, "blocks": [[[3, 16]], [[3, 16]]]} if args.small else {}
-    repeats = 3 if args.small else args.repeats
-    batch, seq_len = (4, 16) if args.small else (32, 64)
     quiet = lambda message: None  # noqa: E731
     runs, per_word = {}, {}
     for kind in ("word", "subword"):
@@ -64,6 +85,15 @@ def raw_text(argv):
             body = [tuple(tf.math.floormod(t, 300) if t.dtype.is_integer else t for t in b) for b in batches]
             runs["body"] = (step_functions(model, optimizer, strategy), body, 300, None)
             per_word["body"] = per_word["subword"]
+    return runs, per_word
+
+
+def _time_steps(runs, repeats):
+    """Seconds of each run's train step over its batches, two warm-up steps each, then the runs'
+    timed steps interleaved round by round."""
+    import tensorflow as tf
+
+    strategy = tf.distribute.get_strategy()
 
     def stream(batches):
         stacked = tuple(tf.stack([b[i] for b in batches]) for i in range(3))
@@ -79,18 +109,8 @@ def raw_text(argv):
             start = time.perf_counter()
             float(run[0].train(iterators[name]))
             times[name].append(time.perf_counter() - start)
-    tokens = batch * seq_len
-    report = {}
-    for name, run in runs.items():
-        seconds = statistics.median(times[name])
-        report[name] = {"ids": run[2], "cutoffs": run[3], "seconds_per_step": seconds,
-                        "tokens_per_word": per_word[name], "words_per_second": tokens / seconds / per_word[name]}
-    for name in report:
-        report[name]["words_per_second_vs_word"] = report[name]["words_per_second"] / report["word"]["words_per_second"]
-    print(f"command: zoo benchmark raw-text {' '.join(argv)}")
-    print(f"{'model':8} {'ids':>7} {'output layer':>22} {'ms/step':>8} {'tokens/word':>12} {'words/s':>9} {'vs word':>8}")
-    for name, r in report.items():
-        head = f"adaptive {r['cutoffs']}" if r["cutoffs"] else "full softmax"
-        print(f"{name:8} {r['ids']:>7,} {head:>22} {r['seconds_per_step'] * 1000:>8.1f} {r['tokens_per_word']:>12.3f} "
-              f"{r['words_per_second']:>9,.0f} {r['words_per_second_vs_word']:>7.2f}x")
-    return report
+    return times
+
+
+if __name__ == "__main__":
+    main(sys.argv[1:])

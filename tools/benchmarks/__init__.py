@@ -1,0 +1,41 @@
+"""The benchmarks behind `zoo benchmark NAME [args...]` (installed as `zoo.tools.benchmarks`).
+
+One module per benchmark, each with a `main(argv)` whose argument parser documents its flags
+(`zoo benchmark NAME --help`); `BENCHMARKS` below is the one list of them. Beside them:
+`common` (what they share), `side_by_side` (models trained on the same batches, steps
+interleaved) and `adaptive_softmax_torch` (the PyTorch peer of `adaptive-softmax`, a script run
+under a Python with torch). Measured tables: see docs/benchmarks.md.
+"""
+
+import importlib
+
+# `zoo benchmark NAME` -> its module in this package
+BENCHMARKS = {
+    "adaptive-softmax": "adaptive_softmax",
+    "input": "input_pipeline",
+    "moe": "moe",
+    "moe-parallel": "moe_parallel",
+    "moe-ptb": "moe_ptb",
+    "optimizer-memory": "optimizer_memory",
+    "ptb-softmax": "ptb_softmax",
+    "raw-text": "raw_text",
+    "serving": "serving",
+}
+
+
+def names():
+    return sorted(BENCHMARKS)
+
+
+def module(name):
+    """The module of benchmark `name` (or its module name, with underscores), or a ValueError
+    naming the known ones."""
+    name = {m: n for n, m in BENCHMARKS.items()}.get(name, name)
+    if name not in BENCHMARKS:
+        raise ValueError(f"Unknown benchmark {name!r}; known benchmarks: {', '.join(names())}.")
+    return importlib.import_module(f"{__name__}.{BENCHMARKS[name]}")
+
+
+def run(name, argv=()):
+    """Runs the benchmark `name` with its command-line arguments `argv`."""
+    return module(name).main(list(argv))

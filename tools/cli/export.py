@@ -1,0 +1,37 @@
+"""`zoo export`: a preset directory as a versioned SavedModel for TF Serving."""
+
+import os
+import re
+
+from zoo.tools.cli.loading import load_model
+
+
+def add_parser(subparsers):
+    s = subparsers.add_parser("export", help="export a preset directory as a SavedModel for TF Serving")
+    s.add_argument("directory", help="a preset directory (e.g. runs/gcnn-ptb/best)")
+    s.add_argument("--base", default="exports", help="TF Serving base directory")
+    s.add_argument("--name", help="model name (default: the directory's name, or the run's for a run's best/)")
+    s.add_argument("--version", type=int, help="version number (default: one above the highest present)")
+    s.set_defaults(func=run)
+
+
+def default_export_name(directory):
+    """The name TF Serving serves a preset directory under: the directory's name or, for a training
+    run's `best/`, the run's name; made a valid directory name and URL path segment
+    (`/v1/models/NAME`)."""
+    path = os.path.abspath(directory)
+    name = os.path.basename(path)
+    if name == "best":
+        name = os.path.basename(os.path.dirname(path))
+    return re.sub(r"[^A-Za-z0-9._-]+", "-", name).lstrip(".-") or "model"
+
+
+def run(args):
+    from zoo.export import export_saved_model
+
+    model = load_model(args.directory)
+    if model.vocabulary is None:
+        raise ValueError(f"The preset directory {args.directory!r} has no vocabulary, which the exported "
+                         "model needs to tokenise text.")
+    print(export_saved_model(model, args.base, args.name or default_export_name(args.directory),
+                             version=args.version))

@@ -1,0 +1,43 @@
+"""`zoo reproduce`: the papers' experiments (tools/reproduce/), their RESULTS.md and `--list`."""
+
+from zoo.tools.reproduce import list_experiments, redraw, reproduce, write_results
+from zoo.tools.reproduce.record import DEFAULT_OUT
+
+
+def add_parser(subparsers):
+    s = subparsers.add_parser("reproduce", help="the papers' experiments: results/NAME.json, NAME.png, RESULTS.md "
+                              "(see tools/reproduce/)")
+    s.add_argument("name", nargs="?", help="the experiment (zoo reproduce --list)")
+    s.add_argument("--list", action="store_true", help="list the experiments")
+    s.add_argument("--quick", action="store_true", help="tiny models and inputs: a smoke test in seconds")
+    s.add_argument("--out", default=DEFAULT_OUT, help="folder of NAME.json / NAME.png (default results/)")
+    s.add_argument("--repeats", type=int, help="timed repeats per measurement (default: the experiment's)")
+    s.add_argument("--minutes", type=float,
+                   help="training minutes per run of a curve experiment (default: the experiment's; a sweep's "
+                        "runs get the same fraction of it)")
+    s.add_argument("--redraw", action="store_true",
+                   help="derive NAME.json's figures and NAME.png again from its stored units, measuring nothing")
+    s.add_argument("--results", action="store_true",
+                   help="rewrite RESULTS.md from OUT/*.json and OUT/benchmarks/*.md")
+    s.add_argument("--results-file", help="where --results writes (default: RESULTS.md beside OUT)")
+    s.set_defaults(func=run)
+
+
+def run(args):
+    if args.list:
+        for name, description, paper in list_experiments():
+            print(f"{name:12s}  {paper}: {description}")
+        return
+    if args.name:
+        if args.repeats is not None and args.repeats < 1:
+            raise ValueError(f"--repeats must be at least 1, got {args.repeats}.")
+        if args.redraw:
+            redraw(args.name, out=args.out)
+        else:
+            if args.minutes is not None and not args.minutes > 0:
+                raise ValueError(f"--minutes must be a number > 0, got {args.minutes:g}.")
+            reproduce(args.name, out=args.out, quick=args.quick, repeats=args.repeats, minutes=args.minutes)
+    if args.results:
+        write_results(args.out, args.results_file)
+    if not args.name and not args.results:
+        raise ValueError("Name an experiment (zoo reproduce --list), or give --list or --results.")

@@ -1,0 +1,82 @@
+"""`zoo train`: a preset trained on a corpus. Every flag whose destination is a field of
+`zoo.training.TrainConfig` goes into the run's TrainConfig by that name, so a new field needs
+only its flag here."""
+
+import dataclasses
+import json
+import os
+
+
+def add_parser(subparsers):
+    s = subparsers.add_parser("train", help="train a preset on a corpus")
+    s.add_argument("--preset", required=True, help="a preset name or a preset directory")
+    s.add_argument("--data", default="ptb", help="'ptb', or a directory of train/valid/test text files, or a text file")
+    s.add_argument("--out", required=True, help="run directory (history.json, logs/, best/)")
+    s.add_argument("--strategy", default="default", help="default | mirrored | multi_worker_mirrored "
+                   "(the last configured by TF_CONFIG, or by Slurm)")
+    _add_config_flags(s)
+    s.add_argument("--set", action="append", metavar="KEY=VALUE", help="override a config key")
+    s.set_defaults(func=run)
+
+
+def _add_config_flags(s):
+    """The flags of TrainConfig's fields (destinations = field names)."""
+    s.add_argument("--global-batch-size", "--batch-size", dest="global_batch_size", type=int,
+                   help="sequences per step, over all replicas together")
+    s.add_argument("--seq-len", type=int, help="tokens per training window")
+    s.add_argument("--steps", type=int, help="total training steps (default: epochs × steps per epoch)")
+    s.add_argument("--epochs", type=int)
+    s.add_argument("--steps-per-epoch", type=int, help="validate every this many steps (default: one pass)")
+    s.add_argument("--max-minutes", type=float, help="stop after this many minutes of training")
+    s.add_argument("--checkpoint-every", type=int, help="steps between checkpoints (default: every epoch)")
+    s.add_argument("--keep-checkpoints", type=int, default=3, help="how many checkpoints to keep")
+    s.add_argument("--mixed-precision", action="store_true",
+                   help="mixed_float16 on a GPU, mixed_bfloat16 on a CPU; softmax and loss in float32")
+    s.add_argument("--log-every", type=int, help="steps between progress lines")
+    s.add_argument("--tokenizer", choices=["word", "char", "subword"],
+                   help="default: a learned subword vocabulary for raw text; the treebank and WikiText keep "
+                   "their word vocabularies, a character preset its characters")
+    s.add_argument("--vocabulary-size", type=int, help="ids of a learned subword vocabulary (default 16000)")
+    s.add_argument("--min-count", type=int, default=1, help="word vocabulary: minimum word count")
+    s.add_argument("--max-vocabulary", type=int, help="word vocabulary: maximum size")
+    s.add_argument("--expert-parallel", action="store_true",
+                   help="shard the experts of every MoE layer over the replicas (tokens moved by all-to-all)")
+    s.add_argument("--capacity-factor", type=float, default=2.0,
+                   help="expert parallelism: assignments per (replica, expert) per step, as a multiple of the "
+                        "balanced share (default 2.0; the rest are dropped and counted)")
+    s.add_argument("--seed", type=int, default=0)
+
+
+def train_config(args):
+    """The TrainConfig of the parsed flags: every flag named like one of its fields."""
+    from zoo.training import TrainConfig
+
+    fields = {field.name for field in dataclasses.fields(TrainConfig)}
+    return TrainConfig(**{name: value for name, value in vars(args).items() if name in fields})
+
+
+def overrides(pairs):
+    """`--set KEY=VALUE` pairs as config overrides (VALUE read as JSON, else as a string)."""
+    out = {}
+    for pair in pairs or []:
+        if "=" not in pair:
+            raise ValueError(f"--set takes KEY=VALUE (VALUE as JSON), got {pair!r}.")
+        key, value = pair.split("=", 1)
+        try:
+            out[key] = json.loads(value)
+        except json.JSONDecodeError:
+            out[key] = value
+    return out
+
+
+def run(args):
+    from zoo.training import train
+
+    model, history = train(args.preset, data=args.data, out_dir=args.out, strategy=args.strategy,
+                           config=train_config(args), overrides=overrides(args.set))
+    best = min((h for h in history if "val_perplexity" in h), key=lambda h: h["val_perplexity"], default=None)
+    print(f"Best model: {os.path.join(args.out, 'best')} (epoch {best['epoch'] if best else '?'})")
+    if best:
+        print(f"validation perplexity (stream): {best['val_perplexity']:.2f}")
+        if "val_perplexity_per_word" in best:
+            print(f"validation perplexity per word (stream): {best['val_perplexity_per_word']:.2f}")

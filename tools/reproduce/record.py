@@ -1,0 +1,80 @@
+"""The record of a run of `zoo reproduce`: when, on what machine, at which commit, by which command,
+and the JSON writing that an interruption cannot leave half done."""
+
+import datetime
+import json
+import os
+import platform
+import shlex
+import subprocess
+import sys
+
+from zoo.tools.benchmarks.common import cpu_model, proc_kib
+
+DEFAULT_OUT = "results"
+
+
+def now():
+    return datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds")
+
+
+def machine():
+    """What the figures were measured on. The load average shows whether the machine was shared."""
+    info = {
+        "cpu_model": cpu_model(),
+        "cores": os.cpu_count(),
+        "cores_usable": len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count(),
+        "python": platform.python_version(),
+        "platform": platform.platform(),
+    }
+    try:
+        info["memory_gib"] = round(proc_kib("MemTotal", "/proc/meminfo") / 2**20, 1)
+    except (OSError, RuntimeError, ValueError):
+        pass
+    if "tensorflow" in sys.modules:  # the experiments import it; --results does not need it
+        import keras
+        import tensorflow as tf
+
+        info["tensorflow"] = tf.__version__
+        info["keras"] = keras.version()
+        info["gpus"] = [d.name for d in tf.config.list_physical_devices("GPU")]
+    return info
+
+
+def git_state():
+    """The commit of the checkout this code runs from (or of the working directory), and the
+    tracked files that differ from it."""
+    here = os.path.dirname(os.path.abspath(__file__))
+    for where in (here, os.getcwd()):
+        try:
+            commit = subprocess.run(["git", "rev-parse", "HEAD"], cwd=where, capture_output=True, text=True,
+                                    check=True, timeout=20).stdout.strip()
+            changed = subprocess.run(["git", "status", "--porcelain", "--untracked-files=no"], cwd=where,
+                                     capture_output=True, text=True, check=True, timeout=20).stdout.split("\n")
+            return {"commit": commit, "modified": sorted(line[3:] for line in changed if line.strip())}
+        except (OSError, subprocess.SubprocessError):
+            continue
+    return {"commit": "unknown (not a git checkout)", "modified": []}
+
+
+def command_line(name, quick=False, out=DEFAULT_OUT, repeats=None, minutes=None):
+    """The command that reproduces a run, as a user types it."""
+    words = ["zoo", "reproduce", name]
+    if quick:
+        words.append("--quick")
+    if out != DEFAULT_OUT:
+        words += ["--out", out]
+    if repeats is not None:
+        words += ["--repeats", str(repeats)]
+    if minutes is not None:
+        words += ["--minutes", f"{minutes:g}"]
+    return shlex.join(words)
+
+
+def write_json(path, data):
+    """Written to a temporary file and renamed, so that an interrupted write leaves the old file."""
+    tmp = f"{path}.tmp"
+    with open(tmp, "w") as f:
+        json.dump(data, f, indent=1)
+        f.write("\n")
+    os.replace(tmp, path)
