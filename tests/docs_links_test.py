@@ -11,12 +11,6 @@ import pytest
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
-# Anchors that a generator has still to write, each with what will write it. An entry here is
-# skipped by the link check, and `test_pending_anchors_are_still_pending` fails as soon as the
-# anchor exists, so that the exception does not outlive its reason.
-PENDING = {
-    ("RESULTS.md", "benchmarks"): "`zoo reproduce --results` gathering results/benchmarks/*.md under a Benchmarks heading",
-}
 
 FENCE = re.compile(r"^ {0,3}(```|~~~)")
 LINK = re.compile(r"!?\[(?:[^\[\]]|\[[^\]]*\])*\]\(\s*<?([^)\s>]+)>?(?:\s+\"[^\"]*\")?\s*\)")
@@ -104,18 +98,12 @@ def test_every_relative_link_resolves(page):
         where = f"{os.path.relpath(page, ROOT)}:{number}: {target}"
         if not os.path.exists(path):
             broken.append(f"{where} (no file {os.path.relpath(path, ROOT)})")
-        elif anchor and (os.path.relpath(path, ROOT), anchor) not in PENDING:
+        elif anchor:
             if not path.endswith(".md"):
                 broken.append(f"{where} (an anchor into a file that is not Markdown)")
             elif anchor not in anchors(path):
                 broken.append(f"{where} (no heading #{anchor} in {os.path.relpath(path, ROOT)})")
     assert not broken, "broken links:\n" + "\n".join(broken)
-
-
-def test_pending_anchors_are_still_pending():
-    for (file, anchor), why in PENDING.items():
-        assert anchor not in anchors(os.path.join(ROOT, file)), (
-            f"{file}#{anchor} exists now ({why} is done): remove it from PENDING in {__file__}")
 
 
 def test_readme_is_one_screen():
