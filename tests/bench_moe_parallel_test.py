@@ -23,6 +23,7 @@ def expert_params(e, d, h):
     return e * (d * h + h + h * d + d)  # output width = input width
 
 
+@pytest.mark.ci  # worker processes of two and four replicas
 def test_tiny_run_measures_steps_and_holds_one_r_th_of_the_experts(bench, tmp_path):
     sizes = dict(bench.SMALL)  # 8 experts, k=2, hidden 16, width 8, batch 8 x 8
     e, k, h, d, r = sizes["experts"], sizes["k"], sizes["hidden"], sizes["width"], 4

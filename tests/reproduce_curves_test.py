@@ -153,6 +153,7 @@ def test_table7_trend_and_balance_statistics(monkeypatch, tmp_path):
     assert params == sorted(set(params))
 
 
+@pytest.mark.ci  # four quick training runs of every curve experiment
 def test_quick_runs_write_curves_figures_and_plots(quick_runs):
     out, results = quick_runs
     for name, result in results.items():
@@ -169,6 +170,7 @@ def test_quick_runs_write_curves_figures_and_plots(quick_runs):
     assert not [p for p in os.listdir(out) if p.endswith(".partial.json")]
 
 
+@pytest.mark.ci  # reads the quick runs
 def test_quick_ptb_sentence_scores_float16_weights_like_float32(quick_runs):
     _, results = quick_runs
     for key in ("gcnn", "lstm"):
@@ -183,6 +185,7 @@ def test_quick_ptb_sentence_scores_float16_weights_like_float32(quick_runs):
     assert figure["test-sentence/gcnn"]["paper"] == 108.7 and figure["test-sentence/lstm"]["paper"] == 109.3
 
 
+@pytest.mark.ci  # reads the quick runs
 def test_ptb_sentence_anneals_both_models_over_their_planned_steps(quick_runs):
     for key in ("gcnn", "lstm"):
         # the quick run anneals over its 4 steps: the last step's rate is the final fraction of Adam's 2e-3
@@ -202,6 +205,7 @@ def test_learning_rate_at_reads_the_cosine_schedule_at_a_step():
     assert rates == pytest.approx([2e-3, 2e-3 * (0.02 + 0.98 * 0.5), 2e-3 * 0.02, 2e-3 * 0.02])
 
 
+@pytest.mark.ci  # three short training runs
 def test_annealing_changes_training_and_a_final_fraction_of_1_does_not(tmp_path):
     settings = ptb_sentence.PTB_SENTENCE.settings(quick=True)
     final = {}
@@ -213,6 +217,7 @@ def test_annealing_changes_training_and_a_final_fraction_of_1_does_not(tmp_path)
     assert abs(final[0.0] / final[None] - 1) > 1e-4
 
 
+@pytest.mark.ci  # reads the quick runs
 def test_quick_table7_records_balance_statistics(quick_runs):
     _, results = quick_runs
     figure = {f["id"]: f for f in results["table7"]["figures"]}
