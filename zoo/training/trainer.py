@@ -14,7 +14,7 @@ import time
 import keras
 import tensorflow as tf
 
-from zoo import distribute
+from zoo import distribute, registry
 from zoo.data.corpus import scored_words
 from zoo.training.checkpoints import (CHECKPOINT_DIR, checkpoint_path, restore_latest, save_checkpoint,
                                       training_checkpoint)
@@ -22,7 +22,7 @@ from zoo.training.config import TrainConfig
 from zoo.training.data import TrainingWindows, evaluation_windows, load_corpus, shard_rows
 from zoo.training.precision import dtype_policy, mixed_precision_policy
 from zoo.layers.expert_parallel import expert_parallelism, is_expert_shard
-from zoo.training.preset import build_model_only, load_model, resolve_preset
+from zoo.training.preset import load_model, resolve_preset
 from zoo.training.sharding import ExpertShards, load_unsharded
 from zoo.training.steps import step_functions
 from zoo.training.workers import any_worker, min_max
@@ -284,7 +284,7 @@ def build_model(preset, overrides, vocabulary, strategy, policy=None, capacity_f
             model = load_model(preset, **overrides)
         else:
             with expert_parallelism(capacity_factor):
-                model = build_model_only(preset, **overrides)
+                model = registry.build(preset, **overrides)  # the unsharded weights are set below
             if not any(is_expert_shard(v) for v in model.weights):
                 raise ValueError(f"Expert parallelism needs a model with a SparseMoE layer; preset {preset!r} "
                                  "has none (drop --expert-parallel).")
