@@ -43,7 +43,7 @@ GCNN_PTB = {
     "embedding_dim": 128,
     "blocks": blocks([[4, 128]], 4),
     "dropout": 0.2,
-    "optimizer": {"name": "adam", "learning_rate": 2e-3, "clipnorm": 1.0},
+    "optimizer": {"name": "adam", "learning_rate": 2e-3, "global_clipnorm": 1.0},
 }
 
 PRESETS = {

@@ -1,5 +1,6 @@
-"""Presets of `StackLanguageModel`: Shazeer et al. (2017), Appendix C, Table 7 (embedding, LSTM,
-MoE, LSTM, softmax) and their CPU-sized Penn Treebank counterparts."""
+"""Presets of `StackLanguageModel`: the recurrent baselines of the introduction (004), Shazeer et al.
+(2017), Appendix C, Table 7 (embedding, LSTM, MoE, LSTM, softmax) and their CPU-sized Penn Treebank
+counterparts."""
 
 from zoo.models.gcnn_presets import GBW_VOCABULARY, PTB_VOCABULARY
 from zoo.models.stack import StackLanguageModel
@@ -49,11 +50,42 @@ def ptb_stack(middle):
         "embedding_dim": 256,
         "layers": [{"type": "lstm", "units": 256}, dict(middle), {"type": "lstm", "units": 256}],
         "dropout": 0.2,
-        "optimizer": {"name": "adam", "learning_rate": 2e-3, "clipnorm": 1.0},
+        "optimizer": {"name": "adam", "learning_rate": 2e-3, "global_clipnorm": 1.0},
     }
 
 
 PRESETS = {
+    # The introduction's models have no residual connection (`residual=False`).
+    "lstm-ptb": {
+        "description": "The recurrent baseline on the Penn Treebank: a 2-layer LSTM of 256 units, "
+        "embedding 256, dropout 0.2.",
+        "paper": "004 (recurrent language models); §5.1's LSTM comparison",
+        "vocabulary": "ptb",
+        "config": {
+            "vocabulary_size": PTB_VOCABULARY,
+            "embedding_dim": 256,
+            "layers": [{"type": "lstm", "units": 256}, {"type": "lstm", "units": 256}],
+            "dropout": 0.2,
+            "residual": False,
+            "optimizer": {"name": "adam", "learning_rate": 2e-3, "global_clipnorm": 1.0},
+        },
+        "train": {"batch_size": 32, "seq_len": 64},
+    },
+    "rnn-char": {
+        "description": "A character-level Elman RNN (512 units), the example of the recurrent "
+        "language model introduction (004).",
+        "paper": "004 (character-level RNN language model)",
+        "vocabulary": "char",
+        "config": {
+            "vocabulary_size": 64,
+            "embedding_dim": 32,
+            "layers": [{"type": "rnn", "units": 512}],
+            "residual": False,
+            "stream_context": 128,
+            "optimizer": {"name": "adam", "learning_rate": 2e-3, "global_clipnorm": 1.0},
+        },
+        "train": {"batch_size": 32, "seq_len": 128},
+    },
     "moe-4": table_7("MoE-4: 4 experts, k=4 (no sparsity)", lstm_moe(512, [moe(4, 4)])),
     "moe-32": table_7("MoE-32: 32 experts, k=4", lstm_moe(512, [moe(32, 4)])),
     "moe-256": table_7("MoE-256: 256 experts, k=4", lstm_moe(512, [moe(256, 4)])),
@@ -96,7 +128,7 @@ PRESETS = {
             "embedding_dim": 128,
             "layers": [{"type": "lstm", "units": 512, "projection": 128}],
             "dropout": 0.2,
-            "optimizer": {"name": "adam", "learning_rate": 2e-3, "clipnorm": 1.0},
+            "optimizer": {"name": "adam", "learning_rate": 2e-3, "global_clipnorm": 1.0},
         },
         "train": {"batch_size": 32, "seq_len": 64},
     },

@@ -1,4 +1,6 @@
-"""Test helpers shared by the layers' tests."""
+"""Checks shared by the layers' tests (layers/*_test.py import it as `tests.layer_checks`: the
+repository root is on `sys.path` under pytest, its conftest.py being there): gradients against
+finite differences, and output layers on a tiny distribution. Not part of the installed package."""
 
 import numpy as np
 import tensorflow as tf
