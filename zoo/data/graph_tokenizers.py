@@ -205,7 +205,7 @@ SUBWORD_SPACES = _character_class(python_whitespace() + [ord(SPACE_MARK)])
 def normalize_subword(text):
     """`zoo.data.tokenizers.normalize_subword` for a string tensor: invalid UTF-8 replaced by
     U+FFFD, Unicode NFC, runs of whitespace (or U+2581) as one space, stripped."""
-    import tensorflow_text as tft
+    import tensorflow_text as tft  # its ops are loaded for subword models only
 
     text = tft.normalize_utf8(decode_utf8(text), "NFC")
     text = tf.strings.regex_replace(text, SUBWORD_SPACES + "+", " ")

@@ -92,6 +92,7 @@ class Trainer:
         self.checkpoint_dir = os.path.join(out_dir, CHECKPOINT_DIR)
         self.history_path = os.path.join(out_dir, "history.json")
         self.history = []
+        self.best = math.inf  # the lowest validation perplexity so far (`fit` resumes it from the history)
         with strategy.scope():
             self.step_variable = tf.Variable(0, dtype=tf.int64, trainable=False, name="step")
         self.shards = ExpertShards(model, optimizer, strategy)
