@@ -9,7 +9,7 @@ An edge goes to the module an import names: `import zoo.data.vocab` and `from zo
 vocab` go to `zoo.data.vocab`; `from zoo.data import read_lines` goes to the package `zoo.data`
 (its `__init__` runs to give the name). Python also runs the parent packages of a module it
 imports; those are not edges (every module would otherwise depend on `zoo/__init__.py`, which
-imports the public API), as tools such as import-linter count them.
+imports the public API).
 
 The layers the edges must respect, lowest first: `zoo.compat` (the shims over TF/Keras internals,
 which import nothing of the zoo) → layers → the core (data, models, training, the registry,
@@ -19,8 +19,6 @@ nothing imports upwards.
 
 import ast
 import os
-
-import pytest
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 # repository folder -> the installed package name it becomes (setup.py's package_dir)

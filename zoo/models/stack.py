@@ -43,6 +43,8 @@ def check_stack(stack):
             raise ValueError(
                 f"Each layer is a dict with 'type' one of {list(LAYER_TYPES)}, got {spec!r}."
             )
+        if spec["type"] == "rnn" and spec.get("projection"):
+            raise ValueError(f"Only an LSTM layer takes a projection, got {spec!r}.")
     return [dict(spec) for spec in stack]
 
 

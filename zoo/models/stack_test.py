@@ -113,6 +113,10 @@ def test_bad_stack_specs_raise():
         StackLanguageModel(vocabulary_size=50, layers=[{"type": "gru", "units": 8}])
     with pytest.raises(ValueError, match="non-empty list"):
         StackLanguageModel(vocabulary_size=50, layers=[])
+    with pytest.raises(ValueError, match="Only an LSTM layer takes a projection"):
+        StackLanguageModel(vocabulary_size=50, layers=[{"type": "rnn", "units": 8, "projection": 4}])
+    with pytest.raises(ValueError, match="residual must be True or False"):
+        StackLanguageModel(vocabulary_size=50, layers=[{"type": "rnn", "units": 8}], residual=0)
     with pytest.raises(ValueError, match="after_blocks"):
         zoo.load("gcnn-moe-ptb", moe={"after_blocks": [9], "num_experts": 4, "k": 2, "hidden_units": 8})
 
