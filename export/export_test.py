@@ -32,7 +32,7 @@ import zoo.export as export
 import zoo.export.saved_model  # noqa: F401  (export.saved_model, patched below)
 from zoo.export.state import StateLayout
 from zoo.data.vocab import SPECIALS, Vocabulary
-from zoo.models import GCNNLanguageModel, RecurrentLanguageModel
+from zoo.models import GCNNLanguageModel
 from zoo.models.stack import StackLanguageModel
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
@@ -67,7 +67,8 @@ def tiny_gcnn():
 
 def tiny_lstm():
     keras.utils.set_random_seed(0)
-    return RecurrentLanguageModel(vocabulary_size=50, embedding_dim=8, units=[8, 8], cell="lstm")
+    return StackLanguageModel(vocabulary_size=50, embedding_dim=8, layers=[{"type": "lstm", "units": 8}] * 2,
+                              residual=False)
 
 
 def tiny_moe():

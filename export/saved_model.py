@@ -6,7 +6,7 @@ Serving ignores) and renamed into place once complete, so a half-written version
 loaded; an existing version is never written to; a failed export removes what it wrote.
 
 The SavedModel holds the signatures of `zoo.export.signatures`, the model's tokenizer in the graph
-(its own `graph_tokenizer(asset_dir)`, `zoo.export.tokenizer`) and, in
+(its own `graph_tokenizer(asset_dir)`, `zoo.data.graph_tokenizers`) and, in
 `assets.extra/zoo_export.json` (a file TF Serving ignores), a description for clients: the
 signatures' inputs and outputs, the decoding state's tensor names and shapes, `max_tokens`, the
 tokenizer's kind (and, for subword, its normalisation) and the model's config.
@@ -27,6 +27,9 @@ import tempfile
 
 import tensorflow as tf
 
+from zoo.data.tokenizers import NORMALIZATION
+from zoo.errors import reason
+from zoo.export.signatures import Signatures, serving_trace
 from zoo.layers.validation import check_int
 
 DEFAULT_MAX_TOKENS = 1024
@@ -61,14 +64,6 @@ def _check_arguments(model, name, version, max_tokens):
                          f"{model.vocabulary_size} ids; they must agree to export.")
 
 
-def _reason(error):
-    if isinstance(error, OSError):
-        return error.strerror or str(error)
-    if isinstance(error, tf.errors.OpError):
-        return (error.message or str(error)).strip().splitlines()[0].rstrip(".")
-    return str(error)
-
-
 def export_saved_model(model, base_dir, name, version=None, max_tokens=DEFAULT_MAX_TOKENS):
     """Write `model` to `base_dir/name/<version>/` and return that path.
 
@@ -83,7 +78,7 @@ def export_saved_model(model, base_dir, name, version=None, max_tokens=DEFAULT_M
     try:
         os.makedirs(model_dir, exist_ok=True)
     except OSError as e:
-        raise ExportError(f"Cannot create the model directory {model_dir}: {_reason(e)}; nothing was written.") from e
+        raise ExportError(f"Cannot create the model directory {model_dir}: {reason(e)}; nothing was written.") from e
     versions = existing_versions(model_dir)
     if version is None:
         version = (versions[-1] if versions else 0) + 1
@@ -105,7 +100,7 @@ def export_saved_model(model, base_dir, name, version=None, max_tokens=DEFAULT_M
         if created and os.path.isdir(model_dir) and not os.listdir(model_dir):
             os.rmdir(model_dir)
         if isinstance(e, (OSError, tf.errors.OpError)):
-            raise ExportError(f"Could not write version {version} of {name!r} under {model_dir}: {_reason(e)}; "
+            raise ExportError(f"Could not write version {version} of {name!r} under {model_dir}: {reason(e)}; "
                               "the partial export was removed.") from e
         raise
     return final
@@ -117,8 +112,6 @@ def _write(model, path, name, version, max_tokens):
     `keras.export.ExportArchive` would do, but it traces every endpoint once to find the
     variables it uses and the save traces it again; here the save traces each signature once,
     the object graph holding the model's variables and the vocabulary's lookup tables."""
-    from zoo.export.signatures import Signatures, serving_trace
-
     with tempfile.TemporaryDirectory(prefix="zoo-export-vocabulary-") as staging:
         # The tokenizer in the graph. A word / character vocabulary writes its file into
         # `staging`, the asset's source, copied into the SavedModel's assets/ by the save; a
@@ -160,8 +153,6 @@ def describe(model, name, version, max_tokens, tokenizer, signatures):
         }
     subword = {}
     if tokenizer.kind == "subword":
-        from zoo.data.tokenizers import NORMALIZATION
-
         subword = {"normalization": NORMALIZATION, "scores": "per word (serving_default)",
                    "requires": "tensorflow-text ops"}
     return {

@@ -51,6 +51,7 @@ import contextlib
 import tensorflow as tf
 
 from zoo.export.state import StateLayout
+from zoo.layers.sparse_moe import balance_metrics_paused
 
 FLOAT32_MAX = 3.4028234663852886e38  # where a subword model's per-word perplexity saturates
 
@@ -62,14 +63,12 @@ def serving_trace(model):
     served graph; the served model keeps no state, so the balance metrics of every MoE layer,
     however deeply nested in `model`, are paused here (`balance_metrics_paused`; no traversal of
     the model's layers is needed). Each layer's own `track_metrics` is left as it is."""
-    from zoo.layers.sparse_moe import balance_metrics_paused
-
     with balance_metrics_paused():
         yield
 
 
 class Signatures:
-    """The signature functions of `model`, tokenising with `tokenizer` (`zoo.export.tokenizer`)."""
+    """The signature functions of `model`, tokenising with `tokenizer` (`zoo.data.graph_tokenizers`)."""
 
     def __init__(self, model, tokenizer, max_tokens):
         self.model = model
@@ -247,8 +246,8 @@ class Signatures:
         of ids 1 … lengths−1 of each row given what precedes them.
 
         A batch of one takes its own branch, traced with the batch axis known: kernels with a
-        static batch size run faster (8% for lstm-ptb at 20 words), and one sentence per request
-        is TF Serving's common case."""
+        static batch size run faster (`zoo benchmark serving`; see docs/benchmarks.md), and one
+        sentence per request is TF Serving's common case."""
         # At least two columns, so that inputs and targets are never empty (an empty batch).
         ids = tf.pad(ids, [[0, 0], [0, tf.maximum(2 - tf.shape(ids)[1], 0)]])
         return tf.cond(

@@ -6,10 +6,9 @@ is named by the family itself (`LanguageModel.state_name(path)`), for the zoo's 
 
 - `GCNNLanguageModel`: `state_block_<i>_conv_<j>`, `[batch, kernel_size - 1, input width]`, the
   last k−1 inputs of conv layer j of residual block i (fairseq's linearised-convolution buffer);
-- `RecurrentLanguageModel`: `state_<cell>_<i>_h` (and `state_lstm_<i>_c`), `[batch, units]`;
 - `StackLanguageModel`: `state_lstm_<i>_h` `[batch, projection or units]` and `state_lstm_<i>_c`
-  `[batch, units]` for each LSTM at position i of the stack (MoE and feed-forward layers keep no
-  state).
+  `[batch, units]` for each LSTM at position i of the stack, `state_rnn_<i>_h` `[batch, units]`
+  for an Elman layer (MoE and feed-forward layers keep no state).
 
 A leaf with a zero-sized axis (the buffer of a width-1 convolution, k − 1 = 0) is not sent: it has
 no named tensor, and the graph recreates it itself. The state before the first token is all zeros

@@ -28,6 +28,7 @@ import pytest
 
 import zoo.export as export
 from zoo.data.tokenizers import NORMALIZATION, SubwordTokenizer
+from zoo.data.tokenizers_test import corpus as made_up_corpus
 from zoo.data.vocab import SPECIALS, Vocabulary
 from zoo.models import GCNNLanguageModel
 
@@ -37,20 +38,10 @@ SHORT = 10  # max_tokens of the second export, for the cut
 
 WORDS = ("the cat sat on a mat dog ran home big small house tree and of in with under over said "
          "Café naïve Кириллица тоже 中文 mañana well-known 1984 \"quoted\" end.").split()
-SYLLABLES = "ka lo mi ne su ta ri po de bu ven gar stro ph ing er".split()
 
 
 def corpus(n=400, seed=0):
-    rng = random.Random(seed)
-    weights = [1 / (rank + 1) for rank in range(len(WORDS))]
-
-    def word():
-        if rng.random() < 0.7:
-            return rng.choices(WORDS, weights)[0]
-        made = "".join(rng.choices(SYLLABLES, k=rng.randint(1, 4)))
-        return (made.capitalize() if rng.random() < 0.2 else made) + rng.choice(["", "", ",", "."])
-
-    return [" ".join(word() for _ in range(rng.randint(3, 12))) for _ in range(n)]
+    return made_up_corpus(n, seed, words=WORDS, endings=("", "", ",", "."))
 
 
 TEXTS = {

@@ -1,9 +1,13 @@
-"""Keras 3 layers of the zoo: gated convolutions, residual blocks, output layers, sparse MoE."""
+"""Keras 3 layers of the zoo: gated convolutions, residual blocks, output layers, sparse MoE, and
+the recurrent and feed-forward layers of the Appendix C stacks."""
 
 from zoo.layers.adaptive_softmax import AdaptiveSoftmax
+from zoo.layers.feed_forward import FeedForward
 from zoo.layers.gated_conv import GatedConv1D
+from zoo.layers.projected_lstm import ProjectedLSTMCell
 from zoo.layers.residual import ResidualBlock, bottleneck_spec
 from zoo.layers.softmax import FullSoftmax
 from zoo.layers.sparse_moe import SparseMoE
 
-__all__ = ["AdaptiveSoftmax", "GatedConv1D", "ResidualBlock", "bottleneck_spec", "FullSoftmax", "SparseMoE"]
+__all__ = ["AdaptiveSoftmax", "FeedForward", "GatedConv1D", "ProjectedLSTMCell", "ResidualBlock", "bottleneck_spec",
+           "FullSoftmax", "SparseMoE"]

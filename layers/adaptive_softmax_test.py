@@ -4,7 +4,7 @@ import tensorflow as tf
 import keras
 
 from zoo.layers import AdaptiveSoftmax
-from zoo.layers.testing import check_gradients, check_output_layer, first_use
+from tests.layer_checks import check_gradients, check_output_layer, first_use
 
 VOCAB, CUTOFFS, DIM = 50, [10, 20, 35], 16
 

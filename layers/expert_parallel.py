@@ -2,7 +2,7 @@
 data-parallel, the experts are sharded across the replicas of a `tf.distribute` strategy, and each
 token is sent to the replica that holds its expert and its output sent back.
 
-The mechanism, as measured with TensorFlow 2.20 and Keras 3 on the TensorFlow backend:
+The mechanism, with TensorFlow 2.20 and Keras 3 on the TensorFlow backend:
 
 - **Per-replica variables.** An expert shard is a Keras variable created with
   `synchronization="on_read"` (a `SyncOnReadVariable`): every replica holds its own value, read and
@@ -13,15 +13,16 @@ The mechanism, as measured with TensorFlow 2.20 and Keras 3 on the TensorFlow ba
   `aggregation="only_first_replica"` makes a cross-replica read (a plain checkpoint, `numpy()`)
   return replica 0's shard: the whole tensor is gathered explicitly (`gather_shards`) for
   checkpoints and presets.
-- **The exchange.** `MirroredStrategy` (one process): `all_to_all_v3` with a communicator made
-  once per layer by `initialize_communicator` (a second initialisation of a group fails, so it is
-  made when the layer is built, outside the step, and its per-replica handles are captured).
-  `MultiWorkerMirroredStrategy` (one device per worker): `all_to_all_v2` with a group key per
-  layer and an instance key per traced op (`all_to_all_v3`'s communicator refuses user-given ranks across processes:
-  "Only part of the group members have user given rank specified"; `all_to_all_v2` in one process
-  waits for its peer until the deadline). Neither op has a registered gradient; the gradient of
-  an all-to-all is the reverse all-to-all, which for an exchange of row blocks is the same
-  all-to-all on the upstream gradient (`all_to_all`).
+- **The exchange**, TensorFlow's collective all-to-all ops (public as `tf.raw_ops`).
+  `MirroredStrategy` (one process): `CollectiveAllToAllV3` with a communicator made once per layer
+  by `CollectiveInitializeCommunicator` (a second initialisation of a group fails, so it is made
+  when the layer is built, outside the step, and its per-replica handles are captured).
+  `MultiWorkerMirroredStrategy` (one device per worker): `CollectiveAllToAllV2` with a group key
+  per layer and an instance key per traced op (the V3 communicator refuses user-given ranks
+  across processes: "Only part of the group members have user given rank specified"; V2 in one
+  process waits for its peer until the deadline). Neither op has a registered gradient; the
+  gradient of an all-to-all is the reverse all-to-all, which for an exchange of row blocks is the
+  same all-to-all on the upstream gradient (`ExpertExchange.exchange`).
 
 Expert parallelism is placement, not architecture: it is not part of a layer's config, so a
 model saved from an expert-parallel run (`zoo.training` writes the gathered, unsharded weights)
@@ -115,9 +116,6 @@ class ExpertExchange:
     Made when the layer is built (in the strategy's scope, outside any step function)."""
 
     def __init__(self, strategy):
-        from tensorflow.python.ops import collective_ops  # the only home of the all-to-all ops
-
-        self._ops = collective_ops
         self.strategy = strategy
         self.replicas = strategy.num_replicas_in_sync
         self.group_key = next(_group_keys)
@@ -126,7 +124,7 @@ class ExpertExchange:
         self._communicators = None
         if not self.multi_worker:
             def make():
-                return collective_ops.initialize_communicator(
+                return tf.raw_ops.CollectiveInitializeCommunicator(
                     group_key=self.group_key, rank=tf.distribute.get_replica_context().replica_id_in_sync_group,
                     group_size=self.replicas, communication_hint="auto", timeout_seconds=600)
 
@@ -140,10 +138,12 @@ class ExpertExchange:
             # instance keeps the shape it was first run with, and the train and the evaluation
             # steps exchange blocks of different shapes. Every worker traces the same functions
             # in the same order, so the keys agree.
-            return self._ops.all_to_all_v2(t, group_size=self.replicas, group_key=self.group_key,
-                                           instance_key=next(self._instance_keys), communication_hint="auto")
+            return tf.raw_ops.CollectiveAllToAllV2(
+                input=t, group_size=self.replicas, group_key=self.group_key,
+                instance_key=next(self._instance_keys), ordering_token=[], communication_hint="auto")
         replica = tf.get_static_value(tf.distribute.get_replica_context().replica_id_in_sync_group)
-        return self._ops.all_to_all_v3(self._communicators[int(replica)], t)
+        return tf.raw_ops.CollectiveAllToAllV3(input=t, communicator=self._communicators[int(replica)],
+                                               group_assignment=[])
 
     def exchange(self, t):
         """The all-to-all of `t`, with the reverse all-to-all as its gradient."""

@@ -5,7 +5,7 @@ import numpy as np
 import pytest
 
 from zoo.layers import FullSoftmax
-from zoo.layers.testing import check_output_layer, first_use
+from tests.layer_checks import check_output_layer, first_use
 
 VOCAB = 50
 

@@ -156,10 +156,11 @@ def _segment_matmul_grad(rows, parts, slices, sizes, upstream):
     gradient (the one unavoidable write of all S kernels). Row gradient: `upstream_s · kernel_sᵀ`
     per segment, which is what `tf.matmul`'s gradient does; with a transposed right operand the
     CPU (Eigen) contraction re-packs the whole kernel in transposed order for every call, which
-    costs as much as the multiplication itself when a segment has only ~100 rows (256 experts at
-    k·tokens = 32,768). For small segments it is computed as `(kernel_s · upstream_sᵀ)ᵀ` instead,
-    reading each kernel in its stored order (2.4× faster at 128 rows per segment, 2× slower at
-    8,192); the choice follows the mean segment size of the step.
+    costs as much as the multiplication itself when a segment has few rows (many experts, §3.1's
+    shrinking batch). For small segments it is computed as `(kernel_s · upstream_sᵀ)ᵀ` instead,
+    reading each kernel in its stored order, and for large ones as usual; the choice follows the
+    mean segment size of the step (`SMALL_SEGMENT_ROWS`; the measurements are in
+    docs/benchmarks.md, `zoo benchmark moe`).
     """
     num_segments = len(slices)
     ups = tf.split(upstream, sizes, num=num_segments)
@@ -192,25 +193,15 @@ class SparseMoE(keras.layers.Layer):
     the input's leading shape.
 
     Sparse dispatch: the k (token, expert) assignments of every token are sorted by expert, each
-    expert runs one matmul pair on just its own rows, and the gate-weighted results are summed back
-    into their tokens with `unsorted_segment_sum`. The expert work is `k · tokens · (d·h + h·o)`
-    multiply-adds, whatever the number of experts; no `[tokens, experts, hidden]` tensor is built.
-    This keeps §3.1's promise, computation per token independent of E, in the forward and the
-    backward pass. Measured on a 2-core CPU (8,192 tokens, d=512, h=1,024, k=4, `zoo benchmark
-    moe`), the step time that still grows with E was in the backward pass: TensorFlow's gradient
-    of each expert's matmul computes the row gradient as `upstream · kernelᵀ`, for which the CPU
-    contraction re-packs the whole kernel transposed on every call, about as costly as the
-    multiplication itself at E=256 (128 rows per expert); `segment_matmul` therefore has its own
-    gradient, `(kernel · upstreamᵀ)ᵀ` when segments are small (2.4× faster there) and the usual
-    form when they are large. The kernel gradient is written once ([E, d, h], one stack of the
-    per-expert products; the forward `unstack` shares the kernels' buffer), which is the one cost
-    that has to grow with the parameter count. Alternatives measured and not taken: a padded
-    [E, capacity, d] layout with one batched matmul (no kernel-gradient stack, but TensorFlow's
-    CPU batched matmul is slower than the per-expert matmuls here, and padding to the largest
-    load wastes ~25% at E=256 with random routing and up to E× when one expert takes every
-    token).
-    The gate itself costs `tokens · d · num_experts` (flat) or `tokens · d · (groups + k_primary ·
-    num_experts / groups)` (hierarchical).
+    expert runs one matmul pair on just its own rows (`segment_matmul`, whose gradient is written
+    for small per-expert batches), and the gate-weighted results are summed back into their
+    tokens with `unsorted_segment_sum`. The expert work is `k · tokens · (d·h + h·o)`
+    multiply-adds, whatever the number of experts; no `[tokens, experts, hidden]` tensor is built
+    and no expert's rows are padded. This keeps §3.1's promise, computation per token independent
+    of E, in the forward and the backward pass; what still grows with E is the one write of the
+    kernel gradient ([E, d, h]), which grows with the parameters themselves. The gate costs
+    `tokens · d · num_experts` (flat) or `tokens · d · (groups + k_primary · num_experts /
+    groups)` (hierarchical).
 
     Losses (training only, through `add_loss`): `importance_weight · CV(Importance)²` (equations
     6–7) and `load_weight · CV(Load)²` (equation 11), CV² being the population variance over the
@@ -471,33 +462,40 @@ class SparseMoE(keras.layers.Layer):
         which only the groups each token is sent to are read.
         """
         flat_x = ops.cast(flat_x, self.compute_dtype)
+        if self.groups:
+            return self._route_hierarchical(flat_x, training, noise)
+        return self._route_flat(flat_x, training, noise)
+
+    def _primary_gate(self, flat_x, training, noise):
+        """The noisy top-k gate over the experts (flat) or the groups (hierarchical), equations
+        3–5: `(token_ids, chosen ids, gates)`, one entry per assignment, token by token, and the
+        per-token Load contributions and top-k indicator of `_noisy_top_k`."""
         n = ops.shape(flat_x)[0]
         noisy = training and self.noisy_gating
         raw = self._gate_logits(flat_x, self.noise_kernel) if noisy else None  # no noise at inference
         clean = self._gate_logits(flat_x, self.gate_kernel)
-        primary_noise, secondary_noise = noise if (noise is not None and self.groups) else (noise, None)
-        kept, gates, probability, in_top = self._noisy_top_k(
-            clean, raw, self.k_primary, training, primary_noise
-        )
+        kept, gates, probability, in_top = self._noisy_top_k(clean, raw, self.k_primary, training, noise)
         token_ids = tf.repeat(tf.range(n), self.k_primary)
-        first_ids = ops.reshape(kept, (-1,))
-        first_gates = ops.reshape(gates, (-1,))
-        if not self.groups:
-            importance, load, counts = sum_over_replicas(
-                tf.math.unsorted_segment_sum(first_gates, first_ids, self.num_experts),
-                ops.sum(probability, axis=0),
-                ops.cast(ops.sum(in_top, axis=0), probability.dtype),
-            )
-            return {
-                "token_ids": token_ids,
-                "expert_ids": first_ids,
-                "gates": first_gates,
-                "importance": importance,
-                "load": load,
-                "counts": counts,
-            }
-        # Secondary gates only on X^(i), the tokens the primary gate sends to group i (Appendix B),
-        # so a token pays for k_primary secondary gates, not for all of them.
+        return token_ids, ops.reshape(kept, (-1,)), ops.reshape(gates, (-1,)), probability, in_top
+
+    def _route_flat(self, flat_x, training, noise):
+        token_ids, expert_ids, gates, probability, in_top = self._primary_gate(flat_x, training, noise)
+        importance, load, counts = sum_over_replicas(
+            tf.math.unsorted_segment_sum(gates, expert_ids, self.num_experts),  # equation 6
+            ops.sum(probability, axis=0),  # equation 10
+            ops.cast(ops.sum(in_top, axis=0), probability.dtype),
+        )
+        return {"token_ids": token_ids, "expert_ids": expert_ids, "gates": gates, "importance": importance,
+                "load": load, "counts": counts}
+
+    def _route_hierarchical(self, flat_x, training, noise):
+        """Appendix B: the primary gate picks groups, then each group's secondary gate picks its
+        experts, run only on X^(i), the tokens the primary gate sends to group i, so a token pays
+        for k_primary secondary gates, not for all of them."""
+        primary_noise, secondary_noise = noise if noise is not None else (None, None)
+        token_ids, first_ids, first_gates, probability, in_top = self._primary_gate(
+            flat_x, training, primary_noise)
+        noisy = training and self.noisy_gating
         groups, per_group, k_secondary = self.groups, self.experts_per_group, self.k_secondary
         order, sizes = sort_by(first_ids, groups)  # the (token, group) pairs, group by group
         token_ids, first_ids, first_gates = (

@@ -7,7 +7,7 @@ import keras
 
 from zoo.layers import sparse_moe
 from zoo.layers.sparse_moe import SparseMoE, cv_squared, segment_matmul
-from zoo.layers.testing import check_gradients
+from tests.layer_checks import check_gradients
 from zoo.tools.benchmarks.moe import all_experts  # [tokens, experts, out]: the dense reference of equation 1
 
 DIM, EXPERTS, HIDDEN, K = 8, 6, 16, 2

@@ -29,7 +29,7 @@ MODELS = {
                              "moe": {"after_blocks": [0], "num_experts": 4, "k": 2, "hidden_units": 8,
                                      "noisy_gating": False},
                              "optimizer": {"name": "factorized_adam", "learning_rate": 0.01,
-                                           "clipnorm": 1.0}}),
+                                           "global_clipnorm": 1.0}}),
 }
 
 

@@ -33,7 +33,7 @@ MODELS = {
                               "moe": {"after_blocks": [0], "num_experts": 4, "k": 2, "hidden_units": 8,
                                       "noisy_gating": False},
                               "optimizer": {"name": "factorized_adam", "learning_rate": 0.01,
-                                            "clipnorm": 1.0}}),
+                                            "global_clipnorm": 1.0}}),
     # an LSTM–MoE–LSTM stack (4 experts, k=2), the factorised Adam, another clip
     "stack": ("lstm-moe-ptb", {"embedding_dim": 8, "dropout": 0.0,
                                "layers": [{"type": "lstm", "units": 8},
@@ -41,7 +41,7 @@ MODELS = {
                                            "noisy_gating": False},
                                           {"type": "lstm", "units": 8}],
                                "optimizer": {"name": "factorized_adam", "learning_rate": 0.01,
-                                             "clipnorm": 0.5}}),
+                                             "global_clipnorm": 0.5}}),
     # the hierarchical mixture of Appendix B (2 groups of 2 experts, k=2 at each level) in the stack
     "hierarchical": ("lstm-moe-ptb", {"embedding_dim": 8, "dropout": 0.0,
                                       "layers": [{"type": "lstm", "units": 8},

@@ -120,18 +120,6 @@ EXPECTED_PARAMETERS = expected_parameters(UNITS)
 IDS = np.random.default_rng(0).integers(3, len(VOCABULARY), size=(2, 10))
 
 
-def test_a_family_missing_part_of_the_contract_is_refused_when_defined():
-    with pytest.raises(TypeError, match=r"The model family Half does not define build, hidden_dim, stream_context, "
-                                        r"initial_state, step, get_config: a LanguageModel subclass must define"):
-        class Half(LanguageModel):
-            def __init__(self, vocabulary_size, **kwargs):
-                super().__init__(vocabulary_size, **kwargs)
-
-            def call(self, token_ids, training=None):
-                return token_ids
-    assert "Half" not in registry.FAMILIES
-
-
 def test_its_presets_are_listed_by_the_api_and_the_command_line(family, capsys):
     assert zoo.presets()["gru-tiny"] == "A one-layer GRU language model (a test family)."
     assert registry.get_preset("gru-tiny").batch_size == 4

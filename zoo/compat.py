@@ -1,12 +1,32 @@
 """The Keras and TensorFlow internals the zoo cannot do without, and nothing else.
 
 Every other module of the zoo uses public APIs only. Each shim here names the internal it relies
-on, checks at use that the internal is still there (raising, with the Keras version, rather than
-silently doing nothing), and has a test in `zoo/compat_test.py` that fails loudly, naming the
-Keras version, if the internal changes meaning.
+on, checks at use that the internal is still there where it can (raising, with the Keras version,
+rather than silently doing nothing), and has a test in `zoo/compat_test.py` that fails loudly,
+naming the Keras version, if the internal changes meaning. This module imports nothing of the zoo.
 """
 
 import keras
+import tensorflow as tf
+
+
+def replica_losses(model):
+    """`model.losses` of the calling replica only, inside a replica's step of a
+    `tf.distribute` strategy (all of `model.losses` outside a traced function).
+
+    Why: a model's loss under `MirroredStrategy` adds its layers' auxiliary losses (the MoE
+    balancing losses), each replica its own. Keras offers no per-replica view of `add_loss`.
+
+    Internal: Keras 3 keeps a layer's `add_loss` losses in one list per layer object
+    (`Layer._losses`), and `MirroredStrategy` traces the replicas' steps in parallel threads into
+    one graph, so inside one replica's step `model.losses` also holds the losses the other
+    replicas added. Each loss tensor is placed on the device of the replica that made it, so the
+    losses kept are those on the device a new tensor gets here.
+    """
+    if not tf.inside_function():
+        return model.losses
+    device = tf.zeros(()).device
+    return [loss for loss in model.losses if getattr(loss, "device", device) == device]
 
 
 class KerasInternalsChanged(RuntimeError):

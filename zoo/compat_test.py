@@ -14,7 +14,41 @@ from zoo import compat
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
-# Two logical CPU devices must be configured before TensorFlow starts, so this runs in a child.
+# Two logical CPU devices must be configured before TensorFlow starts, so these run in a child.
+REPLICA_LOSSES_UNDER_MIRRORED = textwrap.dedent(
+    """
+    import json, sys
+    import tensorflow as tf
+    cpu = tf.config.list_physical_devices("CPU")[0]
+    tf.config.set_logical_device_configuration(cpu, [tf.config.LogicalDeviceConfiguration()] * 2)
+    import keras
+    from zoo import compat
+
+    class AddsLoss(keras.layers.Layer):
+        def call(self, x):
+            # a collective before add_loss, as SparseMoE's routing has: the replicas' threads switch
+            total = tf.distribute.get_replica_context().all_reduce(tf.distribute.ReduceOp.SUM, x)
+            self.add_loss(tf.reduce_sum(x))
+            return x + 0.0 * total
+
+    strategy = tf.distribute.MirroredStrategy(["/cpu:0", "/cpu:1"])
+    layer = AddsLoss()
+
+    @tf.function
+    def step():
+        def replica():
+            context = tf.distribute.get_replica_context()
+            x = tf.fill([1], tf.cast(context.replica_id_in_sync_group + 1, tf.float32))  # losses 1 and 2
+            layer(x)
+            context.all_reduce(tf.distribute.ReduceOp.SUM, x)  # and one after, as compute_loss has
+            kept = compat.replica_losses(layer)
+            return tf.stack([float(len(layer.losses)), float(len(kept)), tf.add_n(kept)])
+        return strategy.run(replica)
+
+    json.dump([v.numpy().tolist() for v in strategy.experimental_local_results(step())], sys.stdout)
+    """
+)
+
 APPLY_UNDER_MIRRORED = textwrap.dedent(
     """
     import json, sys
@@ -48,12 +82,28 @@ APPLY_UNDER_MIRRORED = textwrap.dedent(
 )
 
 
-def test_disable_gradient_all_reduce_leaves_each_replica_its_own_gradient():
+def _child(script):
     env = dict(os.environ, PYTHONPATH=ROOT, TF_CPP_MIN_LOG_LEVEL="3")
-    run = subprocess.run([sys.executable, "-c", APPLY_UNDER_MIRRORED], capture_output=True, text=True,
-                         env=env, timeout=300)
+    run = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, env=env, timeout=300)
     assert run.returncode == 0, run.stderr[-3000:]
-    result = json.loads(run.stdout.strip().splitlines()[-1])
+    return json.loads(run.stdout.strip().splitlines()[-1])
+
+
+def test_replica_losses_keeps_each_replica_its_own_auxiliary_loss():
+    (seen_0, kept_0, value_0), (seen_1, kept_1, value_1) = _child(REPLICA_LOSSES_UNDER_MIRRORED)
+    version = keras.version()
+    # Keras itself shows each replica both replicas' losses: what the shim filters.
+    assert seen_0 == seen_1 == 2, (
+        f"Keras {version}: inside a replica's step under MirroredStrategy, layer.losses holds {seen_0:g} and "
+        f"{seen_1:g} losses, not both replicas' 2; zoo.compat.replica_losses may be unnecessary or wrong.")
+    assert (kept_0, value_0, kept_1, value_1) == (1, 1.0, 1, 2.0), (
+        f"Keras {version}: zoo.compat.replica_losses no longer keeps exactly the replica's own loss (replica 0 "
+        f"kept {kept_0:g} summing to {value_0:g}, replica 1 {kept_1:g} summing to {value_1:g}; expected one "
+        "loss each, 1 and 2); update the shim.")
+
+
+def test_disable_gradient_all_reduce_leaves_each_replica_its_own_gradient():
+    result = _child(APPLY_UNDER_MIRRORED)
     version = keras.version()
     # Keras itself sums the replicas' gradients (1 + 2) inside apply: what the loop must switch off.
     assert result["keras"] == [-3.0, -3.0], (

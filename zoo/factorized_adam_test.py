@@ -380,7 +380,7 @@ MIRRORED = textwrap.dedent(
 )
 
 
-@pytest.mark.slow  # a fresh TensorFlow process and two traced fits: ~15-30 s on two cores
+@pytest.mark.slow  # a fresh TensorFlow process and two traced fits
 def test_mirrored_strategy_matches_one_device():
     # No clipnorm/global_clipnorm here: Keras 3 clips each replica's local gradient before the
     # all-reduce, so clipped training differs between one and two replicas for any optimiser.

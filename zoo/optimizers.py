@@ -1,10 +1,29 @@
-"""Optimisers: the GCNN paper's recipe and the presets' own."""
+"""Optimisers: the GCNN paper's recipe and the presets' own, from an optimizer spec.
+
+An optimizer spec is a dict: `name` ("nesterov", the GCNN paper's; "adam"; "sgd";
+"factorized_adam", Appendix D of Shazeer et al.), `learning_rate`, `global_clipnorm` (the norm the
+gradients of all parameters together are clipped to, Keras' `global_clipnorm`), a learning-rate
+schedule (`warmup_steps`, or `decay_steps` with `final_fraction`), and any other argument of the
+Keras optimiser it names.
+"""
 
 import keras
 
+from zoo.factorized_adam import FactorizedAdam
+
 # §4.2–4.3 of Dauphin et al.: Nesterov momentum 0.99, learning rate in [1, 2], gradients
 # clipped to norm 0.1 (a spherical trust region, equation 4: one norm over all parameters).
-PAPER_RECIPE = {"name": "nesterov", "learning_rate": 1.0, "momentum": 0.99, "clipnorm": 0.1}
+PAPER_RECIPE = {"name": "nesterov", "learning_rate": 1.0, "momentum": 0.99, "global_clipnorm": 0.1}
+# Specs saved before the key was named for what it does: "clipnorm" there is the same global clip.
+FORMER_CLIP_KEY = "clipnorm"
+OPTIMIZERS = {
+    "nesterov": lambda **config: keras.optimizers.SGD(
+        learning_rate=config.pop("learning_rate", 1.0), momentum=config.pop("momentum", 0.99), nesterov=True,
+        **config),
+    "adam": keras.optimizers.Adam,
+    "sgd": keras.optimizers.SGD,
+    "factorized_adam": FactorizedAdam,
+}
 
 
 @keras.saving.register_keras_serializable(package="zoo")
@@ -25,46 +44,53 @@ class WarmupRsqrtDecay(keras.optimizers.schedules.LearningRateSchedule):
         return {"learning_rate": self.learning_rate, "warmup_steps": self.warmup_steps}
 
 
-def from_config(config=None):
-    """A Keras optimiser from a preset's optimizer spec (a dict with `name`), the paper's by default.
+def without_clipping(spec):
+    """`spec` with its gradient clipping removed (under either key)."""
+    return {key: value for key, value in spec.items() if key not in ("global_clipnorm", FORMER_CLIP_KEY)}
 
-    Names: "nesterov" (the GCNN paper's), "adam", "sgd", "factorized_adam" (Appendix D of
-    Shazeer et al.); `clipnorm` clips the global gradient norm; `warmup_steps` puts the learning
-    rate on `WarmupRsqrtDecay`; `decay_steps` on a cosine from `learning_rate` down to
-    `final_fraction` (default 0.02) of it over that many steps, held there afterwards."""
-    config = dict(PAPER_RECIPE if config is None else config)
-    name = config.pop("name", "nesterov")
-    clipnorm = config.pop("clipnorm", None)
+
+def learning_rate(spec=None):
+    """The learning rate an optimizer spec gives its optimiser: a number, or the
+    `LearningRateSchedule` its `warmup_steps` (`WarmupRsqrtDecay`) or `decay_steps` (a cosine from
+    `learning_rate` down to `final_fraction`, default 0.02, of it over that many steps, held
+    there afterwards) put it on; a schedule is a function of the step."""
+    return _pop_learning_rate(dict(PAPER_RECIPE if spec is None else spec))
+
+
+def _pop_learning_rate(config):
     warmup = config.pop("warmup_steps", None)
     decay = config.pop("decay_steps", None)
     final_fraction = config.pop("final_fraction", 0.02)
+    rate = config.pop("learning_rate", None)
     if warmup and decay:
         raise ValueError(f"An optimizer takes warmup_steps ({warmup}) or decay_steps ({decay}), not both.")
     if warmup:
-        config["learning_rate"] = WarmupRsqrtDecay(config.get("learning_rate", 1e-3), warmup)
+        return WarmupRsqrtDecay(1e-3 if rate is None else rate, warmup)
     if decay is not None:
         if isinstance(decay, bool) or not isinstance(decay, int) or decay < 1:
             raise ValueError(f"decay_steps must be a whole number of steps >= 1, got {decay!r}.")
         if isinstance(final_fraction, bool) or not isinstance(final_fraction, (int, float)) or not 0 <= final_fraction <= 1:
             raise ValueError(f"final_fraction must be a number from 0 to 1, got {final_fraction!r}.")
-        config["learning_rate"] = keras.optimizers.schedules.CosineDecay(
-            config.get("learning_rate", 1e-3), decay, alpha=final_fraction)
-    if name == "nesterov":
-        return keras.optimizers.SGD(
-            learning_rate=config.pop("learning_rate", 1.0),
-            momentum=config.pop("momentum", 0.99),
-            nesterov=True,
-            global_clipnorm=clipnorm,
-            **config,
-        )
-    if name == "adam":
-        return keras.optimizers.Adam(global_clipnorm=clipnorm, **config)
-    if name == "sgd":
-        return keras.optimizers.SGD(global_clipnorm=clipnorm, **config)
-    if name == "factorized_adam":
-        from zoo.factorized_adam import FactorizedAdam
+        return keras.optimizers.schedules.CosineDecay(1e-3 if rate is None else rate, decay, alpha=final_fraction)
+    return rate
 
-        return FactorizedAdam(global_clipnorm=clipnorm, **config)
-    raise ValueError(
-        f"Unknown optimizer {name!r}; expected 'nesterov', 'adam', 'sgd' or 'factorized_adam'."
-    )
+
+def from_config(config=None):
+    """A Keras optimiser from a preset's optimizer spec (see the module docstring), the paper's
+    recipe by default."""
+    config = dict(PAPER_RECIPE if config is None else config)
+    name = config.pop("name", "nesterov")
+    if name not in OPTIMIZERS:
+        raise ValueError(
+            f"Unknown optimizer {name!r}; expected 'nesterov', 'adam', 'sgd' or 'factorized_adam'."
+        )
+    if FORMER_CLIP_KEY in config:
+        if "global_clipnorm" in config:
+            raise ValueError(f"An optimizer spec clips with global_clipnorm; got both it and {FORMER_CLIP_KEY!r}, "
+                             "its former name.")
+        config["global_clipnorm"] = config.pop(FORMER_CLIP_KEY)
+    rate = _pop_learning_rate(config)
+    if rate is not None:
+        config["learning_rate"] = rate
+    config.setdefault("global_clipnorm", None)
+    return OPTIMIZERS[name](**config)

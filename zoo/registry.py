@@ -18,11 +18,13 @@ once on stderr), the trained weights that ship for a preset (`zoo.weights.TRAINE
 import dataclasses
 import difflib
 import inspect
-import json
 import os
 
-CONFIG_FILE = "config.json"
-WEIGHTS_FILE = "model.weights.h5"
+import tensorflow as tf
+
+from zoo import preset_directory
+from zoo import weights as sources
+from zoo.data.datasets import ptb_vocabulary
 
 # What a preset's `vocabulary` field says about its tokens.
 VOCABULARIES = {
@@ -33,6 +35,9 @@ VOCABULARIES = {
 TRAIN_FIELDS = ("batch_size", "seq_len")
 
 FAMILIES = {}  # class name -> LanguageModel subclass
+# class name of a former family -> (the family that replaced it, a function of its old config
+# returning the new one), so that preset directories saved by the former family still load
+RENAMED_FAMILIES = {}
 PRESETS = {}  # preset name -> Preset, in registration order
 
 
@@ -77,6 +82,22 @@ def register_family(cls):
                          f"({other.__module__}.{other.__qualname__}); give the new class another name.")
     FAMILIES[cls.__name__] = cls
     return cls
+
+
+def register_renamed_family(old_name, cls, translate_config):
+    """Preset directories whose config.json names the former family `old_name` load as `cls`,
+    their config translated by `translate_config(config) -> config`."""
+    RENAMED_FAMILIES[old_name] = (cls, translate_config)
+
+
+def family_of(class_name, where):
+    """`(class, translate_config)` of the family a preset directory's `class_name` names."""
+    if class_name in FAMILIES:
+        return FAMILIES[class_name], dict
+    if class_name in RENAMED_FAMILIES:
+        return RENAMED_FAMILIES[class_name]
+    raise ValueError(f"{where} names the model class {class_name!r}, which is not a registered "
+                     f"model family; known families: {sorted(FAMILIES)}.")
 
 
 def init_arguments(cls):
@@ -139,19 +160,9 @@ def get_preset(name):
 def model_config(name_or_dir, **overrides):
     """`(model class, config)` for a preset name or a preset directory, with `overrides` applied."""
     if os.path.isdir(str(name_or_dir)):
-        path = os.path.join(name_or_dir, CONFIG_FILE)
-        if not os.path.isfile(path):
-            raise ValueError(f"The preset directory {name_or_dir!r} has no {CONFIG_FILE}.")
-        try:
-            with open(path) as f:
-                saved = json.load(f)
-            class_name, config = saved["class_name"], dict(saved["config"])
-        except (ValueError, KeyError, TypeError) as e:
-            raise ValueError(f"{path} is not a valid preset config ({e}).") from None
-        if class_name not in FAMILIES:
-            raise ValueError(f"{path} names the model class {class_name!r}, which is not a registered "
-                             f"model family; known families: {sorted(FAMILIES)}.")
-        cls = FAMILIES[class_name]
+        class_name, config = preset_directory.read_config(name_or_dir)
+        cls, translate = family_of(class_name, os.path.join(name_or_dir, preset_directory.CONFIG_FILE))
+        config = translate(config)
     elif isinstance(name_or_dir, str) and (os.sep in name_or_dir or name_or_dir.startswith(".")):
         raise ValueError(f"The preset directory {name_or_dir!r} does not exist.")
     else:
@@ -186,23 +197,18 @@ def load(name_or_dir, weights=None, weights_sha256=None, **overrides):
     The vocabulary is the weights' preset directory's, else `name_or_dir`'s when it is a directory,
     else the preset's own (the treebank's for `gcnn-ptb` when `vocabulary_size` is not overridden).
     """
-    from zoo import weights as sources
-    from zoo.models.base import load_vocabulary_if_any
-
     cls, config = model_config(name_or_dir, **overrides)
     is_directory = os.path.isdir(str(name_or_dir))
     source = name_or_dir if weights is None and is_directory else weights
     with sources.local_source(source, weights_sha256, preset=None if is_directory else name_or_dir) as local:
-        model = cls(**config)
-        if not model.built:
-            model.build()
+        model = _built(cls, config)
         vocabulary = None
         if local is not None:
-            load_weights(model, local)
+            preset_directory.load_weights(model, local)
             if os.path.isdir(local):
-                vocabulary = load_vocabulary_if_any(local)
+                vocabulary = preset_directory.load_vocabulary(local)
     if vocabulary is None and is_directory and source is not name_or_dir:
-        vocabulary = load_vocabulary_if_any(name_or_dir)
+        vocabulary = preset_directory.load_vocabulary(name_or_dir)
     if vocabulary is None and not is_directory:
         vocabulary = default_vocabulary(get_preset(name_or_dir), model.vocabulary_size)
     if vocabulary is not None:
@@ -212,25 +218,23 @@ def load(name_or_dir, weights=None, weights_sha256=None, **overrides):
     return model
 
 
-def load_weights(model, source):
-    """Load a local `.weights.h5` file, or a local preset directory's, into `model`."""
-    path = os.path.join(source, WEIGHTS_FILE) if os.path.isdir(source) else source
-    if not os.path.isfile(path):
-        raise ValueError(f"No weights at {path!r}: expected a preset directory or a .weights.h5 file.")
-    try:
-        model.load_weights(path)
-    except ValueError as e:
-        raise ValueError(f"The weights in {path!r} do not fit this model's config: {' '.join(str(e).split())}") from None
-    except OSError as e:  # h5py: not an HDF5 file (e.g. a Git LFS pointer), truncated
-        raise ValueError(f"{path!r} is not a readable weights file ({' '.join(str(e).split())}).") from None
+def build(name_or_dir, **overrides):
+    """The model of a preset name or a preset directory, with `overrides` of its config, built
+    from that config alone: its initial weights, no vocabulary (`load` adds both)."""
+    return _built(*model_config(name_or_dir, **overrides))
+
+
+def _built(cls, config):
+    model = cls(**config)
+    if not model.built:  # a family's __init__ ends with build(); one that does not is built here
+        model.build()
+    return model
 
 
 def default_vocabulary(preset, vocabulary_size):
     """The vocabulary a preset comes with: the treebank's own for `vocabulary="ptb"` (when the
     size was not overridden), else none."""
     if preset.vocabulary == "ptb" and vocabulary_size == preset.config.get("vocabulary_size"):
-        from zoo.data.datasets import ptb_vocabulary
-
         return ptb_vocabulary()
     return None
 
@@ -240,12 +244,6 @@ def count_params(name_or_dir, **overrides):
 
     The model is built inside a `tf.Graph`, where its variables are graph nodes that are never
     initialised: the shapes are the layers' own (no hand-written mirror of them) and nothing is
-    allocated, so Table 7's 5-billion-parameter models count in seconds."""
-    import tensorflow as tf
-
-    cls, config = model_config(name_or_dir, **overrides)
+    allocated, so even Table 7's 5-billion-parameter models are counted without their memory."""
     with tf.Graph().as_default():
-        model = cls(**config)
-        if not model.built:
-            model.build()
-        return model.count_params()
+        return build(name_or_dir, **overrides).count_params()

@@ -27,12 +27,12 @@ sentence (a `ValueError`) naming the file or address.
 Shipping trained weights for a preset is one entry in `TRAINED` plus its file:
 
     TRAINED = {
-        "gcnn-ptb": Trained("weights/gcnn-ptb.weights.h5", "<64 hex digits: sha256sum of the file>"),
+        "gcnn-ptb": Trained("trained_weights/gcnn-ptb.weights.h5", "<64 hex digits: sha256sum of the file>"),
     }
 
 The path is relative to the `zoo` package directory (this file's folder), so the file lives at
-`zoo/weights/gcnn-ptb.weights.h5`; setup.py's `package_data` installs every
-`zoo/weights/*.weights.h5`. The file is `model.save_weights(...)` of the preset as registered (no
+`zoo/trained_weights/gcnn-ptb.weights.h5`; setup.py's `package_data` installs every
+`zoo/trained_weights/*.weights.h5`. The file is `model.save_weights(...)` of the preset as registered (no
 config overrides), float16 if it should be small (Keras casts to the model's dtype on load);
 `zoo/weights_test.py` checks every entry (a registered preset, a well-formed checksum, the file
 present and matching it).
@@ -51,6 +51,11 @@ import urllib.error
 import urllib.parse
 import urllib.request
 
+import tensorflow as tf
+
+from zoo.errors import reason
+from zoo.preset_directory import WEIGHTS_FILE
+
 
 class Trained(typing.NamedTuple):
     """Trained weights that ship for a preset: `path` relative to the `zoo` package directory,
@@ -63,14 +68,13 @@ class Trained(typing.NamedTuple):
 # preset name -> Trained(path relative to the zoo package directory, sha256): the best treebank
 # GCNN and LSTM of `zoo reproduce ptb-sentence` (results/ptb-sentence.json), stored in float16.
 TRAINED = {
-    "gcnn-ptb": Trained("weights/gcnn-ptb.weights.h5",
+    "gcnn-ptb": Trained("trained_weights/gcnn-ptb.weights.h5",
                         "dab8fc1a65f9b1249fee8fe7a1d627559a1e70dab526efa4c5c36d82d6f610b6"),
-    "lstmp-ptb": Trained("weights/lstmp-ptb.weights.h5",
+    "lstmp-ptb": Trained("trained_weights/lstmp-ptb.weights.h5",
                          "372597f1ce0e25dcc5007b52c02559b37f18526482570946a615faecb493c643"),
 }
 
 PACKAGE_DIR = os.path.dirname(os.path.abspath(__file__))
-WEIGHTS_FILE = "model.weights.h5"  # the weights file of a preset directory (as zoo.registry)
 URL_SUFFIX = ".weights.h5"
 DEFAULT_CACHE_DIR = os.path.join("~", ".cache", "zoo", "weights")
 DOWNLOAD_TIMEOUT_S = 60
@@ -120,12 +124,6 @@ def _checked_sha256(value):
     return value.strip().lower()
 
 
-def _reason(error):
-    """An exception's message on one line, without a final period (it goes inside a sentence)."""
-    text = " ".join(str(error).split()) or type(error).__name__
-    return text.rstrip(".")
-
-
 def _scheme(source):
     match = re.match(r"([A-Za-z][A-Za-z0-9+.-]*)://", source)
     return match.group(1).lower() if match else ""
@@ -159,7 +157,7 @@ def download(url, sha256):
         os.makedirs(directory, exist_ok=True)
         fd, part = tempfile.mkstemp(dir=directory, prefix="." + os.path.basename(path) + ".", suffix=".part")
     except OSError as e:
-        raise ValueError(f"Cannot write to the weights cache {directory!r} ({_reason(e)}); "
+        raise ValueError(f"Cannot write to the weights cache {directory!r} ({reason(e)}); "
                          "set ZOO_CACHE_DIR to a writable directory.") from None
     try:
         digest = hashlib.sha256()
@@ -171,11 +169,11 @@ def download(url, sha256):
                         digest.update(chunk)
                         out.write(chunk)
             except urllib.error.HTTPError as e:
-                raise ValueError(f"Could not download {url}: HTTP {e.code} {_reason(e.reason)}.") from None
+                raise ValueError(f"Could not download {url}: HTTP {e.code} {reason(e.reason)}.") from None
             except urllib.error.URLError as e:
-                raise ValueError(f"Could not download {url}: {_reason(e.reason)}.") from None
+                raise ValueError(f"Could not download {url}: {reason(e.reason)}.") from None
             except (OSError, ValueError, http.client.HTTPException) as e:  # timeouts, resets, truncation, a full disk
-                raise ValueError(f"Could not download {url}: {_reason(e)}.") from None
+                raise ValueError(f"Could not download {url}: {reason(e)}.") from None
         actual = digest.hexdigest()
         if actual != sha256:
             raise ValueError(f"The file at {url} has SHA-256 {actual}, not the expected {sha256}, "
@@ -209,7 +207,7 @@ def _check_local_file(path, sha256):
         return
     weights_file = os.path.join(path, WEIGHTS_FILE) if os.path.isdir(path) else path
     if not os.path.isfile(weights_file):
-        return  # zoo.registry.load_weights says "No weights at ..."
+        return  # zoo.preset_directory.load_weights says "No weights at ..."
     actual = file_sha256(weights_file)
     if actual != sha256:
         raise ValueError(f"The weights file {weights_file} has SHA-256 {actual}, not the expected {sha256}.")
@@ -218,8 +216,6 @@ def _check_local_file(path, sha256):
 def _gfile_copy(source, directory):
     """Copy `source` (a file, or a preset directory's top-level files) into the local `directory`;
     returns the local path standing for `source`."""
-    import tensorflow as tf
-
     try:
         if tf.io.gfile.isdir(source):
             local = os.path.join(directory, "preset")
@@ -236,7 +232,7 @@ def _gfile_copy(source, directory):
         tf.io.gfile.copy(source, local, overwrite=True)
         return local
     except tf.errors.OpError as e:
-        raise ValueError(f"Could not read the weights at {source}: {_reason(e.message)}.") from None
+        raise ValueError(f"Could not read the weights at {source}: {reason(e)}.") from None
 
 
 @contextlib.contextmanager

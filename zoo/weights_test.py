@@ -2,7 +2,9 @@
 localhost (checksums, the cache, errors), `tf.io.gfile` paths, the shipped trained weights, and
 the one-line random-weights notice."""
 
+import ast
 import collections
+import fnmatch
 import functools
 import hashlib
 import http.server
@@ -19,6 +21,8 @@ import zoo
 from zoo import registry
 from zoo import weights as sources
 from zoo.data import Vocabulary
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
 TINY = {"vocabulary_size": 50, "embedding_dim": 8, "blocks": [[[3, 8]]]}
 
@@ -234,13 +238,14 @@ def test_trained_weights_are_refused_in_one_sentence_when_none_ship(monkeypatch)
     monkeypatch.setattr(sources, "TRAINED", {})
     with pytest.raises(ValueError) as error:
         zoo.load("gcnn-14", weights="trained")  # refused before its 223M parameters are built
-    assert str(error.value) == "No trained weights ship for preset 'gcnn-14'; no preset has trained weights yet."
-    monkeypatch.setattr(sources, "TRAINED", {"lstm-ptb": sources.Trained("weights/x.weights.h5", "ab" * 32),
-                                             "gcnn-ptb": sources.Trained("weights/y.weights.h5", "cd" * 32)})
+    assert "'gcnn-14'" in one_sentence(str(error.value)) and "no preset has trained weights" in str(error.value)
+    monkeypatch.setattr(sources, "TRAINED", {
+        "lstm-ptb": sources.Trained("trained_weights/x.weights.h5", "ab" * 32),
+        "gcnn-ptb": sources.Trained("trained_weights/y.weights.h5", "cd" * 32)})
     with pytest.raises(ValueError) as error:
         zoo.load("gcnn-14", weights="trained")
-    assert str(error.value) == ("No trained weights ship for preset 'gcnn-14'; presets with trained weights: "
-                                "'gcnn-ptb', 'lstm-ptb'.")
+    # the presets that have them, sorted
+    assert one_sentence(str(error.value)).endswith("presets with trained weights: 'gcnn-ptb', 'lstm-ptb'.")
     with pytest.raises(ValueError, match=r"the trained weights carry their own\.$"):
         zoo.load("gcnn-ptb", weights="trained", weights_sha256="ab" * 32)
     with pytest.raises(ValueError, match=r"there is no weights file to check\.$"):
@@ -251,11 +256,11 @@ def test_trained_weights_load_from_the_package_in_float16(served, tmp_path, monk
     """One entry in TRAINED and its file are all a preset needs; float16 weights load into the
     float32 model, and a damaged file is refused by its checksum."""
     source = served["root"] / "tiny.weights.h5"
-    shipped = tmp_path / "package" / "weights" / "gcnn-ptb.weights.h5"
+    shipped = tmp_path / "package" / "trained_weights" / "gcnn-ptb.weights.h5"
     shipped.parent.mkdir(parents=True)
     sources.save_float16(str(source), str(shipped))
     monkeypatch.setattr(sources, "PACKAGE_DIR", str(tmp_path / "package"))
-    monkeypatch.setattr(sources, "TRAINED", {"gcnn-ptb": sources.Trained("weights/gcnn-ptb.weights.h5",
+    monkeypatch.setattr(sources, "TRAINED", {"gcnn-ptb": sources.Trained("trained_weights/gcnn-ptb.weights.h5",
                                                                          sha256(shipped))})
     model = tiny(weights="trained")
     expected = served["models"]["/tiny.weights.h5"].get_weights()
@@ -274,12 +279,24 @@ def test_trained_weights_load_from_the_package_in_float16(served, tmp_path, monk
         tiny(weights="trained")
 
 
+def package_data_globs():
+    """setup.py's `package_data` globs for the `zoo` package, read off its source."""
+    tree = ast.parse(open(os.path.join(ROOT, "setup.py")).read())
+    for node in ast.walk(tree):
+        if isinstance(node, ast.keyword) and node.arg == "package_data":
+            return ast.literal_eval(node.value)["zoo"]
+    raise AssertionError("setup.py has no package_data")
+
+
 def test_every_shipped_trained_entry_is_complete():
-    """Vacuous until trained weights ship; then it guards each entry."""
+    """Each entry: a registered preset, a well-formed checksum, a file that setup.py installs and
+    that matches the checksum."""
+    assert sources.TRAINED
+    globs = package_data_globs()
     for preset, (path, digest) in sources.TRAINED.items():
         assert preset in registry.PRESETS
         assert re.fullmatch(r"[0-9a-f]{64}", digest), preset
-        assert re.fullmatch(r"weights/[^/]+\.weights\.h5", path), f"{path} is not installed by setup.py's package_data"
+        assert any(fnmatch.fnmatch(path, glob) for glob in globs), f"{path} is not installed by setup.py's {globs}"
         assert sha256(os.path.join(sources.PACKAGE_DIR, path)) == digest, preset
 
 

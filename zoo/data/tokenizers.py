@@ -18,7 +18,7 @@ Every tokenizer has
   for `</s>`), for per-word scores;
 - `save(directory)`, read back by `load_tokenizer(directory)`;
 - `graph_tokenizer(asset_dir)`: the same tokenizer as TensorFlow ops for an export
-  (`zoo.export.tokenizer`: `encode`, `decode`, `token_texts`, `resources`).
+  (`zoo.data.graph_tokenizers`: `encode`, `decode`, `token_texts`, `resources`).
 
 `WordTokenizer` and `CharTokenizer` are `zoo.data.vocab.Vocabulary` and `CharacterVocabulary`
 (their files and ids are unchanged); `SubwordTokenizer` is new.
@@ -40,9 +40,11 @@ import unicodedata
 
 import numpy as np
 
+from zoo.data.graph_tokenizers import SubwordGraphTokenizer
 from zoo.data.vocab import BOS, EOS, PAD, CharacterVocabulary, Vocabulary, _text
 from zoo.data.vocab import FILENAME as VOCABULARY_FILE
 from zoo.data.vocab import load_vocabulary
+from zoo.errors import reason
 
 WordTokenizer = Vocabulary
 CharTokenizer = CharacterVocabulary
@@ -268,7 +270,7 @@ class SubwordTokenizer:
         except FileNotFoundError:
             raise ValueError(f"The tokenizer file {config_path} is missing.") from None
         except (OSError, UnicodeDecodeError, json.JSONDecodeError) as e:
-            raise ValueError(f"The tokenizer file {config_path} is not readable JSON ({_reason(e)}).") from None
+            raise ValueError(f"The tokenizer file {config_path} is not readable JSON ({reason(e)}).") from None
 
         def bad(what):
             return ValueError(f"The tokenizer file {config_path} is corrupt: {what}.")
@@ -291,7 +293,7 @@ class SubwordTokenizer:
         except FileNotFoundError:
             raise ValueError(f"The tokenizer file {model_path} is missing (it goes with {config_path}).") from None
         except OSError as e:
-            raise ValueError(f"The tokenizer file {model_path} is not readable ({_reason(e)}).") from None
+            raise ValueError(f"The tokenizer file {model_path} is not readable ({reason(e)}).") from None
         if hashlib.sha256(model_proto).hexdigest() != config["model_sha256"]:
             raise ValueError(f"The tokenizer file {model_path} does not match {config_path} (its SHA-256 "
                              f"differs, so one was changed or they come from different tokenizers).")
@@ -311,23 +313,17 @@ class SubwordTokenizer:
             n = spm.SentencePieceProcessor(model_proto=model_proto).get_piece_size()
         except Exception as e:  # sentencepiece raises RuntimeError / OSError on a bad proto
             raise ValueError(f"The tokenizer file {model_path} is not a SentencePiece model "
-                             f"({_reason(e)}).") from None
+                             f"({reason(e)}).") from None
         if n != pieces:
             raise ValueError(f"The tokenizer file {model_path} has {n} pieces but {config_path} "
                              f"says {pieces}.")
         return cls(model_proto, order, counts)
 
     def graph_tokenizer(self, asset_dir=None):
-        """`zoo.export.tokenizer.SubwordGraphTokenizer`: the model's bytes are embedded in the
-        graph, so `asset_dir` is not used."""
-        from zoo.export.tokenizer import SubwordGraphTokenizer
-
+        """`zoo.data.graph_tokenizers.SubwordGraphTokenizer`: the model's bytes are embedded in
+        the graph, so `asset_dir` is not used."""
         return SubwordGraphTokenizer(self.model_proto, self.sentencepiece_to_id,
                                      self.id_to_sentencepiece, self._texts, self.unk_id)
-
-
-def _reason(error):
-    return str(error).strip().rstrip(".").replace("\n", " ") or type(error).__name__
 
 
 class VocabularySizeError(ValueError):
@@ -355,7 +351,7 @@ def _training_error(message, vocabulary_size, lines):
             f"accepts is {int(large.group(2)) + reserved} ({int(large.group(2))} SentencePiece pieces "
             f"and the {reserved} reserved ids).")
     return ValueError(f"SentencePiece could not train with vocabulary_size={vocabulary_size} on {lines} "
-                      f"lines ({_reason(message)}).")
+                      f"lines ({reason(message)}).")
 
 
 def load_tokenizer(directory):
@@ -373,4 +369,4 @@ def load_tokenizer(directory):
     try:
         return load_vocabulary(directory)
     except (ValueError, OSError, UnicodeDecodeError) as e:
-        raise ValueError(f"The tokenizer file {path} is not a vocabulary ({_reason(e)}).") from None
+        raise ValueError(f"The tokenizer file {path} is not a vocabulary ({reason(e)}).") from None

@@ -25,16 +25,16 @@ SIZE = 400
 SYLLABLES = "ka lo mi ne su ta ri po de bu ven gar stro ph ing er".split()
 
 
-def corpus(n=300, seed=0):
-    """`n` lines of the words above (Zipf-like) and invented ones (capitalised, punctuated)."""
+def corpus(n=300, seed=0, words=WORDS, endings=("", "", "", ",", ".")):
+    """`n` lines of `words` (Zipf-like) and invented ones (capitalised, ending in one of `endings`)."""
     rng = random.Random(seed)
-    weights = [1 / (rank + 1) for rank in range(len(WORDS))]
+    weights = [1 / (rank + 1) for rank in range(len(words))]
 
     def word():
         if rng.random() < 0.7:
-            return rng.choices(WORDS, weights)[0]
+            return rng.choices(words, weights)[0]
         made = "".join(rng.choices(SYLLABLES, k=rng.randint(1, 4)))
-        return (made.capitalize() if rng.random() < 0.2 else made) + rng.choice(["", "", "", ",", "."])
+        return (made.capitalize() if rng.random() < 0.2 else made) + rng.choice(list(endings))
 
     return [" ".join(word() for _ in range(rng.randint(3, 12))) for _ in range(n)]
 

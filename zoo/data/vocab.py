@@ -12,6 +12,8 @@ import os
 
 import numpy as np
 
+from zoo.data.graph_tokenizers import GraphTokenizer, Tokenizer
+
 PAD, BOS, EOS, UNK = "<pad>", "<s>", "</s>", "<unk>"
 SPECIALS = (PAD, BOS, EOS, UNK)
 FILENAME = "vocabulary.txt"
@@ -98,11 +100,9 @@ class Vocabulary:
         return out
 
     def graph_tokenizer(self, asset_dir):
-        """The in-graph tokenizer (`zoo.export.tokenizer.GraphTokenizer`) for a SavedModel: the
-        vocabulary file is written into `asset_dir` (which must outlive the export) and read
+        """The in-graph tokenizer (`zoo.data.graph_tokenizers.GraphTokenizer`) for a SavedModel:
+        the vocabulary file is written into `asset_dir` (which must outlive the export) and read
         by its lookup tables."""
-        from zoo.export.tokenizer import GraphTokenizer, Tokenizer
-
         return GraphTokenizer(Tokenizer(self, self.save(asset_dir)))
 
     def save(self, directory):

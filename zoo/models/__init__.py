@@ -3,6 +3,7 @@
 Every module of this package is imported here (tests excepted): a model family is one module
 defining a `LanguageModel` subclass (which registers it), and its presets one module calling
 `zoo.registry.register_presets`. So a new family is a new file and its presets, and nothing else.
+`base`, `inference` and `generation` hold what every family shares.
 """
 
 import importlib
@@ -15,7 +16,6 @@ for _module in sorted(m.name for m in pkgutil.iter_modules(__path__)):
         importlib.import_module(f"{__name__}.{_module}")
 
 from zoo.models.gcnn import GCNNLanguageModel  # noqa: E402
-from zoo.models.recurrent import RecurrentLanguageModel  # noqa: E402
 from zoo.models.stack import StackLanguageModel  # noqa: E402
 
-__all__ = ["LanguageModel", "GCNNLanguageModel", "RecurrentLanguageModel", "StackLanguageModel"]
+__all__ = ["LanguageModel", "GCNNLanguageModel", "StackLanguageModel"]

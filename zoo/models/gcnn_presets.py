@@ -15,6 +15,8 @@ from zoo.registry import register_presets
 GBW_VOCABULARY = 793_471  # Google Billion Word, words seen 3 times or more (§4.1)
 WT103_VOCABULARY = 267_735  # WikiText-103
 PTB_VOCABULARY = 10_002  # the treebank's 9,999 word types (<unk> included) + <pad>, <s>, </s>
+# The optimiser of the presets sized for the treebank on a CPU (GCNN and recurrent alike).
+PTB_OPTIMIZER = {"name": "adam", "learning_rate": 2e-3, "global_clipnorm": 1.0}
 
 
 def blocks(layers, n):
@@ -43,7 +45,7 @@ GCNN_PTB = {
     "embedding_dim": 128,
     "blocks": blocks([[4, 128]], 4),
     "dropout": 0.2,
-    "optimizer": {"name": "adam", "learning_rate": 2e-3, "clipnorm": 1.0},
+    "optimizer": dict(PTB_OPTIMIZER),
 }
 
 PRESETS = {

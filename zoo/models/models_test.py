@@ -14,7 +14,7 @@ import zoo
 from zoo.layers import AdaptiveSoftmax, FullSoftmax
 from zoo.data import Vocabulary
 from zoo.data.pipeline import stream_dataset, stream_windows
-from zoo.models import GCNNLanguageModel, RecurrentLanguageModel
+from zoo.models import GCNNLanguageModel, StackLanguageModel
 from zoo.registry import PRESETS
 
 BOTTLENECK_BLOCKS = [[[3, 8]], [[1, 4], [3, 4], [1, 8]], [[1, 4], [5, 4], [1, 12]]]
@@ -29,9 +29,10 @@ def tiny_gcnn(vocabulary_size=50, blocks=BOTTLENECK_BLOCKS, **kwargs):
 
 
 def tiny_recurrent(cell, vocabulary_size=50, **kwargs):
+    """Two recurrent layers of 8 ("lstm" or "rnn"), no residual connection: lstm-ptb's shape."""
     keras.utils.set_random_seed(0)
-    return RecurrentLanguageModel(vocabulary_size=vocabulary_size, embedding_dim=8, units=[8, 8],
-                                  cell=cell, **kwargs)
+    return StackLanguageModel(vocabulary_size=vocabulary_size, embedding_dim=8,
+                              layers=[{"type": cell, "units": 8}] * 2, residual=False, **kwargs)
 
 
 # ---- causality of every preset ----------------------------------------------------------

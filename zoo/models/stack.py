@@ -1,95 +1,38 @@
-"""The LSTM–MoE–LSTM language models of Shazeer et al. (2017), Appendix C, and their baselines.
+"""The recurrent language models of the zoo, one family: the LSTM–MoE–LSTM models of Shazeer et
+al. (2017), Appendix C, their baselines, and the plain LSTM and Elman RNN models of the recurrent
+language model introduction (`004_…txt`).
 
 Embedding → a stack of layers → output layer. Each layer of the stack is one of
 
 - `{"type": "lstm", "units": u}`, or `{"type": "lstm", "units": u, "projection": p}` for an LSTM
-  whose output is projected to p dimensions and fed back as the recurrent input (Sak et al.
-  2014; the LSTM-2048-512 baseline and MoE-143M);
+  whose output is projected to p dimensions and fed back as the recurrent input
+  (`layers.ProjectedLSTMCell`; the LSTM-2048-512 baseline and MoE-143M);
+- `{"type": "rnn", "units": u}`, an Elman network (tanh), the introduction's character model;
 - `{"type": "moe", "num_experts": E, "k": k, "hidden_units": h, "groups": G, ...}`, a
   `layers.SparseMoE` (any of its arguments);
-- `{"type": "ffn", "hidden_units": [h1, h2, …]}`, a dense ReLU feed-forward network (the
-  MoE-1-Wide and MoE-1-Deep baselines: one "expert" always used).
+- `{"type": "ffn", "hidden_units": [h1, h2, …]}`, a dense ReLU feed-forward network
+  (`layers.FeedForward`; the MoE-1-Wide and MoE-1-Deep baselines: one "expert" always used).
 
-As Appendix C.1 says: every layer but the output layer is followed by dropout, and the output of
-the previous layer is then added to it (a residual connection, whenever the widths agree); the
-output of an MoE (or of the feed-forward layer standing in for it) goes through a sigmoid before
-the dropout.
+As Appendix C.1 says: every layer but the output layer is followed by dropout (as is the
+embedding), and the output of the previous layer is then added to it (a residual connection,
+whenever the widths agree; `residual=False` leaves it out, as the plain recurrent models of the
+introduction have none); the output of an MoE (or of the feed-forward layer standing in for it)
+goes through a sigmoid before the dropout.
+
+Preset directories written by the former `RecurrentLanguageModel` family (the LSTM and RNN models
+before they joined this one) load as this family: `recurrent_config` gives their config here, and
+their weights files have the same layout.
 """
 
 import keras
 from keras import ops
 
-from zoo.layers import SparseMoE
+from zoo import registry
+from zoo.layers import FeedForward, ProjectedLSTMCell, SparseMoE
 from zoo.models.base import LanguageModel
 
-LAYER_TYPES = ("lstm", "moe", "ffn")
-
-
-@keras.saving.register_keras_serializable(package="zoo")
-class ProjectedLSTMCell(keras.layers.Layer):
-    """An LSTM cell whose output `h·P` (width `projection`) is both its output and its recurrent
-    input (the LSTMP of Sak et al. 2014). State: `[h·P, c]`."""
-
-    def __init__(self, units, projection, **kwargs):
-        super().__init__(**kwargs)
-        self.units = units
-        self.projection = projection
-        self.state_size = [projection, units]
-        self.output_size = projection
-
-    def build(self, input_shape):
-        self.kernel = self.add_weight(name="kernel", shape=(input_shape[-1], 4 * self.units),
-                                      initializer="glorot_uniform")
-        self.recurrent_kernel = self.add_weight(name="recurrent_kernel", shape=(self.projection, 4 * self.units),
-                                                initializer="orthogonal")
-        # forget-gate bias of 1, as Keras' LSTM does (unit_forget_bias)
-        bias = [0.0] * self.units + [1.0] * self.units + [0.0] * (2 * self.units)
-        self.bias = self.add_weight(name="bias", shape=(4 * self.units,),
-                                    initializer=keras.initializers.Constant(bias))
-        self.projection_kernel = self.add_weight(name="projection_kernel", shape=(self.units, self.projection),
-                                                 initializer="glorot_uniform")
-
-    def call(self, inputs, states, training=None):
-        h, c = states
-        z = ops.matmul(inputs, self.kernel) + ops.matmul(h, self.recurrent_kernel) + self.bias
-        i, f, g, o = ops.split(z, 4, axis=-1)
-        c = ops.sigmoid(f) * c + ops.sigmoid(i) * ops.tanh(g)
-        h = ops.matmul(ops.sigmoid(o) * ops.tanh(c), self.projection_kernel)
-        return h, [h, c]
-
-    def get_config(self):
-        config = super().get_config()
-        config.update({"units": self.units, "projection": self.projection})
-        return config
-
-
-@keras.saving.register_keras_serializable(package="zoo")
-class FeedForward(keras.layers.Layer):
-    """ReLU layers of `hidden_units`, then a linear layer of `output_units`; any input rank."""
-
-    def __init__(self, hidden_units, output_units, **kwargs):
-        super().__init__(**kwargs)
-        self.hidden_units = [int(h) for h in hidden_units]
-        self.output_units = output_units
-        self.dense = [keras.layers.Dense(h, activation="relu", name=f"dense_{i}")
-                      for i, h in enumerate(self.hidden_units)]
-        self.dense.append(keras.layers.Dense(output_units, name="output"))
-
-    def build(self, input_shape):
-        shape = tuple(input_shape)
-        for layer in self.dense:
-            layer.build(shape)
-            shape = shape[:-1] + (layer.units,)
-
-    def call(self, x):
-        for layer in self.dense:
-            x = layer(x)
-        return x
-
-    def get_config(self):
-        config = super().get_config()
-        config.update({"hidden_units": self.hidden_units, "output_units": self.output_units})
-        return config
+LAYER_TYPES = ("lstm", "rnn", "moe", "ffn")
+RECURRENT = ("lstm", "rnn")  # the layer types that keep a state from one token to the next
 
 
 def check_stack(stack):
@@ -100,29 +43,36 @@ def check_stack(stack):
             raise ValueError(
                 f"Each layer is a dict with 'type' one of {list(LAYER_TYPES)}, got {spec!r}."
             )
+        if spec["type"] == "rnn" and spec.get("projection"):
+            raise ValueError(f"Only an LSTM layer takes a projection, got {spec!r}.")
     return [dict(spec) for spec in stack]
 
 
 class StackLanguageModel(LanguageModel):
-    """Embedding → `layers` (LSTM / sparse MoE / feed-forward) → output layer (Appendix C).
+    """Embedding → `layers` (LSTM / Elman RNN / sparse MoE / feed-forward) → output layer
+    (Appendix C).
 
     Args:
         vocabulary_size: number of token ids.
         embedding_dim: width of the embedding (512 in C.1, 1024 in C.2).
         layers: the stack, bottom first; see the module docstring.
-        dropout: `DropProb` of Table 7, after every layer but the output layer.
+        dropout: `DropProb` of Table 7, after the embedding and every layer but the output layer.
         stream_context: tokens of left context each window gets under the stream protocol.
         cutoffs, optimizer: as for `GCNNLanguageModel`.
+        residual: add each layer's input to its output when their widths agree (C.1).
     """
 
     def __init__(self, vocabulary_size, embedding_dim=512, layers=(), dropout=0.0, stream_context=64,
-                 cutoffs=None, optimizer=None, **kwargs):
+                 cutoffs=None, optimizer=None, residual=True, **kwargs):
         super().__init__(vocabulary_size=vocabulary_size, optimizer=optimizer, **kwargs)
         self.layer_specs = check_stack(layers)
         self.embedding_dim = embedding_dim
         self.dropout = dropout
         self._stream_context = stream_context
         self.cutoffs = cutoffs
+        if not isinstance(residual, bool):
+            raise ValueError(f"residual must be True or False, got {residual!r}.")
+        self.residual = residual
         self.embedding = keras.layers.Embedding(vocabulary_size, embedding_dim, name="embedding")
         inputs = [embedding_dim] + self._widths()[:-1]
         self.stack = [self._make(spec, i, dim) for i, (spec, dim) in enumerate(zip(self.layer_specs, inputs))]
@@ -144,6 +94,8 @@ class StackLanguageModel(LanguageModel):
                 cell = ProjectedLSTMCell(args["units"], args["projection"], name=f"lstmp_cell_{i}")
                 return keras.layers.RNN(cell, return_sequences=True, return_state=True, name=f"lstm_{i}")
             return keras.layers.LSTM(args["units"], return_sequences=True, return_state=True, name=f"lstm_{i}")
+        if spec["type"] == "rnn":
+            return keras.layers.SimpleRNN(args["units"], return_sequences=True, return_state=True, name=f"rnn_{i}")
         if spec["type"] == "moe":
             return SparseMoE(name=f"moe_{i}", **args)
         # MoE-1-Wide / -Deep: one always-used "expert", ReLU layers then a linear output layer
@@ -152,7 +104,7 @@ class StackLanguageModel(LanguageModel):
     def _widths(self):
         dims, dim = [], self.embedding_dim
         for spec in self.layer_specs:
-            if spec["type"] == "lstm":
+            if spec["type"] in RECURRENT:
                 dim = spec.get("projection") or spec["units"]
             elif spec["type"] == "moe":
                 dim = spec.get("output_units") or dim
@@ -170,7 +122,7 @@ class StackLanguageModel(LanguageModel):
     def _apply(self, i, layer, x, training, state=None):
         """One layer of the stack: `(output, new_state)`; sequence (rank 3) or step (rank 2)."""
         spec = self.layer_specs[i]
-        if spec["type"] == "lstm":
+        if spec["type"] in RECURRENT:
             if state is None:
                 out = layer(x, training=training)
                 return out[0], None
@@ -184,8 +136,12 @@ class StackLanguageModel(LanguageModel):
         for i, layer in enumerate(self.stack):
             y, _ = self._apply(i, layer, x, training)
             y = self.dropouts[i + 1](y, training=training)
-            x = y + x if y.shape[-1] == x.shape[-1] else y  # residual (C.1)
+            x = self._join(x, y)
         return x
+
+    def _join(self, x, y):
+        """A layer's output `y` with its input `x` added (C.1's residual), if the widths agree."""
+        return y + x if self.residual and y.shape[-1] == x.shape[-1] else y
 
     def initial_state(self, batch_size):
         states = []
@@ -193,28 +149,48 @@ class StackLanguageModel(LanguageModel):
             if spec["type"] == "lstm":
                 out = spec.get("projection") or spec["units"]
                 states.append([ops.zeros((batch_size, out)), ops.zeros((batch_size, spec["units"]))])
+            elif spec["type"] == "rnn":
+                states.append([ops.zeros((batch_size, spec["units"]))])
             else:
                 states.append([])
         return states
 
     def state_name(self, path):
-        """`state_lstm_<i>_h` and `state_lstm_<i>_c` of the LSTM at position i of the stack."""
+        """`state_lstm_<i>_h` and `state_lstm_<i>_c` of the LSTM at position i of the stack,
+        `state_rnn_<i>_h` of an Elman layer."""
         if len(path) == 2:
-            return f"state_lstm_{path[0]}_{'hc'[path[1]]}"
+            return f"state_{self.layer_specs[path[0]]['type']}_{path[0]}_{'hc'[path[1]]}"
         return super().state_name(path)
 
     def step(self, token_ids, state):
         x = self.embedding(token_ids)
         new_state = []
         for i, (layer, s) in enumerate(zip(self.stack, state)):
-            y, s = self._apply(i, layer, x, False, s if self.layer_specs[i]["type"] == "lstm" else None)
+            y, s = self._apply(i, layer, x, False, s if self.layer_specs[i]["type"] in RECURRENT else None)
             new_state.append(s if s is not None else [])
-            x = y + x if y.shape[-1] == x.shape[-1] else y
+            x = self._join(x, y)
         return x, new_state
 
     def get_config(self):
         config = super().get_config()
         config.update({"embedding_dim": self.embedding_dim, "layers": self.layer_specs,
                        "dropout": self.dropout, "stream_context": self._stream_context,
-                       "cutoffs": self.cutoffs})
+                       "cutoffs": self.cutoffs, "residual": self.residual})
         return config
+
+
+def recurrent_config(config):
+    """The config of this family for a preset directory saved by the former `RecurrentLanguageModel`
+    family (`units`, `cell`: an embedding, one recurrent layer per entry of `units` with dropout
+    after the embedding and after each, no residual connection): the same layers, so the same
+    weights file, state names and numbers."""
+    config = dict(config)
+    cell = config.pop("cell", "lstm")
+    units = config.pop("units", (256,))
+    config.setdefault("embedding_dim", 128)  # that family's defaults
+    config["layers"] = [{"type": cell, "units": int(u)} for u in units]
+    config["residual"] = False
+    return config
+
+
+registry.register_renamed_family("RecurrentLanguageModel", StackLanguageModel, recurrent_config)

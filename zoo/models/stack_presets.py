@@ -1,7 +1,8 @@
-"""Presets of `StackLanguageModel`: Shazeer et al. (2017), Appendix C, Table 7 (embedding, LSTM,
-MoE, LSTM, softmax) and their CPU-sized Penn Treebank counterparts."""
+"""Presets of `StackLanguageModel`: the recurrent baselines of the introduction (004), Shazeer et al.
+(2017), Appendix C, Table 7 (embedding, LSTM, MoE, LSTM, softmax) and their CPU-sized Penn Treebank
+counterparts."""
 
-from zoo.models.gcnn_presets import GBW_VOCABULARY, PTB_VOCABULARY
+from zoo.models.gcnn_presets import GBW_VOCABULARY, PTB_OPTIMIZER, PTB_VOCABULARY
 from zoo.models.stack import StackLanguageModel
 from zoo.registry import register_presets
 
@@ -49,11 +50,41 @@ def ptb_stack(middle):
         "embedding_dim": 256,
         "layers": [{"type": "lstm", "units": 256}, dict(middle), {"type": "lstm", "units": 256}],
         "dropout": 0.2,
-        "optimizer": {"name": "adam", "learning_rate": 2e-3, "clipnorm": 1.0},
+        "optimizer": dict(PTB_OPTIMIZER),
     }
 
 
+def treebank(description, paper, config):
+    """A preset sized for the Penn Treebank on a CPU: the treebank's own word vocabulary, windows of
+    64 tokens in batches of 32."""
+    return {"description": description, "paper": paper, "vocabulary": "ptb", "config": config,
+            "train": {"batch_size": 32, "seq_len": 64}}
+
+
 PRESETS = {
+    # The introduction's models have no residual connection (`residual=False`).
+    "lstm-ptb": treebank(
+        "The recurrent baseline on the Penn Treebank: a 2-layer LSTM of 256 units, embedding 256, dropout 0.2.",
+        "004 (recurrent language models); §5.1's LSTM comparison",
+        {"vocabulary_size": PTB_VOCABULARY, "embedding_dim": 256,
+         "layers": [{"type": "lstm", "units": 256}, {"type": "lstm", "units": 256}], "dropout": 0.2,
+         "residual": False, "optimizer": dict(PTB_OPTIMIZER)},
+    ),
+    "rnn-char": {
+        "description": "A character-level Elman RNN (512 units), the example of the recurrent "
+        "language model introduction (004).",
+        "paper": "004 (character-level RNN language model)",
+        "vocabulary": "char",
+        "config": {
+            "vocabulary_size": 64,
+            "embedding_dim": 32,
+            "layers": [{"type": "rnn", "units": 512}],
+            "residual": False,
+            "stream_context": 128,
+            "optimizer": dict(PTB_OPTIMIZER),
+        },
+        "train": {"batch_size": 32, "seq_len": 128},
+    },
     "moe-4": table_7("MoE-4: 4 experts, k=4 (no sparsity)", lstm_moe(512, [moe(4, 4)])),
     "moe-32": table_7("MoE-32: 32 experts, k=4", lstm_moe(512, [moe(32, 4)])),
     "moe-256": table_7("MoE-256: 256 experts, k=4", lstm_moe(512, [moe(256, 4)])),
@@ -78,36 +109,26 @@ PRESETS = {
     "lstm-2048-512": table_7("LSTM-2048-512 baseline: one LSTM of 2048 units projected to 512, no MoE",
                              {**lstm_moe(512, [], moe_optimizer=False),
                               "layers": [{"type": "lstm", "units": 2048, "projection": 512}]}),
-    "lstm-moe-ptb": {
-        "description": "LSTM–MoE–LSTM for the Penn Treebank on a CPU: width 256, 32 experts "
-        "(ReLU hidden 256), k=4, losses 0.1/0.1, dropout 0.2, full softmax.",
-        "paper": "Shazeer et al. 2017, Appendix C.1, sized for 2 CPU cores",
-        "vocabulary": "ptb",
-        "config": ptb_stack(moe(32, 4, hidden=256)),
-        "train": {"batch_size": 32, "seq_len": 64},
-    },
-    "lstmp-ptb": {
-        "description": "An LSTM for the Penn Treebank at gcnn-ptb's size: embedding 128, one LSTM of 512 units "
-        "projected to 128 (as LSTM-2048-512), dropout 0.2, full softmax; 3.2M parameters against gcnn-ptb's 3.1M.",
-        "paper": "Dauphin et al. §5 (the treebank's LSTM comparison), sized for 2 CPU cores",
-        "vocabulary": "ptb",
-        "config": {
-            "vocabulary_size": PTB_VOCABULARY,
-            "embedding_dim": 128,
-            "layers": [{"type": "lstm", "units": 512, "projection": 128}],
-            "dropout": 0.2,
-            "optimizer": {"name": "adam", "learning_rate": 2e-3, "clipnorm": 1.0},
-        },
-        "train": {"batch_size": 32, "seq_len": 64},
-    },
-    "lstm-wide-ptb": {
-        "description": "The compute-matched dense baseline of lstm-moe-ptb (its MoE-1-Wide): one "
-        "always-used feed-forward layer of 1024 (= 4 experts of 256) between the LSTMs.",
-        "paper": "Shazeer et al. 2017, Appendix C.1 baselines, sized for 2 CPU cores",
-        "vocabulary": "ptb",
-        "config": ptb_stack({"type": "ffn", "hidden_units": [1024]}),
-        "train": {"batch_size": 32, "seq_len": 64},
-    },
+    "lstm-moe-ptb": treebank(
+        "LSTM–MoE–LSTM for the Penn Treebank on a CPU: width 256, 32 experts (ReLU hidden 256), k=4, losses "
+        "0.1/0.1, dropout 0.2, full softmax.",
+        "Shazeer et al. 2017, Appendix C.1, sized for 2 CPU cores",
+        ptb_stack(moe(32, 4, hidden=256)),
+    ),
+    "lstmp-ptb": treebank(
+        "An LSTM for the Penn Treebank at gcnn-ptb's size: embedding 128, one LSTM of 512 units projected to 128 "
+        "(as LSTM-2048-512), dropout 0.2, full softmax; 3.2M parameters against gcnn-ptb's 3.1M.",
+        "Dauphin et al. §5 (the treebank's LSTM comparison), sized for 2 CPU cores",
+        {"vocabulary_size": PTB_VOCABULARY, "embedding_dim": 128,
+         "layers": [{"type": "lstm", "units": 512, "projection": 128}], "dropout": 0.2,
+         "optimizer": dict(PTB_OPTIMIZER)},
+    ),
+    "lstm-wide-ptb": treebank(
+        "The compute-matched dense baseline of lstm-moe-ptb (its MoE-1-Wide): one always-used feed-forward layer "
+        "of 1024 (= 4 experts of 256) between the LSTMs.",
+        "Shazeer et al. 2017, Appendix C.1 baselines, sized for 2 CPU cores",
+        ptb_stack({"type": "ffn", "hidden_units": [1024]}),
+    ),
 }
 
 register_presets(PRESETS, StackLanguageModel)

@@ -1,9 +1,17 @@
-"""The Appendix C stack models (LSTM / MoE / feed-forward) and the MoE presets."""
+"""The stack models (LSTM / Elman RNN / MoE / feed-forward), the MoE presets and the recurrent
+models of the introduction."""
 
+import json
+import os
+
+import h5py
+import keras
 import numpy as np
 import pytest
 
 import zoo
+from zoo import weights as sources
+from zoo.export.state import StateLayout
 from zoo.models.models_test import assert_causal
 from zoo.models.stack import StackLanguageModel
 from zoo.registry import PRESETS, count_params
@@ -53,8 +61,6 @@ def test_moe_ptb_presets_are_causal_and_counted(name):
 
 
 def tiny_stack(**kwargs):
-    import keras
-
     keras.utils.set_random_seed(0)
     layers = [{"type": "lstm", "units": 24, "projection": 16},
               {"type": "moe", "num_experts": 8, "k": 2, "hidden_units": 8, "groups": 2},
@@ -92,8 +98,6 @@ def test_parameter_count_and_preset_round_trip(tmp_path):
 
 
 def test_moe_metrics_show_in_fit_logs_and_aux_losses_enter_the_loss():
-    import keras
-
     model = tiny_stack()
     model.compile(optimizer=keras.optimizers.Adam(1e-3))
     x = np.random.default_rng(3).integers(0, 50, size=(8, 12))
@@ -109,5 +113,62 @@ def test_bad_stack_specs_raise():
         StackLanguageModel(vocabulary_size=50, layers=[{"type": "gru", "units": 8}])
     with pytest.raises(ValueError, match="non-empty list"):
         StackLanguageModel(vocabulary_size=50, layers=[])
+    with pytest.raises(ValueError, match="Only an LSTM layer takes a projection"):
+        StackLanguageModel(vocabulary_size=50, layers=[{"type": "rnn", "units": 8, "projection": 4}])
+    with pytest.raises(ValueError, match="residual must be True or False"):
+        StackLanguageModel(vocabulary_size=50, layers=[{"type": "rnn", "units": 8}], residual=0)
     with pytest.raises(ValueError, match="after_blocks"):
         zoo.load("gcnn-moe-ptb", moe={"after_blocks": [9], "num_experts": 4, "k": 2, "hidden_units": 8})
+
+
+# ---- the recurrent models of the introduction: no residual, and the former family's directories ----
+FORMER = os.path.join(os.path.dirname(os.path.abspath(__file__)), "testdata", "former_recurrent")
+
+
+@pytest.mark.parametrize("cell", ["lstm", "rnn"])
+def test_preset_directories_of_the_former_recurrent_family_load_with_their_numbers(cell):
+    model = zoo.load(os.path.join(FORMER, cell))
+    assert type(model) is StackLanguageModel and not model.residual
+    assert [s["type"] for s in model.layer_specs] == [cell, cell] and model.stream_context == 7
+    assert model.vocabulary.tokens[4:6] == ["the", "a"]
+    ids = np.load(os.path.join(FORMER, "ids.npy"))
+    np.testing.assert_array_equal(model.log_probs(ids), np.load(os.path.join(FORMER, f"{cell}_log_probs.npy")))
+    names = {"lstm": ["state_lstm_0_h", "state_lstm_0_c", "state_lstm_1_h", "state_lstm_1_c"],
+             "rnn": ["state_rnn_0_h", "state_rnn_1_h"]}[cell]
+    assert list(StateLayout(model).specs) == names
+
+
+def test_a_directory_naming_an_unknown_family_is_refused(tmp_path):
+    directory = zoo.load(os.path.join(FORMER, "rnn")).save_to_preset(str(tmp_path / "p"))
+    config = json.load(open(os.path.join(directory, "config.json")))
+    assert config["class_name"] == "StackLanguageModel" and config["config"]["residual"] is False
+    json.dump(dict(config, class_name="GRULanguageModel"), open(os.path.join(directory, "config.json"), "w"))
+    with pytest.raises(ValueError, match="'GRULanguageModel', which is not a registered model family"):
+        zoo.load(directory)
+
+
+@pytest.mark.parametrize("residual", [False, True])
+def test_residual_adds_each_layer_s_input_where_the_widths_agree(residual):
+    keras.utils.set_random_seed(0)
+    model = StackLanguageModel(vocabulary_size=50, embedding_dim=8, residual=residual,
+                               layers=[{"type": "rnn", "units": 8}, {"type": "lstm", "units": 6}])
+    ids = np.random.default_rng(4).integers(0, 50, size=(2, 5))
+    x = model.embedding(ids)
+    h = model.stack[0](x)[0]
+    if residual:
+        h = h + x  # same width: C.1's residual connection
+    h = model.stack[1](h)[0]  # 8 → 6: no residual whatever the switch
+    np.testing.assert_allclose(model(ids).numpy(), h.numpy(), atol=1e-6)
+
+
+def test_the_shipped_lstmp_weights_load_into_the_stack_unchanged():
+    model = zoo.load("lstmp-ptb", weights="trained")
+    path = os.path.join(sources.PACKAGE_DIR, sources.TRAINED["lstmp-ptb"].path)
+    stored = []
+    with h5py.File(path, "r") as f:
+        f.visititems(lambda name, item: stored.append(item[()]) if isinstance(item, h5py.Dataset) else None)
+
+    def key(array):
+        return array.shape, np.asarray(array, np.float32).tobytes()
+
+    assert sorted(map(key, stored)) == sorted(map(key, model.get_weights()))

@@ -19,7 +19,10 @@ theirs, from separate pieces on public APIs, each in its own module:
 - `workers`: the decisions every worker of a job must take together;
 - `precision`: the mixed-precision policy;
 - `preset`: the one place that asks the preset registry anything;
-- `trainer`: the loop (`Trainer`, with `Callback` hooks) and `train()`, which composes them.
+- `actions`: what the loop does around its steps (the progress line and TensorBoard summaries,
+  the time budget), as Orbit's actions;
+- `trainer`: the loop (`Trainer`, with `Callback` hooks: validation, the best model and
+  checkpoints are its methods) and `train()`, which composes them.
 
 The run directory holds:
 - `checkpoints/ckpt-<step>.*`: model weights, optimiser slots, the random generators' states

@@ -15,6 +15,8 @@ import shutil
 
 import tensorflow as tf
 
+from zoo.errors import reason
+
 CHECKPOINT_DIR = "checkpoints"
 CHECKPOINT_PREFIX = "ckpt"
 _CHECKPOINT_INDEX = re.compile(r"^ckpt-(\d+)\.index$")
@@ -66,8 +68,7 @@ def restore_latest(checkpoint, directory, log):
             checkpoint.read(path).assert_existing_objects_matched()
             return step
         except Exception as e:  # TF raises DataLossError, NotFoundError, InvalidArgumentError, ...
-            reason = str(e).strip().splitlines()[0][:200] if str(e).strip() else type(e).__name__
-            log(f"Checkpoint {path} is unreadable ({type(e).__name__}: {reason}); "
+            log(f"Checkpoint {path} is unreadable ({type(e).__name__}: {reason(e)[:200]}); "
                 "falling back to the previous checkpoint.")
     if steps:
         log(f"No checkpoint in {directory} could be read ({len(steps)} tried); starting from step 0.")

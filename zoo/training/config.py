@@ -2,12 +2,15 @@
 
 import collections
 import dataclasses
+import math
 
 from zoo.layers.expert_parallel import check_capacity_factor
 from zoo.layers.validation import check_int
 
 # What the loop does with a config and the number of global batches in one pass over the data.
+# `steps` is UNBOUNDED when only a time budget ends the run (`until_budget`).
 Schedule = collections.namedtuple("Schedule", "steps steps_per_epoch checkpoint_every log_every until_budget")
+UNBOUNDED = math.inf
 
 _POSITIVE_INTS = ("global_batch_size", "seq_len", "steps", "epochs", "steps_per_epoch",
                   "checkpoint_every", "keep_checkpoints", "log_every", "vocabulary_size")
@@ -98,9 +101,12 @@ class TrainConfig:
         """The run's `Schedule`, given how many global batches one pass over the data holds."""
         steps_per_epoch = self.steps_per_epoch or batches_per_pass
         until_budget = self.steps is None and self.epochs is None and self.max_minutes is not None
-        steps = self.steps
-        if steps is None:
-            steps = steps_per_epoch * (self.epochs or (10**6 if self.max_minutes else 1))
+        if until_budget:
+            steps = UNBOUNDED
+        elif self.steps is not None:
+            steps = self.steps
+        else:
+            steps = steps_per_epoch * (self.epochs or 1)
         return Schedule(
             steps=steps,
             steps_per_epoch=steps_per_epoch,

@@ -10,6 +10,7 @@ import tensorflow as tf
 from zoo.data import pipeline
 from zoo.data.corpus import read_lines
 from zoo.data.datasets import build_vocabulary
+from zoo.data.tokenizers import SubwordTokenizer, VocabularySizeError
 
 
 # Corpora whose published protocol fixes a word vocabulary (their perplexities are only
@@ -17,9 +18,9 @@ from zoo.data.datasets import build_vocabulary
 # treebank or of WikiText.
 PROTOCOL_FILES = {"ptb.train.txt": "the Penn Treebank", "wiki.train.tokens": "WikiText"}
 TOKENIZERS = ("word", "char", "subword")
-# The subword vocabulary learned from raw text when no size is asked for. Measured on raw English
-# (the README's table: gcnn-ptb, 4 minutes, Shakespeare): 16,000 ids (1.33 tokens per word) with
-# the adaptive softmax they get above ADAPTIVE_THRESHOLD reach 422 per word, 8,000 ids 485.
+# The subword vocabulary learned from raw text when no size is asked for: on raw English, 16,000
+# ids (with the adaptive softmax they get above ADAPTIVE_THRESHOLD) reached a lower per-word
+# perplexity than 8,000 in the same time (`zoo benchmark raw-text`; see docs/benchmarks.md).
 DEFAULT_SUBWORD_SIZE = 16_000
 
 
@@ -69,8 +70,6 @@ def load_corpus(data, vocabulary=None, vocabulary_kind="word", min_count=1, max_
     kind = choose_tokenizer(data, vocabulary_kind, tokenizer, vocabulary_size)
     if kind != "subword":
         return train_lines, valid_lines, build_vocabulary(data, kind, min_count, max_vocabulary)
-    from zoo.data.tokenizers import SubwordTokenizer, VocabularySizeError
-
     began = time.monotonic()
     try:
         vocabulary = SubwordTokenizer.train(train_lines, vocabulary_size or DEFAULT_SUBWORD_SIZE)

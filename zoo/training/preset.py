@@ -1,11 +1,11 @@
 """Everything training asks of the preset registry, in one place: a preset's training defaults
-and vocabulary (`resolve_preset`), and the model it builds (`load_model`)."""
+and vocabulary (`resolve_preset`), and the model it loads (`load_model`; `zoo.registry.build`
+gives one without its weights)."""
 
 import dataclasses
 import os
 
-from zoo import registry
-from zoo.models.base import load_vocabulary_if_any
+from zoo import preset_directory, registry
 
 
 @dataclasses.dataclass(frozen=True)
@@ -26,7 +26,7 @@ def resolve_preset(preset):
     """The `PresetInfo` of a preset name or a preset directory; an unknown name, or a directory
     without a vocabulary, is refused in one sentence."""
     if os.path.isdir(preset):
-        vocabulary = load_vocabulary_if_any(preset)
+        vocabulary = preset_directory.load_vocabulary(preset)
         if vocabulary is None:
             raise ValueError(f"The preset directory {preset!r} has no vocabulary to train with.")
         return PresetInfo({}, None, vocabulary)  # its config records its output layer
@@ -40,13 +40,3 @@ def load_model(preset, **overrides):
     # a preset name starts from random weights on purpose: no "random weights" notice
     weights = None if os.path.isdir(str(preset)) else "random"
     return registry.load(preset, weights=weights, **overrides)
-
-
-def build_model_only(preset, **overrides):
-    """The model of a preset name or directory with `overrides`, built but with its initial
-    weights (a directory's weights are not loaded: `zoo.training` sets them itself)."""
-    cls, config = registry.model_config(preset, **overrides)
-    model = cls(**config)
-    if not model.built:
-        model.build()
-    return model

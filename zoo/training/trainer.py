@@ -9,23 +9,23 @@ step (`zoo.training.steps`) and the checkpoints are separate pieces, as in Model
 import json
 import math
 import os
-import time
 
 import keras
 import tensorflow as tf
 
-from zoo import distribute
+from zoo import distribute, registry
 from zoo.data.corpus import scored_words
+from zoo.layers.expert_parallel import expert_parallelism, is_expert_shard
+from zoo.training.actions import ProgressLog, Summaries, TimeBudget, metric_results, reset_metrics
 from zoo.training.checkpoints import (CHECKPOINT_DIR, checkpoint_path, restore_latest, save_checkpoint,
                                       training_checkpoint)
 from zoo.training.config import TrainConfig
 from zoo.training.data import TrainingWindows, evaluation_windows, load_corpus, shard_rows
 from zoo.training.precision import dtype_policy, mixed_precision_policy
-from zoo.layers.expert_parallel import expert_parallelism, is_expert_shard
-from zoo.training.preset import build_model_only, load_model, resolve_preset
+from zoo.training.preset import load_model, resolve_preset
 from zoo.training.sharding import ExpertShards, load_unsharded
 from zoo.training.steps import step_functions
-from zoo.training.workers import any_worker, min_max
+from zoo.training.workers import min_max
 
 
 def _print(message):
@@ -72,9 +72,9 @@ class Trainer:
     `TrainingWindows`; `valid_data` the `(inputs, targets, weights)` arrays of
     `evaluation_windows`; `valid_words` the number of words those windows score
     (`zoo.data.corpus.scored_words` of the validation lines), for the per-word perplexity printed
-    beside the per-token one (None: per token only). `fit()` resumes from the newest readable checkpoint of `out_dir`, runs
-    the `config.schedule(...)` steps, validating at the end of every epoch, and returns the
-    history: one entry per validation. In a multi-worker job `out_dir` must be storage every
+    beside the per-token one (None: per token only). `fit()` resumes from the newest readable
+    checkpoint of `out_dir`, runs the `config.schedule(...)` steps, validating at the end of every
+    epoch, and returns the history: one entry per validation. In a multi-worker job `out_dir` must be storage every
     worker reads (a shared file system): all workers restore the chief's checkpoints.
     """
 
@@ -92,6 +92,7 @@ class Trainer:
         self.checkpoint_dir = os.path.join(out_dir, CHECKPOINT_DIR)
         self.history_path = os.path.join(out_dir, "history.json")
         self.history = []
+        self.best = math.inf  # the lowest validation perplexity so far (`fit` resumes it from the history)
         with strategy.scope():
             self.step_variable = tf.Variable(0, dtype=tf.int64, trainable=False, name="step")
         self.shards = ExpertShards(model, optimizer, strategy)
@@ -119,7 +120,8 @@ class Trainer:
             self.log(f"{checkpoint_path(self.checkpoint_dir, start)} is already at step {start} of {steps}; "
                      "nothing to train.")
         elif start:
-            self.log(f"Resuming from {checkpoint_path(self.checkpoint_dir, start)} (step {start} of {steps}).")
+            of = "until the time budget ends" if self.schedule.until_budget else f"of {steps}"
+            self.log(f"Resuming from {checkpoint_path(self.checkpoint_dir, start)} (step {start} {of}).")
         self.history = []
         if start and os.path.exists(self.history_path):
             with open(self.history_path) as f:
@@ -169,97 +171,96 @@ class Trainer:
         self._unsharded.set_weights(weights)
         self._unsharded.save_to_preset(path)
 
+    def train_step(self, iterator, step):
+        """One optimiser step on the next global batch of `iterator`; returns its loss."""
+        loss = float(self.steps.train(iterator))
+        if not math.isfinite(loss):
+            raise FloatingPointError(f"The loss became {loss} at step {step}; lower the learning rate.")
+        return loss
+
+    def validate(self, step, loss, seconds):
+        """The end of an epoch: the validation perplexity, logged; returns the `history` entry
+        (the training metrics since the last validation, and whether it is the best so far)."""
+        metrics = metric_results(self.model)
+        reset_metrics(self.model)
+        val, val_per_word = self.evaluate()
+        reset_metrics(self.model)
+        entry = {"epoch": -(-step // self.schedule.steps_per_epoch), "step": step, "loss": loss, **metrics,
+                 "val_perplexity": val, "seconds": round(seconds, 1), "best": val < self.best}
+        if val_per_word is not None:
+            entry["val_perplexity_per_word"] = val_per_word
+        per_word = f", {val_per_word:.2f} per word" if val_per_word is not None else ""
+        self.log(f"epoch {entry['epoch']} (step {step}): validation perplexity {val:.2f} per token{per_word}"
+                 f"{' (best so far)' if entry['best'] else ''}")
+        return entry
+
+    def record(self, entry, summaries):
+        """Keeps a validation: the best model's preset (`best/`), the history file, the summary."""
+        if entry["best"]:
+            self.save_preset("best")
+        if self.chief:
+            self.history.append(entry)
+            _write_json(self.history_path, self.history)
+            summaries.scalars(entry["step"], {"val_perplexity": entry["val_perplexity"]})
+        self.best = min(self.best, entry["val_perplexity"])
+
     # ---- the loop ---------------------------------------------------------------------------
     def fit(self):
         """Runs the loop; returns the history (one dict per validation)."""
-        model, strategy, config, schedule, log = self.model, self.strategy, self.config, self.schedule, self.log
-        steps, steps_per_epoch = schedule.steps, schedule.steps_per_epoch
+        schedule = self.schedule
         start = self.restore()
-        best = min((h["val_perplexity"] for h in self.history), default=math.inf)
-        writer = tf.summary.create_file_writer(os.path.join(self.out_dir, "logs")) if self.chief else None
-        agree = any_worker(strategy)
-        train_iter = iter(strategy.distribute_datasets_from_function(
+        self.best = min((h["val_perplexity"] for h in self.history), default=math.inf)
+        summaries = Summaries(os.path.join(self.out_dir, "logs"), self.chief)
+        budget = TimeBudget(self.config.max_minutes, self.strategy)
+        train_iter = iter(self.strategy.distribute_datasets_from_function(
             lambda ctx: self.train_data.dataset(start, ctx)))
-
-        max_minutes = config.max_minutes
-        budget = max_minutes * 60.0 if max_minutes else None
-        began = time.monotonic()
-        window_start, window_tokens = time.monotonic(), 0
-        tokens_per_step = config.global_batch_size * config.seq_len
-        step = start
-        stopped = False
-        if start < steps:
-            log(f"Training {type(model).__name__} ({model.count_params():,} parameters) on "
-                f"{strategy.num_replicas_in_sync} replica(s), global batch {config.global_batch_size} × "
-                f"{config.seq_len} tokens, "
-                + (f"from step {start + 1}" if schedule.until_budget else f"steps {start + 1}–{steps}")
-                + (f", at most {max_minutes:g} minutes" if max_minutes else "") + ".")
+        progress = ProgressLog(self.model, schedule, self.config.global_batch_size * self.config.seq_len,
+                               self.log, summaries)
+        if start < schedule.steps:
+            self.log(self._announcement(start))
         for callback in self.callbacks:
             callback.on_train_begin(self)
-        _reset_metrics(model)
-        while step < steps and not stopped:
-            loss = float(self.steps.train(train_iter))
+        reset_metrics(self.model)
+        step, stopped = start, False
+        while step < schedule.steps and not stopped:
+            loss = self.train_step(train_iter, step + 1)
             step += 1
-            window_tokens += tokens_per_step
-            if not math.isfinite(loss):
-                raise FloatingPointError(f"The loss became {loss} at step {step}; lower the learning rate.")
-            if budget is not None:
-                stopped = agree(time.monotonic() - began > budget)
-            epoch_end = step % steps_per_epoch == 0 or step == steps or stopped
+            progress.count_step()
+            stopped = budget.spent()
+            last = step == schedule.steps or stopped
+            epoch_end = step % schedule.steps_per_epoch == 0 or last
             if step % schedule.log_every == 0 or epoch_end:
-                now = time.monotonic()
-                rate = window_tokens / max(now - window_start, 1e-9)
-                metrics = _metric_results(model)
-                log(f"step {step}{'' if schedule.until_budget else f'/{steps}'}  loss {loss:.4f}  "
-                    f"perplexity {metrics.get('perplexity', math.nan):.2f}  {rate:,.0f} tokens/s")
-                if writer:
-                    with writer.as_default(step=step):
-                        tf.summary.scalar("loss", loss)
-                        tf.summary.scalar("tokens_per_second", rate)
-                        for name, value in metrics.items():
-                            tf.summary.scalar(name, value)
-                window_start, window_tokens = now, 0
+                progress(step, loss)
             if epoch_end:
-                metrics = _metric_results(model)
-                _reset_metrics(model)
-                val, val_per_word = self.evaluate()
-                _reset_metrics(model)
-                entry = {"epoch": -(-step // steps_per_epoch), "step": step, "loss": loss, **metrics,
-                         "val_perplexity": val, "seconds": round(time.monotonic() - began, 1),
-                         "best": val < best}
-                if val_per_word is not None:
-                    entry["val_perplexity_per_word"] = val_per_word
-                per_word = f", {val_per_word:.2f} per word" if val_per_word is not None else ""
-                log(f"epoch {entry['epoch']} (step {step}): validation perplexity {val:.2f} per token{per_word}"
-                    f"{' (best so far)' if val < best else ''}")
-                if val < best:
-                    self.save_preset("best")
-                if self.chief:
-                    self.history.append(entry)
-                    _write_json(self.history_path, self.history)
-                    with writer.as_default(step=step):
-                        tf.summary.scalar("val_perplexity", val)
-                best = min(best, val)
+                entry = self.validate(step, loss, budget.elapsed())
+                self.record(entry, summaries)
                 for callback in self.callbacks:
                     callback.on_validation_end(step, entry)
-                window_start = time.monotonic()  # the next rate leaves validation out
-            if step % schedule.checkpoint_every == 0 or step == steps or stopped:
+                progress.restart()  # the next rate leaves validation out
+            if step % schedule.checkpoint_every == 0 or last:
                 self.save(step)
             for callback in self.callbacks:
                 callback.on_step_end(step, loss)
         if stopped:
-            log(f"Stopped after {max_minutes:g} minutes at step {step}.")
+            self.log(f"Stopped after {budget.max_minutes:g} minutes at step {step}.")
         self.save_preset("final")
-        if self.chief:
-            writer.flush()
+        summaries.flush()
         for callback in self.callbacks:
             callback.on_train_end(self)
         return self.history
 
+    def _announcement(self, start):
+        model, config, schedule = self.model, self.config, self.schedule
+        return (f"Training {type(model).__name__} ({model.count_params():,} parameters) on "
+                f"{self.strategy.num_replicas_in_sync} replica(s), global batch {config.global_batch_size} × "
+                f"{config.seq_len} tokens, "
+                + (f"from step {start + 1}" if schedule.until_budget else f"steps {start + 1}–{schedule.steps}")
+                + (f", at most {config.max_minutes:g} minutes" if config.max_minutes else "") + ".")
+
 
 # Above this many ids, a model whose preset does not fix its output layer gets an adaptive
-# softmax: a full softmax over them dominates the step (gcnn-ptb: 960 tokens/s at 70k raw-text
-# words, 14,300 with the adaptive softmax over 16k subwords). The treebank's 10,002 stay below it.
+# softmax: a full softmax over them dominates the step (`zoo benchmark raw-text`; see
+# docs/benchmarks.md). The treebank's 10,002 stay below it.
 ADAPTIVE_THRESHOLD = 12_000
 
 
@@ -284,7 +285,7 @@ def build_model(preset, overrides, vocabulary, strategy, policy=None, capacity_f
             model = load_model(preset, **overrides)
         else:
             with expert_parallelism(capacity_factor):
-                model = build_model_only(preset, **overrides)
+                model = registry.build(preset, **overrides)  # the unsharded weights are set below
             if not any(is_expert_shard(v) for v in model.weights):
                 raise ValueError(f"Expert parallelism needs a model with a SparseMoE layer; preset {preset!r} "
                                  "has none (drop --expert-parallel).")
@@ -339,15 +340,6 @@ def train(preset, data="ptb", out_dir="runs/model", strategy="default", config=N
     trainer = Trainer(model, optimizer, strategy, config, windows, valid, out_dir, log=log, callbacks=callbacks,
                       valid_words=scored_words(valid_lines))
     return model, trainer.fit()
-
-
-def _metric_results(model):
-    return {m.name: float(m.result()) for m in model.metrics if m.variables}
-
-
-def _reset_metrics(model):
-    for m in model.metrics:
-        m.reset_state()
 
 
 def _write_json(path, value):

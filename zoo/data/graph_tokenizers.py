@@ -1,4 +1,6 @@
-"""The zoo's vocabularies as core TensorFlow ops, so that TF Serving tokenises inside the graph.
+"""The tokenizer family's in-graph side: each tokenizer of `zoo.data.tokenizers` as TensorFlow ops,
+so that an export (`zoo.export`) tokenises inside the graph TF Serving runs. A tokenizer's
+`graph_tokenizer(asset_dir)` returns one of these; this module imports nothing of the zoo.
 
 `zoo.data.vocab.Vocabulary.encode` splits a line with Python's `str.split()`, and
 `CharacterVocabulary.encode` takes the characters of `line.strip()` (a space becoming U+2581,
@@ -26,6 +28,7 @@ Serving's model server links them in; in Python, `import tensorflow_text` before
 
 import sys
 
+import numpy as np
 import tensorflow as tf
 
 REPLACEMENT_CHARACTER = 0xFFFD
@@ -98,9 +101,7 @@ class Tokenizer:
     """
 
     def __init__(self, vocabulary, vocabulary_file):
-        from zoo.data.vocab import CharacterVocabulary
-
-        self.kind = "char" if isinstance(vocabulary, CharacterVocabulary) else "word"
+        self.kind = vocabulary.kind  # "word" or "char"
         self.size = len(vocabulary)
         self.pad_id, self.bos_id, self.eos_id, self.unk_id = (
             vocabulary.pad_id, vocabulary.bos_id, vocabulary.eos_id, vocabulary.unk_id)
@@ -204,7 +205,7 @@ SUBWORD_SPACES = _character_class(python_whitespace() + [ord(SPACE_MARK)])
 def normalize_subword(text):
     """`zoo.data.tokenizers.normalize_subword` for a string tensor: invalid UTF-8 replaced by
     U+FFFD, Unicode NFC, runs of whitespace (or U+2581) as one space, stripped."""
-    import tensorflow_text as tft
+    import tensorflow_text as tft  # its ops are loaded for subword models only
 
     text = tft.normalize_utf8(decode_utf8(text), "NFC")
     text = tf.strings.regex_replace(text, SUBWORD_SPACES + "+", " ")
@@ -222,8 +223,7 @@ class SubwordGraphTokenizer:
     kind = "subword"
 
     def __init__(self, model_proto, sentencepiece_to_id, id_to_sentencepiece, texts, unk_id):
-        import numpy as np
-        import tensorflow_text as tft
+        import tensorflow_text as tft  # its ops are loaded for subword models only
 
         self.size = len(id_to_sentencepiece)
         self.pad_id, self.bos_id, self.eos_id, self.unk_id = 0, 1, 2, int(unk_id)

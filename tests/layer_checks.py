@@ -1,5 +1,10 @@
-"""Test helpers shared by the layers' tests."""
+"""Checks shared by the layers' tests (layers/*_test.py import it as `tests.layer_checks`: the
+repository root is on `sys.path` under pytest, its conftest.py being there): gradients against
+finite differences, and output layers on a tiny distribution. Not part of the installed package."""
 
+import os
+
+import keras
 import numpy as np
 import tensorflow as tf
 
@@ -64,3 +69,14 @@ def check_output_layer(layer, probabilities, methods):
     for method in methods:
         first_use(layer, method)
     assert len(layer.weights) == len(weights) and all(a is b for a, b in zip(layer.weights, weights))
+
+
+# ---- saving --------------------------------------------------------------------------------------
+def keras_file_round_trip(model, x, directory):
+    """`model` saved as a .keras file in `directory` and loaded back, after checking that the
+    loaded model gives exactly `model`'s outputs on `x`; returns the loaded model."""
+    path = os.path.join(str(directory), "model.keras")
+    model.save(path)
+    restored = keras.saving.load_model(path)
+    np.testing.assert_array_equal(restored(x).numpy(), model(x).numpy())
+    return restored

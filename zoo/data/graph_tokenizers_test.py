@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 import tensorflow as tf
 
-from zoo.export.tokenizer import WHITESPACE, Tokenizer, python_whitespace
+from zoo.data.graph_tokenizers import WHITESPACE, Tokenizer, python_whitespace
 from zoo.data.vocab import CharacterVocabulary, Vocabulary
 
 LINES = [

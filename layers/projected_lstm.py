@@ -1,0 +1,51 @@
+"""The projected LSTM cell (LSTMP, Sak et al. 2014) of Shazeer et al.'s LSTM-2048-512 baseline and
+MoE-143M (Appendix C): an LSTM whose output is projected to a narrower width, which is also the
+recurrent input, so the recurrent matrix shrinks with it."""
+
+import keras
+from keras import ops
+
+
+@keras.saving.register_keras_serializable(package="zoo")
+class ProjectedLSTMCell(keras.layers.Layer):
+    """An LSTM cell whose output `h·P` (width `projection`) is both its output and its recurrent
+    input. State: `[h·P, c]`. Wrap it in `keras.layers.RNN` for sequences.
+
+    Gates in Keras' order (input, forget, candidate, output), the forget gate's bias starting at 1
+    as Keras' LSTM does (`unit_forget_bias`).
+
+    Args:
+        units: width of the cell state `c`.
+        projection: width of the output, the recurrent input.
+    """
+
+    def __init__(self, units, projection, **kwargs):
+        super().__init__(**kwargs)
+        self.units = units
+        self.projection = projection
+        self.state_size = [projection, units]
+        self.output_size = projection
+
+    def build(self, input_shape):
+        self.kernel = self.add_weight(name="kernel", shape=(input_shape[-1], 4 * self.units),
+                                      initializer="glorot_uniform")
+        self.recurrent_kernel = self.add_weight(name="recurrent_kernel", shape=(self.projection, 4 * self.units),
+                                                initializer="orthogonal")
+        bias = [0.0] * self.units + [1.0] * self.units + [0.0] * (2 * self.units)
+        self.bias = self.add_weight(name="bias", shape=(4 * self.units,),
+                                    initializer=keras.initializers.Constant(bias))
+        self.projection_kernel = self.add_weight(name="projection_kernel", shape=(self.units, self.projection),
+                                                 initializer="glorot_uniform")
+
+    def call(self, inputs, states, training=None):
+        h, c = states
+        z = ops.matmul(inputs, self.kernel) + ops.matmul(h, self.recurrent_kernel) + self.bias
+        i, f, g, o = ops.split(z, 4, axis=-1)
+        c = ops.sigmoid(f) * c + ops.sigmoid(i) * ops.tanh(g)
+        h = ops.matmul(ops.sigmoid(o) * ops.tanh(c), self.projection_kernel)
+        return h, [h, c]
+
+    def get_config(self):
+        config = super().get_config()
+        config.update({"units": self.units, "projection": self.projection})
+        return config

@@ -1,0 +1,158 @@
+"""What a trained language model answers: log-probabilities, scores and perplexity, and one token
+at a time (`decode_step`). A part of `LanguageModel` (zoo.models.base), which mixes it in; it
+relies on the family's `call`, `step` and `initial_state` and on the output layer `head`."""
+
+import math
+
+import numpy as np
+import tensorflow as tf
+
+from zoo.data import pipeline
+from zoo.data.corpus import read_lines, scored_words
+
+
+class Inference:
+    """The inference methods of `LanguageModel`: compiled `tf.function`s for the model's work,
+    numpy around them."""
+
+    def check_ids(self, token_ids):
+        ids = np.asarray(token_ids)
+        if ids.size == 0:
+            raise ValueError("Got an empty sequence of token ids; give at least one token.")
+        if not np.issubdtype(ids.dtype, np.integer):
+            raise ValueError(f"Token ids must be integers, got dtype {ids.dtype}.")
+        bad = ids[(ids < 0) | (ids >= self.vocabulary_size)]
+        if bad.size:
+            raise ValueError(
+                f"Token id {int(bad[0])} is outside the vocabulary: ids must be in "
+                f"[0, {self.vocabulary_size - 1}]."
+            )
+        return ids.astype("int32")
+
+    def require_vocabulary(self):
+        if self.vocabulary is None:
+            raise ValueError("This model has no vocabulary: give token ids, or load a preset directory with one.")
+        return self.vocabulary
+
+    def log_probs(self, token_ids):
+        """`[batch, time, vocabulary]` log-probabilities of the token after each position."""
+        ids = self.check_ids(token_ids)
+        if ids.ndim not in (1, 2):
+            raise ValueError(
+                f"Token ids must be [time] or [batch, time], got an array of shape {ids.shape}."
+            )
+        if ids.ndim == 1:
+            ids = ids[None]
+        return self._log_probs_fn(tf.constant(ids)).numpy()
+
+    @tf.function(reduce_retracing=True)
+    def _log_probs_fn(self, ids):
+        return self.head.log_prob(self(ids, training=False))
+
+    def target_log_probs(self, inputs, targets):
+        """`[batch, time]` log-probabilities of `targets` given `inputs` (both `[batch, time]`
+        ids; target t is the token after input t), in one compiled call for the whole batch."""
+        inputs, targets = self.check_ids(inputs), self.check_ids(targets)
+        if inputs.ndim != 2 or inputs.shape != targets.shape:
+            raise ValueError(f"inputs and targets must both be [batch, time] with the same shape, got "
+                             f"{inputs.shape} and {targets.shape}.")
+        return self._target_log_prob_fn(tf.constant(inputs), tf.constant(targets)).numpy()
+
+    @tf.function(reduce_retracing=True)
+    def _target_log_prob_fn(self, ids, targets):
+        return self.head.target_log_prob(self(ids, training=False), targets)
+
+    def score(self, texts_or_ids):
+        """Log-probability of each actual next word (or token).
+
+        Texts (a string or a list of strings) are wrapped in `<s> … </s>` with the model's
+        tokenizer, and the result is one array per text of the log-probabilities of
+        `w1 … wn </s>`, one per whitespace-separated word of the text (after the tokenizer's
+        normalisation) and one for `</s>`: with a subword tokenizer a word's log-probability is
+        the sum over its pieces; with a word or character vocabulary each token is scored as it
+        is. Ids (a list of id lists, or a `[batch, time]` array) give, per row, the
+        log-probabilities of tokens 1 … n-1 given what precedes them.
+        """
+        if isinstance(texts_or_ids, str):
+            texts_or_ids = [texts_or_ids]
+        items = list(texts_or_ids)
+        tokenizer = None
+        if items and isinstance(items[0], str):
+            tokenizer = self.require_vocabulary()
+            sequences = [tokenizer.encode(t) for t in items]
+        else:
+            sequences = [list(self.check_ids(s).reshape(-1)) for s in items]
+        out = []
+        for seq in sequences:
+            if len(seq) < 2:
+                raise ValueError("A sequence to score needs at least two tokens (a context and a target).")
+            ids = tf.constant([seq[:-1]], tf.int32)
+            targets = tf.constant([seq[1:]], tf.int32)
+            log_probs = self._target_log_prob_fn(ids, targets).numpy()[0]
+            if getattr(tokenizer, "kind", None) == "subword":
+                words = np.asarray(tokenizer.word_index(seq)[1:])  # the word of each target
+                log_probs = np.bincount(words, weights=log_probs, minlength=words.max() + 1).astype("float32")
+            out.append(log_probs)
+        return out
+
+    def perplexity(self, data, mode="stream", batch_size=32, seq_len=128, split=None, per="token"):
+        """Perplexity `exp(total NLL / N)`, as the papers compute it (§4.1).
+
+        `data` is a list of lines (scored with the model's vocabulary under `mode`:
+        "sentence" scores each line alone, "stream" the concatenation with
+        `self.stream_context` tokens of left context for every window), a corpus name or
+        path for `zoo.data.read_lines` (with `split`), or a `tf.data.Dataset` of
+        `(inputs, targets, sample_weight)` batches.
+
+        `per="token"`: N is the number of scored tokens (the papers' figure for a word model).
+        `per="word"`: N is the number of whitespace-separated words plus one `</s>` per line
+        (`zoo.data.corpus.scored_words`), whatever the tokenizer, so that word, character and
+        subword models are comparable; for a word vocabulary the two are equal. It needs lines.
+        """
+        if mode not in ("sentence", "stream"):
+            raise ValueError(f"Unknown mode {mode!r}; expected 'sentence' or 'stream'.")
+        if per not in ("token", "word"):
+            raise ValueError(f"Unknown per={per!r}; expected 'token' or 'word'.")
+        if per == "word" and isinstance(data, tf.data.Dataset):
+            raise ValueError("per='word' needs the lines (a list of strings or a corpus name), not a "
+                             "tf.data.Dataset: words are counted on the text.")
+        if isinstance(data, str):
+            data = read_lines(data, split or "valid")
+        if isinstance(data, tf.data.Dataset):
+            dataset = data
+        else:
+            lines = list(data)
+            if not lines:
+                raise ValueError("Nothing to evaluate: the list of lines is empty.")
+            vocab = self.require_vocabulary()
+            if mode == "stream":
+                dataset = pipeline.stream_dataset(lines, vocab, batch_size, seq_len, context=self.stream_context)
+            else:
+                dataset = pipeline.sentence_dataset(lines, vocab, batch_size)
+        total, count = 0.0, 0.0
+        for x, y, w in dataset:
+            lp = self._target_log_prob_fn(x, y)
+            w = tf.cast(w, tf.float32)
+            total -= float(tf.reduce_sum(tf.cast(lp, tf.float32) * w))
+            count += float(tf.reduce_sum(w))
+        if count == 0:
+            raise ValueError("Nothing to evaluate: no token has a non-zero weight.")
+        if per == "word":
+            count = scored_words(lines)
+        return math.exp(total / count)
+
+    def decode_step(self, token_ids, state=None):
+        """One token per sequence: `token_ids` [batch] → `(log_probs [batch, vocab], state)`.
+
+        `state=None` starts from the beginning of the sequences. Feeding a sequence token by
+        token gives what `log_probs` gives for the whole sequence.
+        """
+        ids = self.check_ids(token_ids).reshape(-1)
+        if state is None:
+            state = self.initial_state(len(ids))
+        return self._decode_fn(tf.constant(ids), state)
+
+    @tf.function(reduce_retracing=True)
+    def _decode_fn(self, ids, state):
+        hidden, state = self.step(ids, state)
+        return self.head.log_prob(hidden), state
