@@ -254,3 +254,12 @@ def test_results_md_gathers_runs_with_other_budgets_from_subfolders(monkeypatch,
     assert "[figure3.png](results/long/figure3.png)" in text and "[figure3.png](results/figure3.png)" in text
     with pytest.raises(ValueError, match="not of table4"):
         reproduce.reproduce("table4", out=str(tmp_path / "t4"), minutes=3, log=lambda *a: None)
+
+
+def test_figure6_no_clip_variant_trains_without_clipping_and_the_paper_run_with_it():
+    from zoo.optimizers import from_config
+    from zoo.tools.reproduce.experiments.figure6 import figure6_variants
+
+    variants = figure6_variants(quick=False)
+    assert from_config(variants["no-clip"]["overrides"]["optimizer"]).global_clipnorm is None
+    assert from_config(variants["paper"]["overrides"]["optimizer"]).global_clipnorm == pytest.approx(0.1)

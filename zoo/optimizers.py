@@ -49,14 +49,6 @@ def without_clipping(spec):
     return {key: value for key, value in spec.items() if key not in ("global_clipnorm", FORMER_CLIP_KEY)}
 
 
-def learning_rate(spec=None):
-    """The learning rate an optimizer spec gives its optimiser: a number, or the
-    `LearningRateSchedule` its `warmup_steps` (`WarmupRsqrtDecay`) or `decay_steps` (a cosine from
-    `learning_rate` down to `final_fraction`, default 0.02, of it over that many steps, held
-    there afterwards) put it on; a schedule is a function of the step."""
-    return _pop_learning_rate(dict(PAPER_RECIPE if spec is None else spec))
-
-
 def _pop_learning_rate(config):
     warmup = config.pop("warmup_steps", None)
     decay = config.pop("decay_steps", None)

@@ -103,7 +103,7 @@ def model_overrides(sizes):
         "layers": [{"type": "lstm", "units": width},
                    {"type": "moe", "num_experts": sizes["experts"], "k": sizes["k"], "hidden_units": sizes["hidden"]},
                    {"type": "lstm", "units": width}],
-        "optimizer": {"name": "factorized_adam", "learning_rate": 2e-3, "clipnorm": 1.0},
+        "optimizer": {"name": "factorized_adam", "learning_rate": 2e-3, "global_clipnorm": 1.0},
     }
 
 
@@ -313,11 +313,10 @@ def paper_shapes(name):
     from zoo.factorized_adam import is_counter_variable
 
     base, moe = DERIVED.get(name, (name, None))
-    cls, config = registry.model_config(base)
+    layers = registry.get_preset(base).config["layers"]
     if moe is not None:
-        config["layers"] = [dict(layer) if layer.get("type") != "moe" else {"type": "moe", **moe}
-                            for layer in config["layers"]]
-    moe_layers = [layer for layer in config["layers"] if layer.get("type") == "moe"]
+        layers = [dict(layer) if layer.get("type") != "moe" else {"type": "moe", **moe} for layer in layers]
+    moe_layers = [layer for layer in layers if layer.get("type") == "moe"]
     if len(moe_layers) != 1:
         raise ValueError(f"{name}: the paper model expects one MoE layer, found {len(moe_layers)}.")
     spec = moe_layers[0]
@@ -325,9 +324,7 @@ def paper_shapes(name):
     per_token = (k[0] * k[1] if isinstance(k, (list, tuple)) else k * k) if spec.get("groups") else k
     count = lambda v: int(np.prod(v.shape, dtype=np.int64))  # noqa: E731
     with tf.Graph().as_default():
-        model = cls(**config)
-        if not model.built:
-            model.build()
+        model = registry.build(base, layers=layers)
         variables = model.trainable_variables
         optimizer = model.make_optimizer()
         optimizer.build(variables)
@@ -335,7 +332,7 @@ def paper_shapes(name):
         prefixes = [v.path.replace("/", "_") + "_" for v in experts]
         out = {
             "name": name, "base_preset": base, "num_experts": spec["num_experts"], "groups": spec.get("groups"),
-            "assignments_per_token": per_token, "width": config["embedding_dim"],
+            "assignments_per_token": per_token, "width": model.embedding_dim,
             "optimizer": type(optimizer).__name__,
             "experts": sum(count(v) for v in experts),
             "embedding": sum(count(v) for v in variables if v.path.rsplit("/", 1)[-1] == "embeddings"),
@@ -599,7 +596,7 @@ def main(argv):
     print(f"command: {command}", flush=True)
     print(f"model: {PRESET} resized, LSTM {sizes['width']} / SparseMoE {sizes['experts']} experts of ReLU hidden "
           f"{sizes['hidden']}, k = {sizes['k']} / LSTM {sizes['width']}, vocabulary {sizes['vocabulary']:,} (full "
-          f"softmax), FactorizedAdam (clipnorm 1), global batch {sizes['batch']} x {sizes['seq_len']} tokens, "
+          f"softmax), FactorizedAdam (global_clipnorm 1), global batch {sizes['batch']} x {sizes['seq_len']} tokens, "
           f"MirroredStrategy on R logical CPU devices; seed {args.seed}")
     print(f"machine: {machine_summary()}", flush=True)
     assumptions = {"gpus": tuple(int(g) for g in args.gpus.split(",") if g.strip()),

@@ -42,7 +42,7 @@ SEED = 0
 SMALL = {"vocabulary_size": 50}  # --small: tiny configs of the same presets (smoke test)
 SMALL_CONFIGS = {
     "gcnn-ptb": {"embedding_dim": 8, "blocks": [[[3, 16]], [[3, 16]]]},
-    "lstm-ptb": {"embedding_dim": 8, "units": [8, 8]},
+    "lstm-ptb": {"embedding_dim": 8, "layers": [{"type": "lstm", "units": 8}] * 2},
     "lstm-moe-ptb": {"embedding_dim": 16, "layers": [{"type": "lstm", "units": 16},
                                                       {"type": "moe", "num_experts": 4, "k": 2, "hidden_units": 8},
                                                       {"type": "lstm", "units": 16}]},

@@ -11,11 +11,11 @@ SWEEP_RATES = (1.0, 0.1, 0.01)
 
 
 def figure6_variants(quick):
-    from zoo.optimizers import PAPER_RECIPE
+    from zoo.optimizers import PAPER_RECIPE, without_clipping
 
     small = dict(QUICK_MODEL, blocks=[[[4, 16]]] * 2) if quick else {}
     recipe = dict(PAPER_RECIPE)
-    no_clip = {k: v for k, v in recipe.items() if k != "clipnorm"}
+    no_clip = without_clipping(recipe)
     out = {
         "paper": {"label": "weight norm + clipping (the paper's recipe)", "preset": "gcnn-ptb",
                   "overrides": dict(small, optimizer=recipe), "minutes": 3.5},
