@@ -67,6 +67,7 @@ def _assert_same_run(a, b, loss_rtol=1e-5, weight_atol=1e-5):
     assert a["losses"][-1] < a["losses"][0]  # training moved, so equality is not vacuous
 
 
+@pytest.mark.ci  # zoo train runs on one and on two devices
 def test_train_under_mirrored_strategy_matches_one_device(corpus, tmp_path):
     result = _run_worker("mirrored", corpus, str(tmp_path), str(tmp_path / "r.json"), ["gcnn", "moe"])
     for model in ("gcnn", "moe"):
@@ -103,6 +104,7 @@ def _wait(procs, timeout=600):
     return outputs
 
 
+@pytest.mark.ci  # two worker processes and one reference process
 def test_two_workers_on_localhost_match_one_process(corpus, tmp_path):
     models = ["gcnn", "moe"]
     procs = _start_workers(
@@ -180,6 +182,7 @@ def uninterrupted(corpus, tmp_path_factory):
     return out
 
 
+@pytest.mark.ci  # interrupted and resumed training runs
 def test_killed_run_resumes_and_ends_with_the_same_weights(corpus, uninterrupted, tmp_path):
     out, pause = str(tmp_path / "run"), str(tmp_path / "paused")
     proc = _train(corpus, out, env=_env(ZOO_TEST_PAUSE_FILE=pause), wait=False)
@@ -205,6 +208,7 @@ def test_killed_run_resumes_and_ends_with_the_same_weights(corpus, uninterrupted
     assert [h["step"] for h in history] == [20, 40]
 
 
+@pytest.mark.ci  # interrupted and resumed training runs
 @pytest.mark.parametrize("damage", ["truncated data", "garbage index", "index missing"])
 def test_corrupt_newest_checkpoint_falls_back_to_the_previous_one(corpus, uninterrupted, tmp_path, damage):
     out = str(tmp_path / "run")

@@ -62,6 +62,7 @@ def start(corpus, tmp_path_factory):
     return out
 
 
+@pytest.mark.ci  # trains under 2 and 4 replicas and two worker processes
 @pytest.mark.parametrize("mode, workers", [("mirrored:2", 1), ("mirrored:4", 1), ("worker", 2)])
 def test_expert_parallel_steps_equal_the_replicated_ones(mode, workers, corpus, start, tmp_path):
     result = _run(mode, corpus, start, str(tmp_path / "result.json"), "gcnn", "stack", workers=workers)
@@ -85,6 +86,7 @@ def test_expert_parallel_steps_equal_the_replicated_ones(mode, workers, corpus, 
     assert result["gcnn"]["export_max_difference"] <= 1e-5  # the unsharded preset exports
 
 
+@pytest.mark.ci  # trains under 2 and 4 replicas and two worker processes
 def test_the_hierarchical_mixture_too(corpus, start, tmp_path):
     r = _run("mirrored:2", corpus, start, str(tmp_path / "result.json"), "hierarchical")["hierarchical"]
     losses = r["losses"]
@@ -93,6 +95,7 @@ def test_the_hierarchical_mixture_too(corpus, start, tmp_path):
     assert all(d == 0 for d in r["dropped"]) and len(r["checkpoint_experts"]["matched"]) == 4
 
 
+@pytest.mark.ci  # trains under 2 and 4 replicas and two worker processes
 def test_capacity_factor_one_on_an_unbalanced_batch(corpus, start, tmp_path):
     d = _run("mirrored:2", corpus, start, str(tmp_path / "result.json"), "dropped")["dropped"]
     assert d["by_hand"] > 0 and d["metric"] == d["by_hand"], d

@@ -196,15 +196,6 @@ def test_ptb_sentence_anneals_both_models_over_their_planned_steps(quick_runs):
         reproduce.reproduce("ptb-sentence", out="/nonexistent/never-written", minutes=3, log=lambda *a: None)
 
 
-def test_learning_rate_at_reads_the_cosine_schedule_at_a_step():
-    from zoo.optimizers import from_config
-
-    spec = {"name": "adam", "learning_rate": 2e-3, "decay_steps": 10, "final_fraction": 0.02}
-    rates = [curves.learning_rate_at(from_config(spec), step) for step in (0, 5, 10, 20)]
-    # 2e-3 · (final + (1 - final) · (1 + cos(π · step / 10)) / 2), held at the final fraction after step 10
-    assert rates == pytest.approx([2e-3, 2e-3 * (0.02 + 0.98 * 0.5), 2e-3 * 0.02, 2e-3 * 0.02])
-
-
 @pytest.mark.ci  # three short training runs
 def test_annealing_changes_training_and_a_final_fraction_of_1_does_not(tmp_path):
     settings = ptb_sentence.PTB_SENTENCE.settings(quick=True)

@@ -31,6 +31,7 @@ def test_the_treebank_presets_ship_trained_weights_of_a_few_megabytes():
         assert size == units[preset]["float16_bytes"] and size < 8e6
 
 
+@pytest.mark.ci  # scores the whole treebank test set
 @pytest.mark.parametrize("preset", ["gcnn-ptb", "lstmp-ptb"])
 def test_trained_weights_score_the_test_set_at_the_stated_figure(preset):
     model = zoo.load(preset, weights="trained")

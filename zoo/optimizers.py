@@ -49,6 +49,13 @@ def without_clipping(spec):
     return {key: value for key, value in spec.items() if key not in ("global_clipnorm", FORMER_CLIP_KEY)}
 
 
+def learning_rate_at(optimizer, step):
+    """The learning rate `optimizer` applies at `step`: Keras's public `learning_rate` reads the
+    schedule at the optimizer's iteration count, which this sets to `step`."""
+    optimizer.iterations.assign(step)
+    return float(optimizer.learning_rate)
+
+
 def _pop_learning_rate(config):
     warmup = config.pop("warmup_steps", None)
     decay = config.pop("decay_steps", None)

@@ -35,29 +35,22 @@ def test_unknown_optimizer_name_is_one_clear_error():
         optimizers.from_config({"name": "lamb"})
 
 
-def _rate_at(optimizer, step):
-    """The learning rate `optimizer` applies at its step `step` (public: its iteration counter)."""
-    optimizer.iterations.assign(step)
-    return float(optimizer.learning_rate)
-
-
 def test_decay_steps_fall_along_a_cosine_to_the_final_fraction_and_hold():
     spec = {"name": "adam", "learning_rate": 2e-3, "decay_steps": 8, "final_fraction": 0.02}
     opt = optimizers.from_config(spec)
     expected = {0: 2e-3, 2: 2e-3 * (0.02 + 0.98 * (1 + 0.5**0.5) / 2), 4: 2e-3 * (0.02 + 0.98 * 0.5),
                 8: 4e-5, 24: 4e-5}
     for step, rate in expected.items():
-        assert _rate_at(opt, step) == pytest.approx(rate, rel=1e-6), step
-        assert float(optimizers.learning_rate(spec)(step)) == pytest.approx(rate, rel=1e-6), step
+        assert optimizers.learning_rate_at(opt, step) == pytest.approx(rate, rel=1e-6), step
     held = optimizers.from_config({"name": "adam", "learning_rate": 2e-3, "decay_steps": 8, "final_fraction": 1.0})
-    assert _rate_at(held, 5) == pytest.approx(2e-3)
+    assert optimizers.learning_rate_at(held, 5) == pytest.approx(2e-3)
 
 
 def test_warmup_then_inverse_square_root_decay():
     opt = optimizers.from_config({"name": "adam", "learning_rate": 1e-3, "warmup_steps": 4})
     # step s (from 0) applies 1e-3 · min((s + 1) / 4, sqrt(4 / (s + 1))): up for 4 steps, then down
     for step, rate in {0: 2.5e-4, 3: 1e-3, 15: 5e-4}.items():
-        assert _rate_at(opt, step) == pytest.approx(rate, rel=1e-6), step
+        assert optimizers.learning_rate_at(opt, step) == pytest.approx(rate, rel=1e-6), step
 
 
 def test_global_clipnorm_clips_all_gradients_together_as_the_former_clipnorm_key_did():

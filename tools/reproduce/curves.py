@@ -147,7 +147,7 @@ def _annealed(name, key, variant, steps):
         return overrides, None
     if not steps:
         raise ValueError(f"{name} {key}: annealing needs a planned number of steps (epochs), not a budget in minutes.")
-    from zoo.optimizers import from_config
+    from zoo.optimizers import from_config, learning_rate_at
     from zoo.registry import get_preset
 
     optimizer = dict(overrides.get("optimizer") or get_preset(variant["preset"]).config["optimizer"],
@@ -184,13 +184,6 @@ def _record(variant, settings, run_dir, progress, steps, diverged):
         "diverged": diverged,
         "run_dir": run_dir,
     }
-
-
-def learning_rate_at(optimizer, step):
-    """The learning rate `optimizer` applies at `step`: Keras's public `learning_rate` reads the
-    schedule at the optimizer's iteration count."""
-    optimizer.iterations.assign(step)
-    return float(optimizer.learning_rate)
 
 
 def _base_settings(quick, variants, minutes, validate_every=100):

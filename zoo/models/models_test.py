@@ -63,7 +63,8 @@ def test_every_preset_is_tested():
                                   | set(TABLE_7) | set(MOE_PTB))
 
 
-@pytest.mark.parametrize("name", TABLE_1)
+@pytest.mark.parametrize("name", [pytest.param(name, marks=pytest.mark.ci) if name in ("gcnn-13", "gcnn-14b") else name
+                                  for name in TABLE_1])  # ci: the two largest take the longest to build
 def test_table_1_presets_are_causal(name):
     # Table 1's cutoffs (4k-200k) do not fit a vocabulary of 50: three small clusters instead,
     # so the adaptive softmax's head and tails are exercised too.
@@ -77,6 +78,7 @@ def test_table_1_presets_are_causal(name):
     gc.collect()
 
 
+@pytest.mark.ci  # builds the 223M-parameter model
 def test_gcnn_14_full_size_is_causal():
     start = time.perf_counter()
     model = zoo.load("gcnn-14")
