@@ -219,8 +219,10 @@ def test_local_paths_file_addresses_and_gfile_paths(served, tmp_path):
     with pytest.raises(ValueError) as error:
         tiny(weights="ram://zoo-weights-test/missing.weights.h5")
     assert one_sentence(str(error.value)).startswith("No weights at 'ram://zoo-weights-test/missing.weights.h5'")
-    with pytest.raises(ValueError, match=r"^Could not read the weights at nosuch://x\.weights\.h5: .*'nosuch'.*\.$"):
+    with pytest.raises(ValueError) as error:  # one sentence naming the address and its unknown scheme
         tiny(weights="nosuch://x.weights.h5")
+    message = one_sentence(str(error.value))
+    assert "nosuch://x.weights.h5" in message and "'nosuch'" in message
 
 
 def test_a_preset_directory_with_a_weights_file_keeps_its_vocabulary(served, tmp_path):
