@@ -74,7 +74,7 @@ def test_evaluate_matches_history_and_score_generate_print(trained, corpus, caps
 
 
 # `zoo presets --params` of the release before counts were read off the layers' own shapes (they
-# were a hand-written mirror of the layers then); the README's preset tables print these.
+# were a hand-written mirror of the layers then); docs/presets.md's tables print these.
 PARAMETER_COUNTS = {
     "gcnn-13": 458_502_544, "gcnn-14b": 418_745_939, "gcnn-9": 170_008_871, "gcnn-8b": 182_492_931,
     "gcnn-8": 131_782_893, "gcnn-14": 223_498_623, "gcnn-ptb": 3_096_850, "lstm-ptb": 6_181_650,

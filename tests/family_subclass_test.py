@@ -21,6 +21,17 @@ IDS = np.random.default_rng(0).integers(3, 30, size=(4, 12))
 
 @pytest.fixture(scope="module")
 def families():
+    with pytest.warns(UserWarning, match="overrides call but not step") as caught:
+        scaled, learned = _define_families()
+    # one warning each, when defined, naming the class and the step decoding still uses
+    assert [str(w.message).split()[0] for w in caught] == ["ScaledGCNN", "LearnedScaleGCNN"]
+    assert all("GCNNLanguageModel.step" in str(w.message) for w in caught)
+    yield scaled, learned
+    for name in ("ScaledGCNN", "LearnedScaleGCNN"):
+        registry.FAMILIES.pop(name, None)
+
+
+def _define_families():
     class ScaledGCNN(GCNNLanguageModel):
         """The GCNN with its hidden states halved before the output layer."""
 
@@ -45,9 +56,7 @@ def families():
         def get_config(self):
             return {**super().get_config(), "initial_scale": self.initial_scale}
 
-    yield ScaledGCNN, LearnedScaleGCNN
-    for name in ("ScaledGCNN", "LearnedScaleGCNN"):
-        registry.FAMILIES.pop(name, None)
+    return ScaledGCNN, LearnedScaleGCNN
 
 
 def test_a_subclass_overriding_call_is_a_family_registered_beside_its_parent(families):

@@ -10,7 +10,8 @@ import pytest
 import zoo
 from zoo import weights as sources
 from zoo.data import read_lines
-from zoo.tools import cli, reproduce
+from zoo.tools import cli
+from zoo.tools.reproduce.results import number
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 RESULT = os.path.join(ROOT, "results", "ptb-sentence.json")
@@ -39,11 +40,20 @@ def test_trained_weights_score_the_test_set_at_the_stated_figure(preset):
     ppl = model.perplexity(lines, mode="sentence")
     stated = shipped_units()[preset]["float16_test_sentence"]
     assert ppl == pytest.approx(stated, rel=1e-4)
-    with open(os.path.join(ROOT, "RESULTS.md")) as f:
-        assert "| " + reproduce._number(stated, "ppl") + " |" in f.read()
+
+
+@pytest.mark.parametrize("preset", ["gcnn-ptb", "lstmp-ptb"])
+def test_the_pages_state_the_measured_figure(preset):
+    stated = number(shipped_units()[preset]["float16_test_sentence"], "ppl")
+    pages = {page: open(os.path.join(ROOT, page), encoding="utf-8").read()
+             for page in ("RESULTS.md", "README.md", "docs/presets.md")}
+    assert "| " + stated + " |" in pages["RESULTS.md"]
+    for page in ("README.md", "docs/presets.md"):  # the preset tables' status column
+        assert f"`{preset}`" in pages[page] and stated in pages[page], page
 
 
 def test_trained_presets_score_generate_and_export_by_name_from_the_command_line(capsys, tmp_path):
+    # README.md's 30-second win runs `zoo score gcnn-ptb "..."`
     model = zoo.load("gcnn-ptb", weights="trained")
     # a trained model prefers a sentence to its words reversed
     good, bad = model.score(["the company said it expects to report a loss",

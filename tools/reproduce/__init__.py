@@ -23,7 +23,6 @@ training-curve experiments share), and `gpu_recipe.sh` (the GPU runs, one prepar
 
 from zoo.tools.reproduce.experiments import experiment, experiments, list_experiments
 from zoo.tools.reproduce.harness import redraw, reproduce
-from zoo.tools.reproduce.results import number as _number  # noqa: F401  (tests/trained_presets_test.py)
 from zoo.tools.reproduce.results import results_markdown, write_results
 
 __all__ = ["experiment", "experiments", "list_experiments", "redraw", "reproduce", "results_markdown",

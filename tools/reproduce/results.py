@@ -44,7 +44,7 @@ def results_markdown(results, results_dir, benchmark_tables=()):
     RESULTS.md) and the `(file name, text)` of the benchmark tables."""
     lines = ["# Results", "",
              "The papers' figures beside ours, one row per figure, written by `zoo reproduce --results` from "
-             "`results/*.json` (do not edit by hand). Each experiment's JSON holds the raw timings, the machine, "
+             "`results/*.json` and `results/benchmarks/*.md` (do not edit by hand). Each experiment's JSON holds the raw timings, the machine, "
              "the command and the commit; rerun the command to measure again.", ""]
     for r in sorted(results, key=lambda r: (r["experiment"], r.get("folder", ""))):
         lines += _experiment_section(r, results_dir)

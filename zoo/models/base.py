@@ -5,7 +5,8 @@ A model family is a subclass of `LanguageModel`. Defining one registers it (`zoo
 that preset directories naming it load, and checks that it provides the contract below; a family
 missing a piece is refused when its class is defined, naming the piece. A subclass of a family
 inherits the family's pieces: `class MyGCNN(GCNNLanguageModel)` overriding `call` alone is a
-family of its own, registered under its own name. One that adds weights overrides `build`
+family of its own, registered under its own name (decoding, which runs `step`, follows the
+change only if `step` is overridden too; defining such a class warns). One that adds weights overrides `build`
 (calling the family's first) and sets what its `build` reads before calling the family's
 `__init__`, which ends by building (tests/family_subclass_test.py has both).
 
@@ -37,6 +38,7 @@ What a model answers once trained lives beside this module, mixed into `Language
 """
 
 import functools
+import warnings
 
 import keras
 import tensorflow as tf
@@ -78,6 +80,12 @@ class LanguageModel(Inference, Generation, keras.Model):
                 f"The model family {cls.__name__} does not define {', '.join(missing)}: a LanguageModel "
                 "subclass must define each of " + ", ".join(CONTRACT) + " (see zoo/models/base.py)."
             )
+        if "call" in cls.__dict__ and "step" not in cls.__dict__:
+            warnings.warn(
+                f"{cls.__name__} overrides call but not step: decode_step, generate and the exported "
+                f"decode_step signature decode with {_provider(cls, 'step').__name__}.step, which does not "
+                "see the change; override step (and initial_state) too for decoding to follow call.",
+                stacklevel=2)
         # A family's build runs once: building a built model again would add every weight twice.
         # An inherited build is already wrapped; a build calling its family's runs inside one call.
         build = cls.__dict__.get("build")

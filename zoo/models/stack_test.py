@@ -22,7 +22,7 @@ TABLE_7 = ("moe-4", "moe-32", "moe-256", "moe-256-h", "moe-1024-h", "moe-4096-h"
 # 512→128 (128×2048 + 128×2048 + 2048 + 512×128 = 591,872) + softmax 128×10,002 + 10,002 = 1,290,258
 MOE_PTB = ("lstm-moe-ptb", "lstm-wide-ptb", "gcnn-moe-ptb", "lstmp-ptb")
 # `zoo presets --params` before parameter counts were read off the layers (the hand-written count
-# of the first releases); the README's tables print these.
+# of the first releases); docs/presets.md's tables print these.
 PAPER_COUNTS = {"lstm-moe-ptb": 10_408_722, "lstm-wide-ptb": 6_707_218, "gcnn-moe-ptb": 4_161_810,
                 "lstmp-ptb": 1_280_256 + 591_872 + 1_290_258}
 

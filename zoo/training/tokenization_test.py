@@ -130,7 +130,7 @@ def test_fine_tuning_a_saved_model_keeps_its_tokenizer(tmp_path):
 
 
 def test_keras_fit_fine_tunes_a_saved_subword_model_with_its_tokenizer(tmp_path):
-    # The README's fine-tuning example: zoo.load restores the tokenizer, fit runs on new text.
+    # docs/data-and-tokenizers.md's fine-tuning example: zoo.load restores the tokenizer, fit runs on new text.
     data = raw_corpus(tmp_path / "raw")
     train("gcnn-ptb", data=data, out_dir=str(tmp_path / "run"), log=lambda m: None, overrides=TINY,
           config=TrainConfig(steps=2, global_batch_size=4, seq_len=16, vocabulary_size=320))
