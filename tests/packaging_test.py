@@ -2,9 +2,11 @@
 (setup.py); a checkout that is not installed says how to fix it instead of failing deep inside."""
 
 import os
+import runpy
 import subprocess
 import sys
-from distutils.core import run_setup
+import types
+from unittest import mock
 
 import pytest
 
@@ -13,12 +15,11 @@ ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
 @pytest.fixture(scope="module")
 def distribution():
-    cwd = os.getcwd()
-    os.chdir(ROOT)
-    try:
-        return run_setup(os.path.join(ROOT, "setup.py"), stop_after="init")
-    finally:
-        os.chdir(cwd)
+    """What setup.py passes to setuptools.setup (read by running setup.py with setup stubbed out)."""
+    captured = {}
+    with mock.patch("setuptools.setup", lambda **kwargs: captured.update(kwargs)):
+        runpy.run_path(os.path.join(ROOT, "setup.py"), run_name="__main__")
+    return types.SimpleNamespace(packages=captured["packages"], package_dir=captured["package_dir"])
 
 
 def package_folders():

@@ -29,7 +29,7 @@ def _add_config_flags(s):
     s.add_argument("--steps-per-epoch", type=int, help="validate every this many steps (default: one pass)")
     s.add_argument("--max-minutes", type=float, help="stop after this many minutes of training")
     s.add_argument("--checkpoint-every", type=int, help="steps between checkpoints (default: every epoch)")
-    s.add_argument("--keep-checkpoints", type=int, default=3, help="how many checkpoints to keep")
+    s.add_argument("--keep-checkpoints", type=int, help="how many checkpoints to keep (default 3)")
     s.add_argument("--mixed-precision", action="store_true",
                    help="mixed_float16 on a GPU, mixed_bfloat16 on a CPU; softmax and loss in float32")
     s.add_argument("--log-every", type=int, help="steps between progress lines")
@@ -37,22 +37,24 @@ def _add_config_flags(s):
                    help="default: a learned subword vocabulary for raw text; the treebank and WikiText keep "
                    "their word vocabularies, a character preset its characters")
     s.add_argument("--vocabulary-size", type=int, help="ids of a learned subword vocabulary (default 16000)")
-    s.add_argument("--min-count", type=int, default=1, help="word vocabulary: minimum word count")
+    s.add_argument("--min-count", type=int, help="word vocabulary: minimum word count (default 1)")
     s.add_argument("--max-vocabulary", type=int, help="word vocabulary: maximum size")
     s.add_argument("--expert-parallel", action="store_true",
                    help="shard the experts of every MoE layer over the replicas (tokens moved by all-to-all)")
-    s.add_argument("--capacity-factor", type=float, default=2.0,
+    s.add_argument("--capacity-factor", type=float,
                    help="expert parallelism: assignments per (replica, expert) per step, as a multiple of the "
                         "balanced share (default 2.0; the rest are dropped and counted)")
-    s.add_argument("--seed", type=int, default=0)
+    s.add_argument("--seed", type=int, help="seed of the weights, the data order and the random layers (default 0)")
 
 
 def train_config(args):
     """The TrainConfig of the parsed flags: every flag named like one of its fields."""
     from zoo.training import TrainConfig
 
+    # A flag left unset (None; store_true flags give False, the fields' own defaults) leaves its
+    # field at TrainConfig's default, so the defaults live in one place.
     fields = {field.name for field in dataclasses.fields(TrainConfig)}
-    return TrainConfig(**{name: value for name, value in vars(args).items() if name in fields})
+    return TrainConfig(**{name: value for name, value in vars(args).items() if name in fields and value is not None})
 
 
 def overrides(pairs):

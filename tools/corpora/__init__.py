@@ -30,7 +30,7 @@ def main(argv=None):
     args = p.parse_args(argv)
     try:
         works, words = source(args.corpus).build(args.out)
-    except ValueError as e:
+    except (ValueError, OSError) as e:  # an unusable source, or an OUT that cannot be written
         print(f"error: {e}", file=sys.stderr)
         return 2
     print(f"{works} works → {args.out}: " + ", ".join(f"{n} {w:,} words" for n, w in words.items()))

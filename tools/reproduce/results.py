@@ -170,7 +170,11 @@ def read_results(out):
     results = []
     for path in paths:
         with open(path) as f:
-            data = json.load(f)
+            try:
+                data = json.load(f)
+            except ValueError as e:
+                raise ValueError(f"{path} is not a results file of zoo reproduce (not JSON: {e}); move it out of "
+                                 f"{out} or run its experiment again.") from None
         if isinstance(data, dict) and "figures" in data and "experiment" in data:
             folder = os.path.relpath(os.path.dirname(path), out)
             if folder != ".":

@@ -26,6 +26,7 @@ Serving's model server links them in; in Python, `import tensorflow_text` before
 `tf.saved_model.load`).
 """
 
+import functools
 import sys
 
 import numpy as np
@@ -35,9 +36,10 @@ REPLACEMENT_CHARACTER = 0xFFFD
 SPACE_MARK = "\u2581"  # CharacterVocabulary's stand-in for a space
 
 
+@functools.cache  # one scan of every code point per process
 def python_whitespace():
     """Every code point that `str.isspace()` (and so `str.split()`) treats as whitespace."""
-    return [c for c in range(sys.maxunicode + 1) if chr(c).isspace()]
+    return tuple(c for c in range(sys.maxunicode + 1) if chr(c).isspace())
 
 
 def _character_class(code_points):
@@ -199,7 +201,7 @@ class GraphTokenizer:
 
 # Python's whitespace and U+2581, SentencePiece's word-boundary mark, which it would give back as
 # a space: `zoo.data.tokenizers.normalize_subword` turns both into spaces.
-SUBWORD_SPACES = _character_class(python_whitespace() + [ord(SPACE_MARK)])
+SUBWORD_SPACES = _character_class(python_whitespace() + (ord(SPACE_MARK),))
 
 
 def normalize_subword(text):

@@ -91,12 +91,13 @@ class PTBSentence(CurvesExperiment):
                 f"({units[k]['steps']:,} steps, {units[k]['seconds'] / 60:.1f} minutes on "
                 f"{units[k].get('device') or 'this machine'}), dropout {settings['variants'][k]['overrides']['dropout']:g}"
                 for k in settings["variants"])
-            + ". The issue allows up to 60 minutes each. Adam from 2e-3, the learning rate falling along a cosine "
+            + ". Each run is capped at 60 minutes. Adam from 2e-3, the learning rate falling along a cosine "
             f"to {PTB_FINAL_FRACTION:g} of it over the planned steps, the global norm clipped to 1, batch 32 × 64, "
             "validation every "
             f"{settings['train']['validate_every']} steps; the best validation checkpoint is the one scored.",
-            f"Distance to the paper: GCNN {g['test_sentence']:.1f} vs 108.7 ({g['test_sentence'] / 108.7:.2f}×), "
-            f"LSTM {l['test_sentence']:.1f} vs 109.3 ({l['test_sentence'] / 109.3:.2f}×).",
+            f"Distance to the paper: GCNN {g['test_sentence']:.1f} vs {PTB_PAPER['gcnn']} "
+            f"({g['test_sentence'] / PTB_PAPER['gcnn']:.2f}×), LSTM {l['test_sentence']:.1f} vs {PTB_PAPER['lstm']} "
+            f"({l['test_sentence'] / PTB_PAPER['lstm']:.2f}×).",
             f"The shipped weights are float16 ({g['float16_bytes'] / 1e6:.1f} MB and {l['float16_bytes'] / 1e6:.1f} MB); "
             "`zoo.load(NAME, weights=\"trained\")` loads them.",
         ]
@@ -114,7 +115,7 @@ class PTBSentence(CurvesExperiment):
             axes[1].legend(fontsize=8, loc="best")
 
         plot_curves(result, path, f"{self.PAPER}: GCNN and LSTM, curves on the validation set, stars on the test set",
-                    paper_lines=[(108.7, "paper GCNN test 108.7"), (109.3, "paper LSTM test 109.3")], extra=marks)
+                    paper_lines=[(PTB_PAPER[k], f"paper {k.upper()} test {PTB_PAPER[k]}") for k in ("gcnn", "lstm")], extra=marks)
 
 
 PTB_SENTENCE = PTBSentence(

@@ -22,8 +22,8 @@ Two ways of calling each model are timed side by side, their repeats interleaved
 - `xla`: the model's forward pass (embedding and trunk) compiled by XLA
   (`tf.function(jit_compile=True)`), then the same adaptive-softmax scoring as `plain` in an
   ordinary graph. The scoring itself cannot go under XLA: it gathers the tokens of each tail
-  cluster (shapes known only at run time), which XLA pads to the whole batch (~96 GB for the
-  largest cluster at 15,000 tokens). The model's layers are the same; only the call differs.
+  cluster (shapes known only at run time), which XLA pads to the whole batch, far beyond
+  memory for the largest cluster. The model's layers are the same; only the call differs.
 
 Inputs are token ids drawn from a Zipf law over the vocabulary (`zoo.tools.benchmarks.common.zipf_targets`:
 P(id r) ∝ 1/(r+1), ids sorted by frequency as the vocabularies are), so each adaptive-softmax
