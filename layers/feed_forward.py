@@ -3,6 +3,8 @@ MoE-1-Deep baselines (Appendix C.1), which stand in for a mixture at the same co
 
 import keras
 
+from zoo.layers.validation import check_int
+
 
 @keras.saving.register_keras_serializable(package="zoo")
 class FeedForward(keras.layers.Layer):
@@ -15,8 +17,10 @@ class FeedForward(keras.layers.Layer):
 
     def __init__(self, hidden_units, output_units, **kwargs):
         super().__init__(**kwargs)
-        self.hidden_units = [int(h) for h in hidden_units]
-        self.output_units = output_units
+        if not isinstance(hidden_units, (list, tuple)):
+            raise ValueError(f"hidden_units must be a list of widths (e.g. [4096]), got {hidden_units!r}.")
+        self.hidden_units = [check_int("each of hidden_units", h, minimum=1) for h in hidden_units]
+        self.output_units = check_int("output_units", output_units, minimum=1)
         self.dense = [keras.layers.Dense(h, activation="relu", name=f"dense_{i}")
                       for i, h in enumerate(self.hidden_units)]
         self.dense.append(keras.layers.Dense(output_units, name="output"))

@@ -49,3 +49,11 @@ def test_saved_under_its_registered_name_and_reloaded(tmp_path):
     x = np.random.default_rng(2).normal(size=(2, 5, 3)).astype("float32")
     restored = keras_file_round_trip(model, x, tmp_path)
     assert isinstance(restored.get_layer("ffn"), FeedForward)
+
+
+@pytest.mark.parametrize("hidden, output, says", [(8, 3, "hidden_units must be a list"),
+                                                  ([8, 0], 3, "each of hidden_units must be an integer >= 1, got 0"),
+                                                  ([8], 2.5, "output_units must be an integer >= 1, got 2.5")])
+def test_bad_widths_are_one_sentence_naming_the_value(hidden, output, says):
+    with pytest.raises(ValueError, match=says):
+        FeedForward(hidden, output)

@@ -5,6 +5,8 @@ recurrent input, so the recurrent matrix shrinks with it."""
 import keras
 from keras import ops
 
+from zoo.layers.validation import check_int
+
 
 @keras.saving.register_keras_serializable(package="zoo")
 class ProjectedLSTMCell(keras.layers.Layer):
@@ -21,8 +23,8 @@ class ProjectedLSTMCell(keras.layers.Layer):
 
     def __init__(self, units, projection, **kwargs):
         super().__init__(**kwargs)
-        self.units = units
-        self.projection = projection
+        self.units = check_int("units", units, minimum=1)
+        self.projection = check_int("projection", projection, minimum=1)
         self.state_size = [projection, units]
         self.output_size = projection
 

@@ -73,3 +73,10 @@ def test_config_round_trip(units, projection):
     cell = ProjectedLSTMCell(units, projection, name="lstmp")
     clone = ProjectedLSTMCell.from_config(cell.get_config())
     assert (clone.units, clone.projection, clone.name) == (units, projection, "lstmp")
+
+
+@pytest.mark.parametrize("units, projection, says", [(0, 4, "units must be an integer >= 1, got 0"),
+                                                     (8, -1, "projection must be an integer >= 1, got -1")])
+def test_bad_widths_are_one_sentence_naming_the_value(units, projection, says):
+    with pytest.raises(ValueError, match=says):
+        ProjectedLSTMCell(units, projection)

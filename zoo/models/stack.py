@@ -29,6 +29,7 @@ from keras import ops
 
 from zoo import registry
 from zoo.layers import FeedForward, ProjectedLSTMCell, SparseMoE
+from zoo.layers.validation import check_int
 from zoo.models.base import LanguageModel
 
 LAYER_TYPES = ("lstm", "rnn", "moe", "ffn")
@@ -43,8 +44,15 @@ def check_stack(stack):
             raise ValueError(
                 f"Each layer is a dict with 'type' one of {list(LAYER_TYPES)}, got {spec!r}."
             )
-        if spec["type"] == "rnn" and spec.get("projection"):
-            raise ValueError(f"Only an LSTM layer takes a projection, got {spec!r}.")
+        if spec["type"] in RECURRENT:
+            if "units" not in spec:
+                raise ValueError(f"A {spec['type']} layer needs its 'units' (e.g. 256), got {spec!r}.")
+            check_int(f"units of {spec!r}", spec["units"], minimum=1)
+        if "projection" in spec:
+            if spec["type"] != "lstm":
+                raise ValueError(f"Only an LSTM layer takes a projection, got {spec!r}.")
+            if spec["projection"] is not None:
+                check_int(f"projection of {spec!r}", spec["projection"], minimum=1)
     return [dict(spec) for spec in stack]
 
 

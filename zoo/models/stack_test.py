@@ -119,6 +119,15 @@ def test_bad_stack_specs_raise():
         StackLanguageModel(vocabulary_size=50, layers=[{"type": "rnn", "units": 8}], residual=0)
     with pytest.raises(ValueError, match="after_blocks"):
         zoo.load("gcnn-moe-ptb", moe={"after_blocks": [9], "num_experts": 4, "k": 2, "hidden_units": 8})
+    # what `zoo train --set layers=[...]` passes: one sentence naming the spec, not a KeyError
+    with pytest.raises(ValueError, match="A lstm layer needs its 'units'"):
+        StackLanguageModel(vocabulary_size=50, layers=[{"type": "lstm"}])
+    with pytest.raises(ValueError, match=r"units of .* must be an integer >= 1, got 0"):
+        StackLanguageModel(vocabulary_size=50, layers=[{"type": "rnn", "units": 0}])
+    with pytest.raises(ValueError, match=r"projection of .* must be an integer >= 1, got 0"):
+        StackLanguageModel(vocabulary_size=50, layers=[{"type": "lstm", "units": 8, "projection": 0}])
+    with pytest.raises(ValueError, match="hidden_units must be a list of widths"):
+        StackLanguageModel(vocabulary_size=50, layers=[{"type": "ffn", "hidden_units": 8}])
 
 
 # ---- the recurrent models of the introduction: no residual, and the former family's directories ----
