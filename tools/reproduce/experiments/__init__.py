@@ -3,7 +3,7 @@ with nothing to register.
 
 A module is an experiment when it has a `NAME` (table4); otherwise its `EXPERIMENTS` lists the
 experiments it defines (objects with the same attributes, such as the training-curve experiments
-of `zoo.tools.reproduce.curves`). An experiment has `NAME`, `DESCRIPTION`, `PAPER` (the figure
+of `zoo.tools.reproduce.curves`); a module whose name starts with `_` is a helper, not read. An experiment has `NAME`, `DESCRIPTION`, `PAPER` (the figure
 it reproduces), `settings(quick, repeats)`, `units(settings)`, `run(settings, pending, save, log,
 done)` (`done`: the units already measured), `figures(settings, units)`, `extras(settings,
 units)` and `plot(result, path)`; `TIMED_BY_MINUTES`, when true, lets `--minutes` set its budget.
@@ -19,7 +19,12 @@ def experiments():
     """`{name: experiment}` of every experiment in this folder, by name."""
     found = {}
     for info in pkgutil.iter_modules(__path__):
+        if info.name.startswith("_"):  # a helper module of the experiments, not one itself
+            continue
         module = importlib.import_module(f"{__name__}.{info.name}")
+        if not hasattr(module, "NAME") and not hasattr(module, "EXPERIMENTS"):
+            raise RuntimeError(f"{module.__name__} has neither NAME nor EXPERIMENTS: an experiment module "
+                               "defines one of them; name a helper module with a leading underscore.")
         for exp in [module] if hasattr(module, "NAME") else module.EXPERIMENTS:
             if exp.NAME in found:
                 raise RuntimeError(f"Two experiments are named {exp.NAME!r} (one in {module.__name__}).")
