@@ -1,6 +1,9 @@
 """Causal gated 1-D convolution: equation (1) of Dauphin et al. (2016)."""
 
+import contextlib
+
 import keras
+import tensorflow as tf
 from keras import ops
 
 from zoo.layers.validation import check_int
@@ -128,12 +131,34 @@ class GatedConv1D(keras.layers.Layer):
         input_dim = input_dim or self.kernel.shape[1]
         return ops.zeros((batch_size, self.kernel_size - 1, input_dim), self.compute_dtype)
 
+    def prefill_state(self, inputs, lengths):
+        """The state `step` holds after row b's first `lengths[b]` positions of `inputs`
+        ([batch, time, input_dim], right-padded): the inputs at positions `lengths[b] - k + 1 …
+        lengths[b] - 1`, zeros before the start. Reading a prompt with `call` and this gives what
+        feeding it to `step` token by token gives."""
+        k = self.kernel_size
+        padded = tf.pad(inputs, [[0, 0], [k - 1, 0], [0, 0]])  # the zeros `initial_state` holds
+        positions = tf.cast(lengths, tf.int32)[:, None] + tf.range(k - 1)[None, :]
+        return tf.gather(padded, positions, batch_dims=1)
+
+    @contextlib.contextmanager
+    def kernel_computed_once(self):
+        """While tracing a decoding loop: `step` uses the effective kernel computed here, once,
+        outside the loop, instead of recomputing `g · v / ‖v‖` at every token."""
+        object.__setattr__(self, "_step_kernel", ops.cast(self.effective_kernel(), self.compute_dtype))
+        try:
+            yield
+        finally:
+            object.__setattr__(self, "_step_kernel", None)
+
     def step(self, x_t, state):
         """`x_t`: [batch, input_dim]; `state`: [batch, kernel_size - 1, input_dim].
 
         Returns `(y_t, new_state)` with `y_t` equal to `call` at this position.
         """
-        kernel = ops.cast(self.effective_kernel(), self.compute_dtype)
+        kernel = getattr(self, "_step_kernel", None)
+        if kernel is None:
+            kernel = ops.cast(self.effective_kernel(), self.compute_dtype)
         window = ops.concatenate([state, x_t[:, None, :]], axis=1)  # [b, k, in]
         z = ops.einsum("bki,kio->bo", window, kernel)
         if self.use_bias:

@@ -1,6 +1,7 @@
 """Pre-activation residual blocks of gated convolutions (§2 and Table 1)."""
 
 import keras
+from keras import ops
 
 from zoo.layers.gated_conv import GatedConv1D, check_kernel_size
 from zoo.layers.validation import check_int
@@ -83,12 +84,25 @@ class ResidualBlock(keras.layers.Layer):
             dim = conv.filters
         return states
 
+    def prefill(self, inputs, lengths):
+        """`call` on a right-padded sequence ([batch, time, input_dim], row b valid up to
+        `lengths[b]`), and the decoding state after each row's valid positions: `(outputs,
+        state)`, the state being what `step` would hold after feeding those positions one by one."""
+        x, state = inputs, []
+        for conv in self.convs:
+            state.append(conv.prefill_state(x, lengths))
+            x = conv(x)
+        skip = inputs if self.projection is None else self.projection(inputs)
+        return skip + x, state
+
     def step(self, x_t, state):
         x, new_state = x_t, []
         for conv, s in zip(self.convs, state):
             x, s = conv.step(x, s)
             new_state.append(s)
-        skip = x_t if self.projection is None else self.projection(x_t[:, None, :])[:, 0, :]
+        skip = x_t
+        if self.projection is not None:  # a width-1 conv: no state
+            skip, _ = self.projection.step(x_t, self.projection.initial_state(ops.shape(x_t)[0], x_t.shape[-1]))
         return skip + x, new_state
 
     def compute_output_shape(self, input_shape):

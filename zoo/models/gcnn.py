@@ -1,6 +1,9 @@
 """The gated convolutional language model (Dauphin et al. 2016, Figure 1)."""
 
+import contextlib
+
 import keras
+import tensorflow as tf
 
 from zoo.layers import ResidualBlock, SparseMoE
 from zoo.layers.residual import check_block_spec
@@ -128,6 +131,28 @@ class GCNNLanguageModel(LanguageModel):
             if i in self._moe_after:
                 x = x + self.moe_layers[self._moe_after[i]](x, training=False)
         return x, new_state
+
+    @contextlib.contextmanager
+    def loop_invariants(self):
+        """While a decoding loop is traced (`zoo.models.generation`): every conv layer's
+        `g · v / ‖v‖` computed once, outside the loop, instead of at every token."""
+        with contextlib.ExitStack() as stack:
+            for block in self.blocks:
+                for conv in block.convs + ([block.projection] if block.projection is not None else []):
+                    stack.enter_context(conv.kernel_computed_once())
+            yield
+
+    def prefill(self, token_ids, lengths):
+        """The whole prompt in one parallel pass: the convolutions over every position at once,
+        each conv layer's state (its last k−1 inputs) gathered at each row's length."""
+        x = self.embedding(token_ids)
+        states = []
+        for i, block in enumerate(self.blocks):
+            x, s = block.prefill(x, lengths)
+            states.append(s)
+            if i in self._moe_after:
+                x = x + self.moe_layers[self._moe_after[i]](x, training=False)
+        return tf.gather(x, lengths - 1, batch_dims=1), states
 
     def get_config(self):
         config = super().get_config()

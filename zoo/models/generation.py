@@ -1,49 +1,401 @@
-"""Generating text from a language model, one token at a time through `decode_step`. A part of
-`LanguageModel` (zoo.models.base), which mixes it in."""
+"""Generating text: `LanguageModel.generate`, a part of `LanguageModel` (zoo.models.base), which
+mixes it in, and the in-graph decoding loop that it and the exported `generate` signature
+(`zoo.export.signatures`) both run.
+
+A batch of prompts of any lengths is right-padded; the model reads every prompt in one parallel
+pass (`prefill`: the GCNN's convolutions over all positions at once, each conv layer's state
+gathered at each row's length; the recurrent stack's layers run once over the prompt, masked past
+each row's end) and then one `tf.while_loop` produces every new token: `step`, the output layer,
+the sampler, the stop checks, all in the graph, with no Python per token. Rows that have stopped
+write `<pad>` while the others go on; the loop ends when every row has stopped.
+"""
+
+import contextlib
+import weakref
 
 import numpy as np
+import tensorflow as tf
+
+from zoo.models import samplers
+
+PAD_ID, BOS_ID = 0, 1  # never emitted
+NO_STOP = -1  # an `eos_id` no token equals: rows end at max_length only
+_FUNCTIONS = weakref.WeakKeyDictionary()  # model -> {static config: tf.function}
 
 
+# ---- the prompt ------------------------------------------------------------------------------------
+def _provider(cls, name):
+    return next((klass for klass in cls.__mro__ if name in klass.__dict__), None)
+
+
+def reads_prompt_in_parallel(model):
+    """Whether the family's `prefill` applies: it must come from the class that defines `step`
+    (or a subclass of it), so that a subclass changing `step` alone decodes as its `step` does."""
+    cls = type(model)
+    prefill, step = _provider(cls, "prefill"), _provider(cls, "step")
+    return prefill is not None and issubclass(prefill, step)
+
+
+def prefill(model, token_ids, lengths):
+    """`(hidden [batch, hidden_dim] at each row's last prompt token, decoding state after it)`
+    for right-padded prompts `token_ids` [batch, time] with `lengths` [batch] (each ≥ 1)."""
+    if reads_prompt_in_parallel(model):
+        return model.prefill(token_ids, lengths)
+    return stepwise_prefill(model, token_ids, lengths)
+
+
+def stepwise_prefill(model, token_ids, lengths):
+    """`prefill` by feeding the prompts to `step` token by token (in one `tf.while_loop`), a row's
+    state frozen past its length: for families without a parallel `prefill`, and the reference
+    the parallel ones are tested against."""
+    batch = tf.shape(token_ids)[0]
+    state = model.initial_state(batch)
+    hidden = tf.zeros([batch, model.hidden_dim], model.compute_dtype)
+
+    def body(t, hidden, state):
+        new_hidden, new_state = model.step(token_ids[:, t], state)
+        live = t < lengths
+        keep = lambda new, old: tf.where(tf.reshape(live, [-1] + [1] * (len(old.shape) - 1)), new, old)
+        return t + 1, keep(new_hidden, hidden), tf.nest.map_structure(keep, new_state, state)
+
+    _, hidden, state = tf.while_loop(lambda t, *_: t < tf.reduce_max(lengths), body, (0, hidden, state))
+    return hidden, state
+
+
+# ---- choosing a token ------------------------------------------------------------------------------
+def candidates(log_probs, temperature=1.0, top_k=None, top_p=None):
+    """The tokens a sampler draws among, most likely first: `(logits [batch, n], ids [batch, n])`,
+    a dropped candidate's logit being −inf. `top_k` keeps the k most likely; `top_p` then the
+    smallest set whose probability (after temperature, within the top k if given) reaches p.
+    Without either, every token (`n` = vocabulary). Values may be Python numbers or tensors."""
+    logits = log_probs / temperature
+    vocabulary = tf.shape(logits)[-1]
+    k = vocabulary if top_k is None else tf.minimum(tf.cast(top_k, tf.int32), vocabulary)
+    if top_k is None and top_p is None:
+        return logits, tf.broadcast_to(tf.range(vocabulary), tf.shape(logits))
+    values, ids = tf.math.top_k(logits, k)
+    if top_p is not None:
+        before = tf.cumsum(tf.nn.softmax(values, axis=-1), axis=-1, exclusive=True)  # mass of the likelier ones
+        values = tf.where(before < tf.cast(top_p, values.dtype), values, -np.inf)
+    return values, ids
+
+
+def draw(logits, ids, seed, step):
+    """One draw per row from `softmax(logits)`, returned as the matching `ids`. Stateless: the
+    draw depends only on `(seed, step)`, the row's index and its logits, so a row's output never
+    depends on the other rows of its batch."""
+    seed = tf.stack([tf.cast(seed, tf.int32), tf.cast(step, tf.int32)])
+    index = tf.random.stateless_categorical(logits, 1, seed=seed, dtype=tf.int32)[:, 0]
+    return tf.gather(ids, index, batch_dims=1)
+
+
+def sample_tokens(log_probs, seed, step, temperature=1.0, top_k=None, top_p=None):
+    """A draw per row at `temperature` among `candidates`."""
+    logits, ids = candidates(log_probs, temperature, top_k, top_p)
+    return draw(logits, ids, seed, step)
+
+
+def served_sampler(temperature, top_k, top_p):
+    """The sampler of the exported `generate` signature, its settings as tensors:
+    `temperature` 0 is greedy, `top_k` 0 and `top_p` 1 are off."""
+
+    def choose(log_probs, seed, step):
+        def sample():
+            return tf.cond(
+                (top_k > 0) | (top_p < 1.0),
+                lambda: sample_tokens(log_probs, seed, step, temperature,
+                                      tf.where(top_k > 0, top_k, tf.shape(log_probs)[-1]), top_p),
+                lambda: sample_tokens(log_probs, seed, step, temperature))
+
+        greedy = lambda: tf.argmax(log_probs, axis=-1, output_type=tf.int32)
+        return tf.cond(temperature > 0, sample, greedy)
+
+    return choose
+
+
+def _static_sampler(sampler, temperature, top_p):
+    """The token chooser of a `zoo.samplers` object, its temperature and top_p as tensors."""
+    if isinstance(sampler, (samplers.Greedy, samplers.Beam)):
+        return lambda log_probs, seed, step: tf.argmax(log_probs, axis=-1, output_type=tf.int32)
+    top_k = getattr(sampler, "k", None)
+    p = top_p if isinstance(sampler, samplers.TopP) else None
+    return lambda log_probs, seed, step: sample_tokens(log_probs, seed, step, temperature, top_k, p)
+
+
+# ---- the rules every row follows -------------------------------------------------------------------
+def repeated_ngrams(buffer, ends, n, vocabulary_size):
+    """[batch, vocabulary] bool: the tokens that would complete, at position `ends[b]`, an n-gram
+    already present in `buffer[b, :ends[b]]` (fairseq's no-repeat n-gram rule, prompt included)."""
+    batch, width = tf.shape(buffer)[0], tf.shape(buffer)[1]
+    starts = tf.maximum(width - n + 1, 0)  # candidate n-gram start positions j
+    prefix = tf.gather(buffer, tf.maximum(ends[:, None] - (n - 1) + tf.range(n - 1)[None, :], 0), batch_dims=1)
+    match = tf.range(starts)[None, :] + n - 1 < ends[:, None]  # n-gram j lies wholly before ends
+    match &= ends[:, None] >= n - 1
+    for i in range(n - 1):
+        match &= tf.equal(buffer[:, i:i + starts], prefix[:, i:i + 1])
+    following = buffer[:, n - 1:n - 1 + starts]
+    rows = tf.broadcast_to(tf.range(batch)[:, None], tf.shape(following))
+    indices = tf.reshape(tf.stack([rows, following], axis=-1), [-1, 2])
+    hits = tf.reshape(tf.cast(match, tf.int32), [-1])
+    return tf.scatter_nd(indices, hits, [batch, vocabulary_size]) > 0
+
+
+def stopped(buffer, ends, lengths, stop_sequences):
+    """[batch] bool: the new tokens of a row (positions `lengths … ends − 1`) end with one of
+    `stop_sequences` (tuples of ids)."""
+    done = tf.zeros_like(ends, tf.bool)
+    for sequence in stop_sequences:
+        m = len(sequence)
+        window = tf.gather(buffer, tf.maximum(ends[:, None] - m + tf.range(m)[None, :], 0), batch_dims=1)
+        done |= tf.reduce_all(tf.equal(window, tf.constant(sequence, tf.int32)[None, :]), axis=1) \
+            & (ends - m >= lengths)
+    return done
+
+
+def scores(model, hidden, normalised):
+    """The output layer's scores of the next token, float32 [batch, vocabulary]: log-probabilities
+    when `normalised` (beam search adds them up), else anything equal to them up to a constant per
+    row (a full softmax's logits: greedy and sampling need no normalisation)."""
+    head = model.head
+    if not normalised and hasattr(head, "logits") and not hasattr(head, "cutoffs"):
+        return tf.cast(head.logits(hidden), tf.float32)
+    return tf.cast(head.log_prob(hidden), tf.float32)
+
+
+def loop_invariants(model):
+    """While a decoding loop is traced: what does not change from token to token (the GCNN's
+    weight-normalised kernels) is computed once, before the loop, where the family says how
+    (its `loop_invariants()` context manager)."""
+    hook = getattr(model, "loop_invariants", None)
+    return hook() if hook is not None else contextlib.nullcontext()
+
+
+def _banned(log_probs, buffer, ends, ngram):
+    vocabulary_size = log_probs.shape[-1]
+    never = tf.constant(np.isin(np.arange(vocabulary_size), (PAD_ID, BOS_ID)))
+    log_probs = tf.where(never[None, :], -np.inf, log_probs)
+    if ngram:
+        log_probs = tf.where(repeated_ngrams(buffer, ends, ngram, vocabulary_size), -np.inf, log_probs)
+    return log_probs
+
+
+def _prompt_buffer(token_ids, max_new_tokens):
+    return tf.pad(token_ids, [[0, 0], [0, max_new_tokens]], constant_values=PAD_ID)
+
+
+# ---- the loops -------------------------------------------------------------------------------------
+def decode(model, token_ids, lengths, max_new_tokens, choose, seed, eos_id, stop_sequences=(), ngram=0):
+    """Up to `max_new_tokens` new tokens after each right-padded prompt, chosen by
+    `choose(log_probs, seed, step)`; a row stops after `eos_id` or a stop sequence. Returns
+    `(ids [batch, time + max_new_tokens], ends [batch])`: row b's prompt and new tokens are
+    `ids[b, :ends[b]]`, the rest `<pad>`."""
+    lengths = tf.cast(lengths, tf.int32)
+    hidden, state = prefill(model, token_ids, lengths)
+    buffer = _prompt_buffer(token_ids, max_new_tokens)
+    rows = tf.range(tf.shape(lengths)[0])
+
+    def body(step, done, ends, buffer, hidden, state):
+        log_probs = _banned(scores(model, hidden, normalised=False), buffer, ends, ngram)
+        token = tf.where(done, PAD_ID, choose(log_probs, seed, step))
+        buffer = tf.tensor_scatter_nd_update(buffer, tf.stack([rows, ends], axis=1), token)
+        ends += tf.cast(~done, tf.int32)
+        done |= tf.equal(token, eos_id) | stopped(buffer, ends, lengths, stop_sequences)
+        hidden, state = model.step(token, state)
+        return step + 1, done, ends, buffer, hidden, state
+
+    keep_going = lambda step, done, *_: (step < max_new_tokens) & ~tf.reduce_all(done)
+    loop = (tf.constant(0), tf.zeros_like(lengths, tf.bool), lengths, buffer, hidden, state)
+    _, _, ends, buffer, _, _ = tf.while_loop(keep_going, body, loop)
+    return buffer, ends
+
+
+def beam_search(model, token_ids, lengths, max_new_tokens, num_beams, length_penalty, eos_id,
+                stop_sequences=(), ngram=0):
+    """Beam search: `num_beams` hypotheses per prompt, each extended by every token and the best
+    `num_beams` of all kept (by log-probability); a finished hypothesis (after `eos_id` or a stop
+    sequence) stays as it is. At the end each prompt's hypotheses are ranked by
+    `log-probability / new tokens ** length_penalty`. Returns `decode`'s `(ids, ends)` for the
+    best hypothesis of each prompt, and its log-probability [batch]."""
+    lengths = tf.cast(lengths, tf.int32)
+    hidden, state = prefill(model, token_ids, lengths)
+    batch, n = tf.shape(lengths)[0], num_beams
+    tile = lambda x: tf.repeat(x, n, axis=0)
+    hidden, state = tile(hidden), tf.nest.map_structure(tile, state)
+    buffer, lengths = tile(_prompt_buffer(token_ids, max_new_tokens)), tile(lengths)
+    # only the first beam of each prompt is live at the start: the others would repeat it
+    scores = tf.tile(tf.concat([[0.0], tf.fill([n - 1], -np.inf)], 0)[None, :], [batch, 1])
+    vocabulary_size = model.vocabulary_size
+    finished_row = tf.where(tf.range(vocabulary_size) == PAD_ID, 0.0, -np.inf)[None, :]
+    rows = tf.range(batch * n)
+    first_beam = tf.repeat(tf.range(batch) * n, n)
+
+    def body(step, done, ends, buffer, scores, hidden, state):
+        log_probs = _banned(scores(model, hidden, normalised=True), buffer, ends, ngram)
+        log_probs = tf.where(done[:, None], finished_row, log_probs)
+        total = tf.reshape(tf.reshape(scores, [-1, 1]) + log_probs, [batch, n * vocabulary_size])
+        scores, best = tf.math.top_k(total, n)
+        origin = tf.reshape(best // vocabulary_size, [-1]) + first_beam
+        token = tf.reshape(best % vocabulary_size, [-1])
+        pick = lambda x: tf.gather(x, origin)
+        done, ends, buffer = pick(done), pick(ends), pick(buffer)
+        hidden, state = pick(hidden), tf.nest.map_structure(pick, state)
+        buffer = tf.tensor_scatter_nd_update(buffer, tf.stack([rows, ends], axis=1), token)
+        ends += tf.cast(~done, tf.int32)
+        done |= tf.equal(token, eos_id) | stopped(buffer, ends, lengths, stop_sequences)
+        hidden, state = model.step(token, state)
+        return step + 1, done, ends, buffer, scores, hidden, state
+
+    keep_going = lambda step, done, *_: (step < max_new_tokens) & ~tf.reduce_all(done)
+    loop = (tf.constant(0), tf.zeros_like(lengths, tf.bool), lengths, buffer, scores, hidden, state)
+    _, _, ends, buffer, scores, _, _ = tf.while_loop(keep_going, body, loop)
+    new = tf.reshape(tf.cast(tf.maximum(ends - lengths, 1), tf.float32), [batch, n])
+    ranked = scores / new ** tf.cast(length_penalty, tf.float32)
+    best = tf.argmax(ranked, axis=1, output_type=tf.int32) + tf.range(batch) * n
+    return tf.gather(buffer, best), tf.gather(ends, best), tf.gather(tf.reshape(scores, [-1]), best)
+
+
+def compiled(model, sampler, ngram, stop_sequences, eos_id, jit_compile):
+    """The compiled generation function of `model` for one static configuration, made once."""
+    functions = _FUNCTIONS.setdefault(model, {})
+    key = (sampler, ngram, stop_sequences, eos_id, jit_compile)
+    if key in functions:
+        return functions[key]
+    spec = [tf.TensorSpec([None, None], tf.int32), tf.TensorSpec([None], tf.int32),
+            tf.TensorSpec([], tf.int32), tf.TensorSpec([], tf.int64)]
+    if isinstance(sampler, samplers.Beam):
+        def run(token_ids, lengths, max_new_tokens, seed):
+            return beam_search(model, token_ids, lengths, max_new_tokens, sampler.num_beams,
+                               sampler.length_penalty, eos_id, stop_sequences, ngram)
+    else:
+        temperature = getattr(sampler, "temperature", 1.0)
+        choose = _static_sampler(sampler, temperature, getattr(sampler, "p", None))
+
+        def run(token_ids, lengths, max_new_tokens, seed):
+            ids, ends = decode(model, token_ids, lengths, max_new_tokens, choose, seed, eos_id, stop_sequences, ngram)
+            return ids, ends, tf.zeros(tf.shape(ends), tf.float32)
+    def traced(*args):
+        with loop_invariants(model):
+            return run(*args)
+
+    functions[key] = tf.function(traced, input_signature=spec, autograph=False, jit_compile=jit_compile)
+    return functions[key]
+
+
+# ---- the user's side -------------------------------------------------------------------------------
 class Generation:
-    """`LanguageModel.generate`, on the model's `decode_step` and vocabulary."""
+    """`LanguageModel.generate`, on the model's `prefill`, `step`, output layer and vocabulary."""
 
-    def generate(self, prompt, max_length=20, temperature=1.0, top_k=None, seed=None):
-        """Continue `prompt` (a string, or a list of ids) up to `max_length` new tokens.
+    def generate(self, prompts, max_length=20, temperature=None, top_k=None, seed=None, *, sampler=None,
+                 top_p=None, num_beams=None, length_penalty=None, no_repeat_ngram_size=0, stop="auto",
+                 jit_compile=False):
+        """Continue each prompt by up to `max_length` new tokens.
 
-        `temperature=0` is greedy decoding; `top_k` samples among the k most likely tokens.
-        Stops early at `</s>`. Returns a string for a string prompt, else a list of ids.
+        `prompts`: a string (→ a string), or a list of strings (→ a list of strings), or one list
+        of ids (→ a list of ids) or a list of id lists (→ a list of id lists); prompts of
+        different lengths are decoded together in one batch. Text prompts start with `<s>` (an
+        empty one is `<s>` alone) and the output is the prompt and its continuation, detokenised;
+        ids are returned with the prompt's ids first.
+
+        The sampler (`zoo.samplers`): `sampler` is "greedy", "random", "top_k", "top_p", "beam"
+        or a sampler object, its parameters from `temperature`, `top_k`, `top_p`, `num_beams`,
+        `length_penalty`; without `sampler`, as before: `temperature=0` is greedy, `top_k` /
+        `top_p` sample among the likeliest, else a draw from the whole distribution at
+        `temperature` (1.0). `seed` makes sampling reproducible (a row's draws depend on the seed,
+        its index in the batch and its own text, never on the other rows).
+        `no_repeat_ngram_size=n` never lets a row repeat an n-gram of its prompt and output.
+
+        A row ends after `</s>` (`stop="auto"`, the default), or also where one of `stop` (a
+        string or id, or a list of them; an id list is a sequence of ids) appears in its new
+        tokens: a returned text stops just before its stop text, returned ids end with the stop
+        ids (as with `</s>`). `stop=None`: every row runs to `max_length` (keras-hub's
+        `stop_token_ids=None`), `</s>` being a token like any other.
+        `jit_compile=True` compiles the loop with XLA (once per prompt shape).
         """
-        if temperature < 0:
-            raise ValueError(f"temperature must be >= 0, got {temperature}.")
-        if top_k is not None and not 1 <= top_k <= self.vocabulary_size:
-            raise ValueError(f"top_k must be in [1, {self.vocabulary_size}], got {top_k}.")
-        as_text = isinstance(prompt, str)
+        from zoo.layers.validation import is_int
+
+        if isinstance(max_length, bool) or not is_int(max_length) or max_length < 1:
+            raise ValueError(f"max_length (the number of new tokens) must be an integer >= 1, got {max_length!r}.")
+        chosen = samplers.resolve(sampler, temperature, top_k, top_p, num_beams, length_penalty,
+                                  vocabulary_size=self.vocabulary_size)
+        if isinstance(no_repeat_ngram_size, bool) or not is_int(no_repeat_ngram_size) or no_repeat_ngram_size < 0:
+            raise ValueError(f"no_repeat_ngram_size must be an integer >= 0 (0: off), got {no_repeat_ngram_size!r}.")
+        if seed is not None and (isinstance(seed, bool) or not is_int(seed)):
+            raise ValueError(f"seed must be an integer or None, got {seed!r}.")
+        rows, as_text, single = self._prompt_rows(prompts)
+        stop_ids, stop_texts = self._stop(stop, as_text)
+        # a model without a vocabulary has no </s> to stop at
+        eos = self.vocabulary.eos_id if self.vocabulary is not None and stop is not None else NO_STOP
+        width = max(len(r) for r in rows)
+        padded = np.full((len(rows), width), PAD_ID, np.int32)
+        for i, r in enumerate(rows):
+            padded[i, :len(r)] = r
+        lengths = np.array([len(r) for r in rows], np.int32)
+        if seed is None:
+            seed = int(np.random.default_rng().integers(2**62))
+        run = compiled(self, chosen, int(no_repeat_ngram_size), stop_ids, int(eos), bool(jit_compile))
+        ids, ends, _ = run(tf.constant(padded), tf.constant(lengths), tf.constant(max_length, tf.int32),
+                           tf.constant(int(seed) % 2**63, tf.int64))
+        ids, ends = ids.numpy(), ends.numpy()
+        out = [ids[i, :ends[i]].tolist() for i in range(len(rows))]
         if as_text:
-            ids = self.require_vocabulary().encode(prompt, add_eos=False)
-        else:
-            ids = [int(i) for i in self.check_ids(prompt).reshape(-1)]
-        rng = np.random.default_rng(seed)
-        state = None
-        for token in ids:
-            log_probs, state = self.decode_step([token], state)
+            out = [self._text(row, len(prompt), stop_texts) for row, prompt in zip(out, rows)]
+        return out[0] if single else out
+
+    def _prompt_rows(self, prompts):
+        """`(id lists, whether they came as text, whether one prompt was given)`."""
+        bos = self.vocabulary.bos_id if self.vocabulary is not None else BOS_ID
+        if isinstance(prompts, (str, bytes)):
+            return [self.require_vocabulary().encode(prompts, add_eos=False)], True, True
+        if isinstance(prompts, np.ndarray):
+            prompts = prompts.tolist()
+        if not isinstance(prompts, (list, tuple)):
+            raise ValueError(f"prompts must be a string, a list of strings, a list of ids or a list of id "
+                             f"lists, got {type(prompts).__name__}.")
+        if prompts and all(isinstance(p, (str, bytes)) for p in prompts):
+            vocabulary = self.require_vocabulary()
+            return [vocabulary.encode(p, add_eos=False) for p in prompts], True, False
+        single = not any(isinstance(p, (list, tuple, np.ndarray)) for p in prompts)
+        rows = [prompts] if single else prompts
         out = []
-        eos = self.vocabulary.eos_id if self.vocabulary is not None else None
-        for _ in range(max_length):
-            lp = log_probs.numpy()[0].astype("float64")
-            lp[:2] = -np.inf  # never emit <pad> or <s>
-            if temperature == 0:
-                token = int(np.argmax(lp))
+        for row in rows:
+            if isinstance(row, (str, bytes)):
+                raise ValueError("prompts mixes strings and id lists: give one kind.")
+            if isinstance(row, np.ndarray):
+                row = row.tolist()
+            if not isinstance(row, (list, tuple)):
+                raise ValueError(f"A prompt of ids must be a list of integers, got {row!r}.")
+            out.append([bos] if len(row) == 0 else [int(i) for i in self.check_ids(row).reshape(-1)])
+        return out, False, single
+
+    def _stop(self, stop, as_text):
+        """`(stop id sequences for the graph, stop texts cut in Python)`."""
+        if stop is None or isinstance(stop, str) and stop == "auto":
+            return (), ()
+        items = [stop] if isinstance(stop, (str, int, np.integer)) and not isinstance(stop, bool) else list(stop)
+        sequences, texts = [], []
+        for item in items:
+            if isinstance(item, str):
+                if not item:
+                    raise ValueError("A stop text must not be empty.")
+                if not as_text:
+                    raise ValueError(f"A stop text ({item!r}) needs text prompts; with id prompts give stop ids.")
+                texts.append(item)
+                ids = self.vocabulary.encode(item, add_bos=False, add_eos=False)
+                unk = getattr(self.vocabulary, "unk_id", None)
+                if ids and unk not in ids:  # the loop stops early on it; the text is cut below anyway
+                    sequences.append(tuple(int(i) for i in ids))
             else:
-                lp = lp / temperature
-                if top_k is not None:
-                    cut = np.partition(lp, -top_k)[-top_k]
-                    lp[lp < cut] = -np.inf
-                p = np.exp(lp - lp.max())
-                token = int(rng.choice(len(p), p=p / p.sum()))
-            out.append(token)
-            if token == eos:
-                break
-            log_probs, state = self.decode_step([token], state)
-        if as_text:
-            return self.vocabulary.decode(ids + out)
-        return ids + out
+                sequence = [item] if not isinstance(item, (list, tuple, np.ndarray)) else list(item)
+                if isinstance(item, bool) or not sequence:
+                    raise ValueError(f"A stop is a string, an id or a non-empty list of ids, got {item!r}.")
+                sequences.append(tuple(int(i) for i in self.check_ids(sequence).reshape(-1)))
+        return tuple(sequences), tuple(texts)
+
+    def _text(self, ids, prompt_length, stop_texts):
+        text = self.vocabulary.decode(ids)
+        if stop_texts:
+            start = len(self.vocabulary.decode(ids[:prompt_length]))
+            cuts = [i for i in (text.find(s, start) for s in stop_texts) if i >= 0]
+            if cuts:
+                text = text[:min(cuts)].rstrip()
+        return text

@@ -25,6 +25,7 @@ their weights files have the same layout.
 """
 
 import keras
+import tensorflow as tf
 from keras import ops
 
 from zoo import registry
@@ -178,6 +179,23 @@ class StackLanguageModel(LanguageModel):
             new_state.append(s if s is not None else [])
             x = self._join(x, y)
         return x, new_state
+
+    def prefill(self, token_ids, lengths):
+        """The prompt through each recurrent layer once (masked past each row's length, so a
+        row's final state is the state at its last token); position-wise layers over every
+        position at once."""
+        mask = tf.sequence_mask(lengths, tf.shape(token_ids)[1])
+        x = self.embedding(token_ids)
+        states = []
+        for i, layer in enumerate(self.stack):
+            if self.layer_specs[i]["type"] in RECURRENT:
+                y, *state = layer(x, mask=mask, training=False)
+                states.append(list(state))
+            else:
+                y, _ = self._apply(i, layer, x, False)
+                states.append([])
+            x = self._join(x, y)
+        return tf.gather(x, lengths - 1, batch_dims=1), states
 
     def get_config(self):
         config = super().get_config()
