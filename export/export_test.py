@@ -41,7 +41,8 @@ WORDS = ("the a cat dog sat on mat big small red ran to house is was and of in i
          "bird tree green blue old new man woman child ate fish bread with under over by at "
          "home park car road fast slow sun").split()
 MAX_TOKENS = export.DEFAULT_MAX_TOKENS
-SIGNATURES = ("serving_default", "score_ids", "next_token", "decode_step")
+SIGNATURES = ("serving_default", "score_ids", "next_token", "decode_step", "generate")
+GENERATE_DEFAULTS = {"max_new_tokens": 20, "temperature": 1.0, "top_k": 0, "top_p": 1.0, "seed": 0}
 SCORES = {"token_log_probs": "DT_FLOAT", "lengths": "DT_INT32", "log_prob": "DT_FLOAT", "perplexity": "DT_FLOAT"}
 
 
@@ -157,6 +158,22 @@ def expected(model, signature, inputs):
         return {"ids": np.array(ids, np.int32).reshape(len(texts), top),
                 "words": np.array(words, object).reshape(len(texts), top),
                 "log_probs": np.array(log_probs, np.float32).reshape(len(texts), top)}
+    if signature == "generate":
+        settings = {**GENERATE_DEFAULTS, **{k: np.asarray(v).item() for k, v in inputs.items() if k != "text"}}
+        kw = {"max_length": int(settings["max_new_tokens"]), "seed": int(settings["seed"])}
+        if settings["temperature"] == 0:
+            kw["temperature"] = 0
+        else:
+            kw["temperature"] = float(settings["temperature"])
+            kw.update({"top_k": int(settings["top_k"])} if settings["top_k"] else {})
+            kw.update({"top_p": float(settings["top_p"])} if settings["top_p"] < 1 else {})
+        texts = [t.decode("utf-8", "replace") if isinstance(t, bytes) else str(t) for t in inputs["text"]]
+        prompts = [vocab.encode(t, add_eos=False) for t in texts]
+        rows = model.generate(prompts, **kw) if prompts else []
+        new = [row[len(prompt):] for row, prompt in zip(rows, prompts)]
+        return {"text": np.array([vocab.decode(r) for r in rows], object),
+                "completion": np.array([vocab.decode(r) for r in new], object),
+                "ids": _pad(new, 0, np.int32), "lengths": np.array([len(r) for r in new], np.int32)}
     if signature == "decode_step":
         layout = StateLayout(model)
         ids = np.asarray(inputs["token_ids"]).reshape(-1)
@@ -180,6 +197,8 @@ def assert_same(got, want, what):
         elif name == "words":
             assert [[w.decode() if isinstance(w, bytes) else w for w in row] for row in g.tolist()] == \
                 np.asarray(value).tolist(), f"{what}: {name}"
+        elif name in ("text", "completion"):
+            assert [w.decode() if isinstance(w, bytes) else w for w in g.tolist()] == list(value), f"{what}: {name}"
         elif name in ("log_prob", "perplexity"):
             np.testing.assert_allclose(g, value, rtol=1e-5, atol=1e-5, err_msg=f"{what}: {name}")
         else:
@@ -197,7 +216,11 @@ plan = json.load(open(sys.argv[1]))
 out = {}
 for family, p in plan.items():
     sigs = tf.saved_model.load(p["path"]).signatures
-    assert sorted(sigs) == ["decode_step", "next_token", "score_ids", "serving_default"], sorted(sigs)
+    assert sorted(sigs) == ["decode_step", "generate", "next_token", "score_ids", "serving_default"], sorted(sigs)
+    for tag, settings in p["generate"].items():
+        r = sigs["generate"](text=tf.constant(p["prompts"]), **{k: tf.constant(v) for k, v in settings.items()})
+        for key, value in r.items():
+            out[f"{family}/generate_{tag}/{key}"] = value.numpy()
     for name, r in [
         ("serving_default", sigs["serving_default"](text=tf.constant(p["texts"]))),
         ("score_ids", sigs["score_ids"](token_ids=tf.constant(p["ids"], tf.int32),
@@ -252,6 +275,10 @@ K = [3, 5, 1]
 DECODE_IDS = np.random.default_rng(3).integers(0, 50, size=(3, 7)).T.tolist()  # 7 steps of 3 sequences
 PROMPT = "the big cat"
 STREAM_LENGTH = 50
+PROMPTS = ["the big cat", "", "a dog ran to the old house and the"]  # mixed lengths, an empty one
+GENERATE = {"greedy": {"max_new_tokens": 12, "temperature": 0.0, "top_k": 0, "top_p": 1.0, "seed": 0},
+            "top_k": {"max_new_tokens": 9, "temperature": 0.8, "top_k": 5, "top_p": 1.0, "seed": 3},
+            "top_p": {"max_new_tokens": 9, "temperature": 1.2, "top_k": 0, "top_p": 0.7, "seed": 4}}
 
 
 @pytest.fixture(scope="module")
@@ -259,7 +286,8 @@ def fresh_process(exported, tmp_path_factory):
     work = tmp_path_factory.mktemp("fresh")
     plan = {family: {"path": path, "texts": TEXTS, "ids": IDS, "lengths": LENGTHS, "prefixes": PREFIXES,
                      "k": K, "decode_ids": DECODE_IDS, "max_length": STREAM_LENGTH, "never": [0, 1], "eos": 2,
-                     "prompt": model.vocabulary.encode(PROMPT, add_eos=False)}
+                     "prompt": model.vocabulary.encode(PROMPT, add_eos=False), "prompts": PROMPTS,
+                     "generate": GENERATE}
             for family, (model, path) in exported.items()}
     (work / "plan.json").write_text(json.dumps(plan))
     (work / "fresh.py").write_text(FRESH_PROCESS)
@@ -298,6 +326,18 @@ def test_every_signature_in_a_fresh_process_equals_the_in_process_model(family, 
     np.testing.assert_allclose(fresh_process[f"{family}/decode_step/log_probs"], np.stack(steps, axis=1), atol=1e-5)
     for name, value in layout.flatten(state).items():
         np.testing.assert_allclose(fresh_process[f"{family}/decode_step/{name}"], np.asarray(value), atol=1e-5)
+
+
+@pytest.mark.parametrize("family", sorted(FAMILIES))
+def test_generate_signature_in_a_fresh_process_equals_lm_generate(family, exported, fresh_process):
+    model, _ = exported[family]
+    for tag, settings in GENERATE.items():
+        got = {key.split("/")[2]: v for key, v in fresh_process.items() if key.startswith(f"{family}/generate_{tag}/")}
+        assert_same(got, expected(model, "generate", {"text": PROMPTS, **settings}), f"{family} generate {tag}")
+    # </s> is discouraged: greedy rows run their whole length, a sampled one may end early
+    assert fresh_process[f"{family}/generate_greedy/lengths"].tolist() == [12, 12, 12]
+    texts = [t.decode() if isinstance(t, bytes) else t for t in fresh_process[f"{family}/generate_greedy/text"]]
+    assert texts[0].startswith("the big cat ") and texts[2].startswith("a dog ran to the old house and the ")
 
 
 @pytest.mark.parametrize("family", sorted(FAMILIES))
@@ -355,6 +395,26 @@ def test_saved_model_cli_lists_the_four_signatures_with_names_and_dtypes(exporte
     states = {"state_block_0_conv_0": ("DT_FLOAT", "(-1, 2, 8)"), "state_block_1_conv_1": ("DT_FLOAT", "(-1, 2, 4)")}
     assert shown["decode_step"] == {"inputs": {"token_ids": ("DT_INT32", "(-1)"), **states},
                                     "outputs": {"log_probs": ("DT_FLOAT", "(-1, 50)"), **states}}
+    assert shown["generate"] == {
+        "inputs": {"text": ("DT_STRING", "(-1)"), "max_new_tokens": ("DT_INT32", "()"),
+                   "temperature": ("DT_FLOAT", "()"), "top_k": ("DT_INT32", "()"), "top_p": ("DT_FLOAT", "()"),
+                   "seed": ("DT_INT32", "()")},
+        "outputs": {"text": ("DT_STRING", "(-1)"), "completion": ("DT_STRING", "(-1)"),
+                    "ids": ("DT_INT32", "(-1, -1)"), "lengths": ("DT_INT32", "(-1)")}}
+
+
+def test_saved_model_cli_run_generates_what_lm_generate_does(exported, tmp_path):
+    cli = os.path.join(os.path.dirname(sys.executable), "saved_model_cli")
+    model, path = exported["lstm"]
+    settings = {"max_new_tokens": 7, "temperature": 0.0, "top_k": 0, "top_p": 1.0, "seed": 0}
+    exprs = ";".join([f"text={PROMPTS!r}"] + [f"{k}={v!r}" for k, v in settings.items()])
+    proc = subprocess.run([cli, "run", "--dir", path, "--tag_set", "serve", "--signature_def", "generate",
+                           "--input_exprs", exprs, "--outdir", str(tmp_path)], capture_output=True, text=True,
+                          timeout=300, env={**os.environ, "TF_CPP_MIN_LOG_LEVEL": "2"})
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    want = expected(model, "generate", {"text": PROMPTS, **settings})
+    got = {name: np.load(tmp_path / f"{name}.npy", allow_pickle=True) for name in want}
+    assert_same(got, want, "saved_model_cli run generate")
 
 
 # ---- 3: docs/serving.md's REST bodies, as TF Serving maps them -------------------------------
@@ -378,6 +438,8 @@ def _tensor(value, spec, name):
 
 
 def _json_value(array):
+    if isinstance(array, bytes):  # one string of a row
+        return array.decode("utf-8")
     array = np.asarray(array)
     if array.dtype == object:
         return np.vectorize(lambda b: b.decode("utf-8"), otypes=[object])(array).tolist() if array.size else \
@@ -385,10 +447,11 @@ def _json_value(array):
     return array.tolist()
 
 
-def rest_predict(loaded, body):
+def rest_predict(loaded, body, defaults=None):
     """TF Serving's REST `:predict` (row `instances` or columnar `inputs`) on a loaded SavedModel:
-    inputs by name with the signature's dtypes, outputs as TF Serving writes them. Returns
-    `(answer, raw outputs)`."""
+    inputs by name with the signature's dtypes, an input the request leaves out taken from the
+    SignatureDef's `defaults` (as TF Serving does; `defaults`: `signature_defaults`' answer),
+    outputs as TF Serving writes them. Returns `(answer, raw outputs, inputs)`."""
     signature = loaded.signatures[body.get("signature_name", "serving_default")]
     specs = signature.structured_input_signature[1]
     assert ("instances" in body) != ("inputs" in body), "exactly one of instances / inputs"
@@ -404,7 +467,10 @@ def rest_predict(loaded, body):
     else:
         inputs = body["inputs"]
         columns = inputs if isinstance(inputs, dict) and "b64" not in inputs else {next(iter(specs)): inputs}
-    assert set(columns) == set(specs), f"inputs {sorted(columns)} != signature inputs {sorted(specs)}"
+    assert set(columns) <= set(specs), f"inputs {sorted(columns)} are not all signature inputs {sorted(specs)}"
+    missing = set(specs) - set(columns) - set(defaults or {})
+    assert not missing, f"inputs {sorted(columns)} != signature inputs {sorted(specs)} (no default for {sorted(missing)})"
+    columns = {**{n: v for n, v in (defaults or {}).items() if n in specs}, **columns}
     outputs = {k: v.numpy() for k, v in signature(**{n: _tensor(v, specs[n], n) for n, v in columns.items()}).items()}
     if "instances" in body:
         batch = len(body["instances"])
@@ -451,7 +517,8 @@ def test_readme_rest_bodies_map_to_signature_calls_with_the_readme_answers(expor
     model = exported["gcnn"][0]  # docs/serving.md's examples are this model's answers
     for request, answer in examples:
         signature = request.get("signature_name", "serving_default")
-        got, outputs, columns = rest_predict(loaded["gcnn"], request)
+        got, outputs, columns = rest_predict(loaded["gcnn"], request,
+                                             signature_defaults(exported["gcnn"][1], signature))
         assert_answer_close(got, answer, f"docs/serving.md {signature} {sorted(request)}")
         inputs = {name: _value(v) for name, v in columns.items()}
         assert_same(outputs, expected(model, signature, inputs), f"docs/serving.md {signature}")
@@ -490,6 +557,65 @@ def test_bad_input_gives_defined_finite_outputs(family, exported, loaded):
     assert np.all(np.isfinite(nxt["log_probs"].numpy())) and nxt["ids"].numpy().min() >= 2
     assert_same({k: v.numpy() for k, v in nxt.items()}, expected(model, "next_token", {"text": BAD, "k": [4]}),
                 f"{family} next_token")
+
+
+@pytest.mark.parametrize("family", sorted(FAMILIES))
+def test_bad_text_generates_as_lm_generate_does(family, exported, loaded):
+    model, _ = exported[family]
+    texts = [t.decode("utf-8", "replace") if isinstance(t, bytes) else t for t in BAD]
+    settings = {"max_new_tokens": 6, "temperature": 0.0, "top_k": 0, "top_p": 1.0, "seed": 0}
+    got = loaded[family].signatures["generate"](text=tf.constant(BAD), **{k: tf.constant(v) for k, v in settings.items()})
+    want = expected(model, "generate", {"text": texts, **settings})
+    # the long line: the export keeps its last MAX_TOKENS words (after <s>), in-process reads it all
+    prompt = model.vocabulary.encode(texts[2], add_eos=False)
+    cut = model.generate(prompt[:1] + prompt[1:][-MAX_TOKENS:], max_length=6, temperature=0)
+    want["ids"][2] = cut[-6:]
+    want["text"][2] = model.vocabulary.decode(cut)
+    assert_same({k: v.numpy() for k, v in got.items()}, want, f"{family} generate on bad text")
+
+
+GENERATE_ERRORS = [
+    ({"max_new_tokens": -1}, r"max_new_tokens must be in \[1, 256\]"),
+    ({"max_new_tokens": 0}, r"max_new_tokens must be in \[1, 256\]"),
+    ({"max_new_tokens": 257}, r"max_new_tokens must be in \[1, 256\]"),
+    ({"top_p": 0.0}, r"top_p must be in \(0, 1\]"),
+    ({"top_p": 1.5}, r"top_p must be in \(0, 1\]"),
+    ({"top_k": -2}, r"top_k must be in \[0, 50\]"),
+    ({"top_k": 51}, r"top_k must be in \[0, 50\]"),
+    ({"temperature": -0.5}, r"temperature must be >= 0"),
+]
+
+
+@pytest.mark.parametrize("bad, message", GENERATE_ERRORS)
+def test_generate_refuses_a_bad_setting_naming_it_and_the_next_request_works(bad, message, exported, loaded):
+    generate = loaded["gcnn"].signatures["generate"]
+    settings = {**GENERATE_DEFAULTS, "temperature": 0.0, "max_new_tokens": 4, **bad}
+    with pytest.raises(tf.errors.InvalidArgumentError, match=message):
+        generate(text=tf.constant(["the cat"]), **{k: tf.constant(v) for k, v in settings.items()})
+    good = {**GENERATE_DEFAULTS, "temperature": 0.0, "max_new_tokens": 4}
+    r = generate(text=tf.constant(["the cat"]), **{k: tf.constant(v) for k, v in good.items()})
+    assert_same({k: v.numpy() for k, v in r.items()},
+                expected(exported["gcnn"][0], "generate", {"text": ["the cat"], **good}), "after a refused request")
+
+
+def signature_defaults(path, signature):
+    """The SignatureDef's `defaults` (the values TF Serving uses for inputs a request leaves out)."""
+    from tensorflow.core.protobuf import saved_model_pb2
+
+    saved = saved_model_pb2.SavedModel()
+    with open(os.path.join(path, "saved_model.pb"), "rb") as f:
+        saved.ParseFromString(f.read())
+    defaults = saved.meta_graphs[0].signature_def[signature].defaults
+    return {name: tf.make_ndarray(proto).item() for name, proto in defaults.items()}
+
+
+def test_generate_optional_inputs_have_defaults_in_the_signature_def(exported):
+    for _, path in exported.values():
+        assert signature_defaults(path, "generate") == pytest.approx(GENERATE_DEFAULTS)
+        assert signature_defaults(path, "serving_default") == {}
+    metadata = json.load(open(os.path.join(exported["gcnn"][1], "assets.extra", "zoo_export.json")))
+    assert metadata["signatures"]["generate"]["defaults"] == GENERATE_DEFAULTS
+    assert metadata["max_new_tokens"] == 256
 
 
 def test_out_of_range_ids_are_refused_with_a_message(loaded):

@@ -33,6 +33,7 @@ from zoo.export.signatures import Signatures, serving_trace
 from zoo.layers.validation import check_int
 
 DEFAULT_MAX_TOKENS = 1024
+DEFAULT_MAX_NEW_TOKENS = 256
 METADATA_FILE = os.path.join("assets.extra", "zoo_export.json")
 
 
@@ -48,13 +49,14 @@ def existing_versions(model_dir):
                   if n.isdigit() and os.path.isdir(os.path.join(model_dir, n)))
 
 
-def _check_arguments(model, name, version, max_tokens):
+def _check_arguments(model, name, version, max_tokens, max_new_tokens=DEFAULT_MAX_NEW_TOKENS):
     if not isinstance(name, str) or not name or name in (".", "..") or name.startswith(".") \
             or "/" in name or os.sep in name:
         raise ValueError(f"The model name must be a non-empty directory name not starting with '.', got {name!r}.")
     if version is not None:
         check_int("The version", version, minimum=1)
     check_int("max_tokens", max_tokens, minimum=1)
+    check_int("max_new_tokens", max_new_tokens, minimum=1)
     vocabulary = getattr(model, "vocabulary", None)
     if vocabulary is None:
         raise ValueError("The model has no vocabulary to tokenise text with: load it from a preset "
@@ -64,15 +66,17 @@ def _check_arguments(model, name, version, max_tokens):
                          f"{model.vocabulary_size} ids; they must agree to export.")
 
 
-def export_saved_model(model, base_dir, name, version=None, max_tokens=DEFAULT_MAX_TOKENS):
+def export_saved_model(model, base_dir, name, version=None, max_tokens=DEFAULT_MAX_TOKENS,
+                       max_new_tokens=DEFAULT_MAX_NEW_TOKENS):
     """Write `model` to `base_dir/name/<version>/` and return that path.
 
     `version` defaults to one above the highest version present (1 for a new model). Lines of
-    more than `max_tokens` tokens are cut (see `zoo.export.signatures`). Raises `ExportError` (a
+    more than `max_tokens` tokens are cut (see `zoo.export.signatures`); the `generate` signature
+    writes at most `max_new_tokens` new tokens a request. Raises `ExportError` (a
     `ValueError`) with one sentence when the version exists or cannot be written, leaving no
     partial version behind.
     """
-    _check_arguments(model, name, version, max_tokens)
+    _check_arguments(model, name, version, max_tokens, max_new_tokens)
     model_dir = os.path.abspath(os.path.join(base_dir, name))
     created = not os.path.isdir(model_dir)
     try:
@@ -89,7 +93,7 @@ def export_saved_model(model, base_dir, name, version=None, max_tokens=DEFAULT_M
     tmp = None
     try:
         tmp = tempfile.mkdtemp(prefix=f".{version}.tmp-", dir=model_dir)
-        _write(model, tmp, name, version, max_tokens)
+        _write(model, tmp, name, version, max_tokens, max_new_tokens)
         if os.path.exists(final):  # another export took this version meanwhile
             raise ExportError(f"Version {version} of {name!r} appeared at {final} during the export and was "
                               "left untouched; nothing was written.")
@@ -106,7 +110,7 @@ def export_saved_model(model, base_dir, name, version=None, max_tokens=DEFAULT_M
     return final
 
 
-def _write(model, path, name, version, max_tokens):
+def _write(model, path, name, version, max_tokens, max_new_tokens=DEFAULT_MAX_NEW_TOKENS):
     """The SavedModel itself, written to the (empty, temporary) directory `path`.
 
     `keras.export.ExportArchive` would do, but it traces every endpoint once to find the
@@ -117,12 +121,14 @@ def _write(model, path, name, version, max_tokens):
         # `staging`, the asset's source, copied into the SavedModel's assets/ by the save; a
         # subword tokenizer embeds its SentencePiece model and writes nothing.
         tokenizer = model.vocabulary.graph_tokenizer(staging)
-        signatures = Signatures(model, tokenizer, max_tokens)
+        signatures = Signatures(model, tokenizer, max_tokens, max_new_tokens)
         root = tf.Module()
-        # The model's variables, which the traced functions capture. A Keras variable is itself
-        # trackable and saves as the plain tf.Variable behind it (as `keras.export.ExportArchive`
-        # tracks them), so the SavedModel loads without Keras.
-        root.model_variables = list(model.weights)
+        # The model's variables, which the traced functions capture, as the plain tf.Variables
+        # behind the Keras ones, so that the SavedModel loads without Keras. Tracking the Keras
+        # variables themselves would save each twice (a copy under a new name beside the handle
+        # the functions read), which TF2's loader maps but the TF1 loader of `saved_model_cli
+        # run` does not ("Could not find variable …").
+        root.model_variables = [_tf_variable(w) for w in model.weights]
         root.tables = list(tokenizer.resources)  # lookup tables, or the SentencePiece model
         functions = {}
         for endpoint, (fn, input_signature) in signatures.all().items():
@@ -134,6 +140,14 @@ def _write(model, path, name, version, max_tokens):
     os.makedirs(os.path.join(path, "assets.extra"), exist_ok=True)
     with open(os.path.join(path, METADATA_FILE), "w") as f:
         json.dump(metadata, f, indent=1)
+
+
+def _tf_variable(weight):
+    value = weight.value  # outside an autocast scope: the tf.Variable itself
+    if not isinstance(value, tf.Variable):
+        raise TypeError(f"The weight {weight.path} is not backed by a tf.Variable ({type(value).__name__}); "
+                        "the export needs Keras' TensorFlow backend.")
+    return value
 
 
 def write_archive(root, path, signatures):
@@ -149,6 +163,7 @@ def describe(model, name, version, max_tokens, tokenizer, signatures):
                                    "shape": None if spec.shape.rank is None else
                                    [-1 if d is None else d for d in spec.shape.as_list()]}
                        for spec in input_signature},
+            **({"defaults": signatures.generate_defaults()} if endpoint == "generate" else {}),
             "outputs": signatures.outputs(endpoint),
         }
     subword = {}
@@ -166,6 +181,7 @@ def describe(model, name, version, max_tokens, tokenizer, signatures):
         "special_ids": {"<pad>": tokenizer.pad_id, "<s>": tokenizer.bos_id, "</s>": tokenizer.eos_id,
                         "<unk>": tokenizer.unk_id},
         "max_tokens": max_tokens,
+        "max_new_tokens": signatures.max_new_tokens,
         "decode_state": {n: list(shape) for n, shape in signatures.state.specs.items()},
         "signatures": endpoints,
     }

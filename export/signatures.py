@@ -14,7 +14,18 @@ Every signature takes and returns named tensors (dict outputs), batch first:
   float32 [batch, K], the k most likely next tokens (never `<pad>` or `<s>`, as in
   `generate`), K the largest k; a row asking for fewer has "", −1 and 0.0 past its k;
 - `decode_step`: `token_ids` int32 [batch] and the decoding state (see `zoo.export.state`) →
-  `log_probs` float32 [batch, vocabulary] and the next state under the same names.
+  `log_probs` float32 [batch, vocabulary] and the next state under the same names;
+- `generate`: `text` string [batch] (prompts, read as `<s> w1 … wn`, the last `max_tokens`
+  tokens of a longer one) and the optional scalars `max_new_tokens` int32 (default 20, at most the
+  export's `max_new_tokens` cap), `temperature` float32 (1.0; 0 is greedy), `top_k` int32 (0:
+  off), `top_p` float32 (1.0: off), `seed` int32 (0) → `text` string [batch] (the prompt and its
+  continuation, detokenised, what `LanguageModel.generate` returns), `completion` string [batch]
+  (the continuation alone), `ids` int32 [batch, new] (the new ids, `<pad>` after a row's end) and
+  `lengths` int32 [batch] (new tokens per row). The whole loop runs in the graph
+  (`zoo.models.generation.decode`, the loop `generate` runs in-process, so the same settings and
+  seed give the same tokens); a row ends after `</s>`. The optional inputs are the SignatureDef's
+  `defaults`, which TF Serving fills in when a request leaves them out; a value outside its range
+  is an InvalidArgument naming the input and the range.
 
 Subword models (`tokenizer.kind == "subword"`, a SentencePiece `SubwordTokenizer`): the model
 scores pieces, but `serving_default` answers per WORD, as `LanguageModel.score(text)` does: its
@@ -52,6 +63,7 @@ import tensorflow as tf
 
 from zoo.export.state import StateLayout
 from zoo.layers.sparse_moe import balance_metrics_paused
+from zoo.models import generation
 
 FLOAT32_MAX = 3.4028234663852886e38  # where a subword model's per-word perplexity saturates
 
@@ -70,10 +82,11 @@ def serving_trace(model):
 class Signatures:
     """The signature functions of `model`, tokenising with `tokenizer` (`zoo.data.graph_tokenizers`)."""
 
-    def __init__(self, model, tokenizer, max_tokens):
+    def __init__(self, model, tokenizer, max_tokens, max_new_tokens=256):
         self.model = model
         self.tokenizer = tokenizer
         self.max_tokens = int(max_tokens)
+        self.max_new_tokens = int(max_new_tokens)
         self.vocabulary_size = int(model.vocabulary_size)
         self.state = StateLayout(model)
         # One traced function scores ids for both serving_default and score_ids (one trace of
@@ -91,7 +104,19 @@ class Signatures:
                                              tf.TensorSpec(None, tf.int32, name="k")]),
             "decode_step": (self.decode_step, [tf.TensorSpec([None], tf.int32, name="token_ids")]
                             + self.state.tensor_specs()),
+            "generate": (self.generate_function(), [
+                tf.TensorSpec([None], tf.string, name="text"),
+                tf.TensorSpec([], tf.int32, name="max_new_tokens"),
+                tf.TensorSpec([], tf.float32, name="temperature"),
+                tf.TensorSpec([], tf.int32, name="top_k"),
+                tf.TensorSpec([], tf.float32, name="top_p"),
+                tf.TensorSpec([], tf.int32, name="seed")]),
         }
+
+    def generate_defaults(self):
+        """The optional inputs of `generate` and their values when a request leaves them out."""
+        return {"max_new_tokens": min(20, self.max_new_tokens), "temperature": 1.0, "top_k": 0, "top_p": 1.0,
+                "seed": 0}
 
     def outputs(self, endpoint):
         """`{output name: dtype}` of a signature."""
@@ -101,6 +126,7 @@ class Signatures:
             "serving_default": scores,
             "score_ids": scores,
             "next_token": {"words": "string", "ids": "int32", "log_probs": "float32"},
+            "generate": {"text": "string", "completion": "string", "ids": "int32", "lengths": "int32"},
             "decode_step": {"log_probs": "float32", **{name: "float32" for name in self.state.specs}},
         }[endpoint]
 
@@ -157,6 +183,53 @@ class Signatures:
             "words": tf.where(inside, self._token_names(indices), ""),
             "ids": tf.where(inside, indices, -1),
             "log_probs": tf.where(inside, values, 0.0),
+        }
+
+    def generate_function(self):
+        """`generate` with its optional inputs' defaults as Python defaults of the function, which
+        `tf.saved_model.save` writes into the SignatureDef's `defaults`."""
+        d = self.generate_defaults()
+
+        def generate(text, max_new_tokens=tf.constant(d["max_new_tokens"], tf.int32),
+                     temperature=tf.constant(d["temperature"], tf.float32), top_k=tf.constant(d["top_k"], tf.int32),
+                     top_p=tf.constant(d["top_p"], tf.float32), seed=tf.constant(d["seed"], tf.int32)):
+            return self.generate(text, max_new_tokens, temperature, top_k, top_p, seed)
+
+        return generate
+
+    def generate(self, text, max_new_tokens, temperature, top_k, top_p, seed):
+        t, v, cap = self.tokenizer, self.vocabulary_size, self.max_new_tokens
+        checks = [
+            tf.debugging.assert_greater_equal(max_new_tokens, 1, message=f"max_new_tokens must be in [1, {cap}] "
+                                              "(the export's cap, zoo export --max-new-tokens)"),
+            tf.debugging.assert_less_equal(max_new_tokens, cap, message=f"max_new_tokens must be in [1, {cap}] "
+                                           "(the export's cap, zoo export --max-new-tokens)"),
+            tf.debugging.assert_greater_equal(temperature, 0.0, message="temperature must be >= 0 (0 is greedy)"),
+            tf.debugging.assert_less_equal(temperature, 3.4e38, message="temperature must be a finite number >= 0"),
+            tf.debugging.assert_greater_equal(top_k, 0, message=f"top_k must be in [0, {v}] (0: off)"),
+            tf.debugging.assert_less_equal(top_k, v, message=f"top_k must be in [0, {v}] (0: off)"),
+            tf.debugging.assert_greater(top_p, 0.0, message="top_p must be in (0, 1] (1: off)"),
+            tf.debugging.assert_less_equal(top_p, 1.0, message="top_p must be in (0, 1] (1: off)"),
+        ]
+        with tf.control_dependencies(checks):
+            max_new_tokens = tf.identity(max_new_tokens)
+        words = t.encode(text)
+        start = tf.maximum(words.row_lengths() - self.max_tokens, 0)  # the last max_tokens tokens
+        words = tf.gather(words, tf.ragged.range(start, words.row_lengths()), batch_dims=1)
+        n = tf.shape(text)[0]
+        prompts = tf.concat([tf.RaggedTensor.from_tensor(tf.fill([n, 1], t.bos_id)), words], axis=1)
+        lengths = tf.cast(prompts.row_lengths(), tf.int32)
+        choose = generation.served_sampler(temperature, top_k, top_p)
+        with generation.loop_invariants(self.model):
+            ids, ends = generation.decode(self.model, prompts.to_tensor(t.pad_id), lengths, max_new_tokens,
+                                          choose, seed, t.eos_id)
+        new = tf.gather(ids, tf.ragged.range(lengths, ends), batch_dims=1)
+        whole = tf.gather(ids, tf.ragged.range(ends), batch_dims=1)
+        return {
+            "text": t.decode(whole),
+            "completion": t.decode(new),
+            "ids": new.to_tensor(t.pad_id, shape=[None, None]),
+            "lengths": tf.cast(new.row_lengths(), tf.int32),
         }
 
     def decode_step(self, token_ids, *state):
