@@ -12,6 +12,7 @@ import importlib
 # `zoo benchmark NAME` -> its module in this package
 BENCHMARKS = {
     "adaptive-softmax": "adaptive_softmax",
+    "generate": "generate",
     "input": "input_pipeline",
     "moe": "moe",
     "moe-parallel": "moe_parallel",

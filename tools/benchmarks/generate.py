@@ -1,0 +1,417 @@
+"""`zoo benchmark generate`: the compiled `generate` against the zoo's previous Python loop.
+
+On the trained presets (`--models`, default gcnn-ptb and lstmp-ptb, `weights="trained"`), in one
+process, every path's calls interleaved (one call of each path of each model in turn, repeat
+after repeat), medians over `--repeats`:
+
+* decoding, batch 1 and batch `--batch` (32): new tokens per second at temperature 0.8, top-k 40,
+  `--new-tokens` (100) new tokens per prompt, of
+  - `previous_generate` below: the zoo's previous `generate` (commit bd7b041), copied verbatim
+    but for one flag, `stop_at_eos=False`, so that it writes all its new tokens as the new
+    `generate` does with `stop=None`: the prompt fed token by token through `model.decode_step`,
+    then one `decode_step` and a numpy draw per new token. At batch 32 it runs the 32 prompts one
+    at a time (it takes one prompt), timed as such;
+  - `model.generate(prompts, ..., stop=None)`: the prompts (right-padded) read in one parallel
+    pass, then one compiled `tf.while_loop` for every new token; without and with XLA
+    (`jit_compile=True`). Its first call per configuration traces (and, with XLA, compiles per
+    prompt shape): one untimed warm-up call of every path comes first, its time reported.
+* time to the first new token after a `--long-prompt` (1,000)-token prompt, greedy:
+  (a) `model.generate([prompt], max_length=1, temperature=0, stop=None)`, the prompt read in one
+  parallel pass; (b) `previous_generate(model, prompt, 1, 0, …)`, the prompt fed token by token
+  through `decode_step` from Python; (c) `zoo.models.generation.stepwise_prefill` (the prompt fed
+  token by token to `step` inside one `tf.while_loop`) and the output layer, in a tf.function (the
+  GCNN's weight-normalised kernels computed once, as `generate` does): what `generate` would cost
+  without a parallel prefill. b/a is what the new path saves; c/a splits it into the parallel
+  pass (c/a) and Python's per-token overhead (b/c).
+
+Prompts are real text: the Penn Treebank test split (`zoo.data.read_lines("ptb", "test")`), `<s>`
+then every line ended by `</s>`, as one stream of ids, cut at the lengths needed (the batch-1
+prompt is its first `--prompt-tokens` ids, the batch's prompts its first 1, 2, …, `--batch` ids);
+without the treebank (or with `--small`), the model's vocabulary cycled.
+
+Ratios are measured side by side in the same run; the table (markdown) is printed and, with
+`--out FILE`, written there.
+"""
+
+import argparse
+import os
+import shlex
+import statistics
+import sys
+import time
+
+import numpy as np
+
+from zoo.tools.benchmarks.common import cpu_model, load_average_text, machine_summary, write_results
+
+DEFAULT_MODELS = ("gcnn-ptb", "lstmp-ptb")
+SEED = 0
+DEFAULTS = {"repeats": 5, "new_tokens": 100, "long_prompt": 1000}
+QUICK = {"repeats": 2, "new_tokens": 20, "long_prompt": 200}  # --quick: a smoke run
+SMALL = {"vocabulary_size": 50}  # --small: tiny configs of the presets, random weights (tests)
+SMALL_CONFIGS = {
+    "gcnn-ptb": {"embedding_dim": 8, "blocks": [[[3, 16]], [[3, 16]]]},
+    "lstmp-ptb": {"embedding_dim": 8, "layers": [{"type": "lstm", "units": 16, "projection": 8}]},
+    "lstm-ptb": {"embedding_dim": 8, "layers": [{"type": "lstm", "units": 8}] * 2},
+}
+
+
+# ---- the baseline ----------------------------------------------------------------------------------
+def previous_generate(model, prompt_ids, max_length, temperature, top_k, seed, stop_at_eos=True):
+    """The zoo's previous `LanguageModel.generate` (zoo/models/generation.py at commit bd7b041),
+    verbatim (`self` is `model`) but for one change: `stop_at_eos=False` does not stop at `</s>`,
+    so that it writes exactly `max_length` new tokens, as `generate(..., stop=None)` does.
+
+    Continue `prompt` (a string, or a list of ids) up to `max_length` new tokens.
+
+    `temperature=0` is greedy decoding; `top_k` samples among the k most likely tokens.
+    Stops early at `</s>`. Returns a string for a string prompt, else a list of ids.
+    """
+    self, prompt = model, prompt_ids
+    if temperature < 0:
+        raise ValueError(f"temperature must be >= 0, got {temperature}.")
+    if top_k is not None and not 1 <= top_k <= self.vocabulary_size:
+        raise ValueError(f"top_k must be in [1, {self.vocabulary_size}], got {top_k}.")
+    as_text = isinstance(prompt, str)
+    if as_text:
+        ids = self.require_vocabulary().encode(prompt, add_eos=False)
+    else:
+        ids = [int(i) for i in self.check_ids(prompt).reshape(-1)]
+    rng = np.random.default_rng(seed)
+    state = None
+    for token in ids:
+        log_probs, state = self.decode_step([token], state)
+    out = []
+    eos = self.vocabulary.eos_id if self.vocabulary is not None else None
+    for _ in range(max_length):
+        lp = log_probs.numpy()[0].astype("float64")
+        lp[:2] = -np.inf  # never emit <pad> or <s>
+        if temperature == 0:
+            token = int(np.argmax(lp))
+        else:
+            lp = lp / temperature
+            if top_k is not None:
+                cut = np.partition(lp, -top_k)[-top_k]
+                lp[lp < cut] = -np.inf
+            p = np.exp(lp - lp.max())
+            token = int(rng.choice(len(p), p=p / p.sum()))
+        out.append(token)
+        if stop_at_eos and token == eos:  # the one change: `if token == eos:` before
+            break
+        log_probs, state = self.decode_step([token], state)
+    if as_text:
+        return self.vocabulary.decode(ids + out)
+    return ids + out
+
+
+def stepwise_first_token(model):
+    """(c): a tf.function of `(ids [batch, time], lengths [batch])` → the greedy first new token
+    [batch]: the prompt fed token by token to `step` inside one `tf.while_loop`
+    (`stepwise_prefill`), then the output layer; `<pad>` and `<s>` never chosen."""
+    import tensorflow as tf
+
+    from zoo.models import generation
+
+    spec = [tf.TensorSpec([None, None], tf.int32), tf.TensorSpec([None], tf.int32)]
+
+    def first(ids, lengths):
+        with generation.loop_invariants(model):  # as `generate` traces its loops
+            hidden, _ = generation.stepwise_prefill(model, ids, lengths)
+            scores = generation.scores(model, hidden, normalised=False)
+        return tf.argmax(scores[:, 2:], axis=-1, output_type=tf.int32) + 2
+
+    return tf.function(first, input_signature=spec, autograph=False)
+
+
+# ---- models and prompts ----------------------------------------------------------------------------
+def build_model(preset, small):
+    import zoo
+
+    if not small:
+        return zoo.load(preset, weights="trained")
+    if preset not in SMALL_CONFIGS:
+        raise ValueError(f"--small knows the presets {', '.join(SMALL_CONFIGS)}, not {preset!r}.")
+    import keras
+
+    from zoo.data.vocab import SPECIALS, Vocabulary
+
+    keras.utils.set_random_seed(SEED)
+    model = zoo.load(preset, **SMALL, **SMALL_CONFIGS[preset])
+    model.vocabulary = Vocabulary(list(SPECIALS) + [f"w{i}" for i in range(SMALL["vocabulary_size"] - 4)])
+    return model
+
+
+def text_ids(model, count, use_treebank=True):
+    """`(ids, where they come from)`: `count` ids of running text, `<s>` first. The Penn Treebank
+    test lines, each ended by `</s>`; without the treebank, the vocabulary's words cycled."""
+    vocabulary = model.require_vocabulary()
+    if use_treebank:
+        try:
+            from zoo.data.corpus import read_lines
+
+            lines = read_lines("ptb", "test")
+        except (ImportError, OSError, ValueError):
+            lines = None
+        if lines:
+            ids = [vocabulary.bos_id]
+            for line in lines:
+                ids += vocabulary.encode(line, add_bos=False, add_eos=True)
+                if len(ids) >= count:
+                    return ids[:count], "the Penn Treebank test text (<s>, then each line ended by </s>)"
+    words = list(range(4, model.vocabulary_size))  # past <pad>, <s>, </s>, <unk>
+    ids = [vocabulary.bos_id] + [words[i % len(words)] for i in range(count - 1)]
+    return ids, "the vocabulary's words cycled (no treebank)"
+
+
+# ---- timing ----------------------------------------------------------------------------------------
+def _seconds(fn):
+    start = time.perf_counter()
+    out = fn()
+    return time.perf_counter() - start, out
+
+
+class Case:
+    """One model's prompts and the paths timed on them."""
+
+    def __init__(self, name, model, args):
+        self.name, self.model = name, model
+        n = args.new_tokens
+        stream, self.source = text_ids(model, max(args.long_prompt, args.prompt_tokens, args.batch),
+                                       use_treebank=not args.small)
+        self.prompt = stream[:args.prompt_tokens]
+        self.batch = [stream[:i + 1] for i in range(args.batch)]  # lengths 1 … batch
+        self.long = stream[:args.long_prompt]
+        t, k, seed = args.temperature, args.top_k, args.seed
+
+        def new(prompts, jit, expected):
+            def run():
+                out = model.generate(prompts, max_length=n, temperature=t, top_k=k, seed=seed, stop=None,
+                                     jit_compile=jit)
+                got = [len(row) - len(p) for row, p in zip(out, prompts)]
+                if got != expected:
+                    raise RuntimeError(f"{name}: generate(stop=None) wrote {got} new tokens, not {n} per prompt.")
+                return out
+            return run
+
+        def previous(prompts):
+            return lambda: [previous_generate(model, p, n, t, k, seed + i, stop_at_eos=False)
+                            for i, p in enumerate(prompts)]
+
+        stepwise = stepwise_first_token(model)
+        long_ids, long_length = np.asarray([self.long], np.int32), np.asarray([len(self.long)], np.int32)
+        self.paths = {
+            "b1_previous": previous([self.prompt]),
+            "b1_new": new([self.prompt], False, [n]),
+            "b1_xla": new([self.prompt], True, [n]),
+            "bN_previous": previous(self.batch),
+            "bN_new": new(self.batch, False, [n] * len(self.batch)),
+            "bN_xla": new(self.batch, True, [n] * len(self.batch)),
+            "first_a": lambda: model.generate([self.long], max_length=1, temperature=0, stop=None)[0][-1],
+            "first_b": lambda: previous_generate(model, self.long, 1, 0, None, seed, stop_at_eos=False)[-1],
+            "first_c": lambda: int(stepwise(long_ids, long_length).numpy()[0]),
+        }
+        self.times = {path: [] for path in self.paths}
+        self.first_call = {}
+        self.outputs = {}
+
+    def warm_up(self, log):
+        for path, fn in self.paths.items():
+            self.first_call[path], self.outputs[path] = _seconds(fn)
+        log(f"  {self.name}: warm-up done (first calls: "
+            + ", ".join(f"{p} {s:.2f} s" for p, s in self.first_call.items()) + ")", flush=True)
+
+    def check(self, args):
+        """Greedy, the previous loop (no </s> stop) and `generate(stop=None)` write the same ids;
+        (a), (b) and (c) choose the same first token."""
+        n = args.new_tokens
+        want = previous_generate(self.model, self.prompt, n, 0, None, args.seed, stop_at_eos=False)
+        got = self.model.generate([self.prompt], max_length=n, temperature=0, stop=None)[0]
+        firsts = [self.outputs[f"first_{x}"] for x in "abc"]
+        return {"greedy_same_ids": want == got,
+                "greedy_first_difference": next((i - len(self.prompt) for i, (a, b) in enumerate(zip(want, got))
+                                                 if a != b), None),
+                "first_tokens": firsts, "first_tokens_agree": len(set(firsts)) == 1}
+
+
+def measure(cases, repeats, log=print):
+    """Every path of every case once per repeat, in turn (A, B, C, …, A, B, C, …)."""
+    for r in range(repeats):
+        for case in cases:
+            for path, fn in case.paths.items():
+                case.times[path].append(_seconds(fn)[0])
+        log(f"  repeat {r + 1}/{repeats} done", flush=True)
+
+
+def summarise(case, args):
+    n, batch = args.new_tokens, args.batch
+    median = {path: statistics.median(times) for path, times in case.times.items()}
+    tokens = {"b1": n, "bN": n * batch}
+    result = {"model": case.name, "params": int(case.model.count_params()), "prompt_source": case.source,
+              "prompt_tokens": len(case.prompt), "batch_prompt_lengths": [len(p) for p in case.batch],
+              "long_prompt_tokens": len(case.long), "times_s": case.times, "first_call_s": case.first_call,
+              "median_s": median, "tokens_per_s": {}, "vs_previous": {}}
+    for path, seconds in median.items():
+        group = path.split("_")[0]
+        if group in tokens:
+            result["tokens_per_s"][path] = tokens[group] / seconds
+            result["vs_previous"][path] = median[f"{group}_previous"] / seconds
+    result["first_token_ms"] = {x: median[f"first_{x}"] * 1e3 for x in "abc"}
+    result["first_token_ratios"] = {"b/a": median["first_b"] / median["first_a"],
+                                    "c/a": median["first_c"] / median["first_a"],
+                                    "b/c": median["first_b"] / median["first_c"]}
+    return result
+
+
+# ---- the table -------------------------------------------------------------------------------------
+def table(report):
+    args, results = report["args"], report["results"]
+    n, batch = args["new_tokens"], args["batch"]
+    sampling = f"temperature {args['temperature']:g}, top-k {args['top_k']}"
+    lines = [
+        "# generate: the compiled `generate` against the previous Python loop",
+        "",
+        "```bash",
+        report["command"],
+        "```",
+        "",
+        f"machine: {report['machine']}; load average at the end {report['load_average_end']}",
+        "",
+        f"Decoding: {sampling}, {n} new tokens per prompt (`stop=None`: every row writes all of them; the "
+        f"previous loop with its `</s>` stop off), seed {args['seed']}. Prompts from "
+        f"{results[0]['prompt_source'] if results else '-'}: batch 1 its first {args['prompt_tokens']} ids, "
+        f"batch {batch} its first 1, 2, …, {batch} ids. {args['repeats']} repeats, every path of every model "
+        f"once per repeat in turn; medians. First call: the untimed warm-up (tracing; with XLA, compiling for "
+        f"the prompt shape).",
+        "",
+        "| model | batch | path | median s | new tokens/s | × previous | first call s |",
+        "| --- | ---: | --- | ---: | ---: | ---: | ---: |",
+    ]
+    labels = {
+        "previous": "previous `generate` (Python loop: `decode_step` + numpy draw per token)",
+        "new": "`generate` (one `tf.while_loop`)",
+        "xla": "`generate(jit_compile=True)` (XLA)",
+    }
+    for r in results:
+        first = True
+        for group, size in (("b1", 1), ("bN", batch)):
+            for kind in ("previous", "new", "xla"):
+                path = f"{group}_{kind}"
+                label = labels[kind]
+                if kind == "previous" and size > 1:
+                    label = f"previous `generate`, the {size} prompts one at a time (measured)"
+                ratio = "1.0×" if kind == "previous" else f"{r['vs_previous'][path]:.1f}×"
+                lines.append(f"| {'`' + r['model'] + '`' if first else ''} | {size} | {label} | "
+                             f"{r['median_s'][path]:.3f} | {r['tokens_per_s'][path]:,.0f} | {ratio} | "
+                             f"{r['first_call_s'][path]:.2f} |")
+                first = False
+    long = args["long_prompt"]
+    lines += [
+        "",
+        f"Time to the first new token after a {long:,}-token prompt (greedy), ms (medians of the same repeats):",
+        "",
+        "- (a) `generate([prompt], max_length=1, temperature=0, stop=None)`: the prompt read in one parallel pass;",
+        "- (b) the previous `generate` (max_length 1, greedy): `decode_step` per prompt token from Python, then the "
+        "first token;",
+        "- (c) `stepwise_prefill` (`step` per prompt token inside one `tf.while_loop`) and the output layer, in a "
+        "tf.function: what (a) would cost without the parallel pass.",
+        "",
+        "| model | (a) parallel pass ms | (b) Python `decode_step` loop ms | (c) in-graph token by token ms "
+        "| b/a | c/a | b/c |",
+        "| --- | ---: | ---: | ---: | ---: | ---: | ---: |",
+    ]
+    for r in results:
+        ms, q = r["first_token_ms"], r["first_token_ratios"]
+        lines.append(f"| `{r['model']}` | {ms['a']:.1f} | {ms['b']:.1f} | {ms['c']:.1f} | {q['b/a']:.1f}× | "
+                     f"{q['c/a']:.1f}× | {q['b/c']:.1f}× |")
+    lines += ["", "Checks:"]
+    for r in results:
+        c = r["checks"]
+        same = "yes" if c["greedy_same_ids"] else f"NO (first difference at new token {c['greedy_first_difference']})"
+        lines.append(f"- `{r['model']}`: greedy, the previous loop and `generate(stop=None)` write the same "
+                     f"{n} ids: {same}; (a), (b), (c) choose the same first token: "
+                     f"{'yes' if c['first_tokens_agree'] else 'NO ' + str(c['first_tokens'])}.")
+    return "\n".join(lines) + "\n"
+
+
+# ---- the command -----------------------------------------------------------------------------------
+def parse(argv):
+    p = argparse.ArgumentParser(
+        prog="zoo benchmark generate",
+        description="Tokens per second of the compiled generate (without and with XLA) against the previous "
+                    "Python decoding loop, at batch 1 and 32, and the time to the first token after a long prompt.")
+    p.add_argument("--models", default=",".join(DEFAULT_MODELS),
+                   help="comma-separated presets, loaded with their trained weights (default: gcnn-ptb,lstmp-ptb)")
+    p.add_argument("--repeats", type=int, help=f"timed calls of every path (default {DEFAULTS['repeats']})")
+    p.add_argument("--new-tokens", type=int, help=f"new tokens per prompt (default {DEFAULTS['new_tokens']})")
+    p.add_argument("--batch", type=int, default=32, help="prompts of the batched row (default 32)")
+    p.add_argument("--prompt-tokens", type=int, default=16, help="ids of the batch-1 prompt (default 16)")
+    p.add_argument("--long-prompt", type=int,
+                   help=f"prompt of the time-to-first-token part, in ids (default {DEFAULTS['long_prompt']})")
+    p.add_argument("--temperature", type=float, default=0.8, help="sampling temperature (default 0.8)")
+    p.add_argument("--top-k", type=int, default=40, help="top-k of the sampler (default 40)")
+    p.add_argument("--seed", type=int, default=SEED, help=f"sampling seed (default {SEED})")
+    p.add_argument("--quick", action="store_true",
+                   help="smoke run: " + ", ".join(f"--{k.replace('_', '-')} {v}" for k, v in QUICK.items())
+                        + " unless given")
+    p.add_argument("--small", action="store_true", help="tiny configs of the presets, random weights (tests)")
+    p.add_argument("--out", metavar="FILE", help="also write the markdown table here")
+    p.add_argument("--json", metavar="PATH", help="also write the raw figures here")
+    args = p.parse_args(argv)
+    for key, value in (QUICK if args.quick else DEFAULTS).items():
+        if getattr(args, key) is None:
+            setattr(args, key, value)
+    for name in ("repeats", "new_tokens", "batch", "prompt_tokens", "long_prompt"):
+        if getattr(args, name) < 1:
+            raise ValueError(f"--{name.replace('_', '-')} must be >= 1, got {getattr(args, name)}.")
+    if not args.temperature > 0:
+        raise ValueError(f"--temperature must be > 0 (the sampled rows), got {args.temperature}.")
+    return args
+
+
+def main(argv):
+    args = parse(argv)
+    models = [m.strip() for m in args.models.split(",") if m.strip()]
+    command = shlex.join(["zoo", "benchmark", "generate", *argv])
+    print(f"$ {command}", flush=True)
+
+    os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
+    import tensorflow as tf
+
+    tf.config.set_visible_devices([], "GPU")  # a CPU benchmark
+    import keras
+
+    machine = (f"{machine_summary()} at the start; tensorflow {tf.__version__}, keras {keras.__version__}; "
+               f"TF threads: default; device CPU")
+    print(f"machine: {machine}", flush=True)
+    cases = []
+    for name in models:
+        model = build_model(name, args.small)
+        if model.vocabulary is not None and args.top_k > model.vocabulary_size:
+            raise ValueError(f"--top-k {args.top_k} is larger than {name}'s vocabulary ({model.vocabulary_size}).")
+        cases.append(Case(name, model, args))
+        print(f"  {name}: {model.count_params():,} parameters{' (tiny config, random weights)' if args.small else ''}",
+              flush=True)
+    for case in cases:
+        case.warm_up(print)
+    measure(cases, args.repeats)
+    results = []
+    for case in cases:
+        result = summarise(case, args)
+        result["checks"] = case.check(args)
+        results.append(result)
+    report = {"command": command, "benchmark": "generate", "machine": machine, "cpu": cpu_model(),
+              "cpu_count": os.cpu_count(), "load_average_end": load_average_text(), "args": vars(args),
+              "results": results}
+    text = table(report)
+    print()
+    print(text, end="", flush=True)
+    if args.out:
+        with open(args.out, "w") as f:
+            f.write(text)
+        print(f"table written to {args.out}")
+    write_results(args.json, report)
+    return report
+
+
+if __name__ == "__main__":
+    main(sys.argv[1:])
