@@ -33,7 +33,7 @@ from zoo.data.vocab import SPECIALS, Vocabulary
 from zoo.models import GCNNLanguageModel
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-SIGNATURES = ["decode_step", "next_token", "score_ids", "serving_default"]
+SIGNATURES = ["decode_step", "generate", "next_token", "score_ids", "serving_default"]
 SHORT = 10  # max_tokens of the second export, for the cut
 
 WORDS = ("the cat sat on a mat dog ran home big small house tree and of in with under over said "
@@ -157,8 +157,12 @@ plan = json.load(open(sys.argv[1]))
 out = {}
 for export, p in plan.items():
     sigs = tf.saved_model.load(p["path"]).signatures
-    assert sorted(sigs) == ["decode_step", "next_token", "score_ids", "serving_default"], sorted(sigs)
+    assert sorted(sigs) == ["decode_step", "generate", "next_token", "score_ids", "serving_default"], sorted(sigs)
     texts = tf.constant([bytes.fromhex(h) for h in p["texts"]], tf.string)
+    for tag, settings in p.get("generate", {}).items():
+        r = sigs["generate"](text=texts, **{k: tf.constant(v) for k, v in settings.items()})
+        for key, value in r.items():
+            out[f"{export}/generate_{tag}/{key}"] = value.numpy()
     results = [("serving_default", sigs["serving_default"](text=texts))]
     if "ids" in p:
         results += [
@@ -226,6 +230,8 @@ def _fresh_env():
     return env
 
 
+GENERATE = {"greedy": {"max_new_tokens": 15, "temperature": 0.0, "top_k": 0, "top_p": 1.0, "seed": 0},
+            "top_p": {"max_new_tokens": 10, "temperature": 0.9, "top_k": 50, "top_p": 0.8, "seed": 11}}
 DECODE_IDS = np.random.default_rng(3).integers(0, 400, size=(3, 6)).T.tolist()  # 6 steps of 3 sequences
 
 
@@ -237,7 +243,8 @@ def fresh_process(exported, tokenizer, tmp_path_factory):
         "subword": {"path": exported["subword"][1], "texts": [_bytes(t).hex() for t in TEXTS.values()],
                     "ids": _pad(python_ids, 0, np.int32).tolist(), "lengths": [len(i) for i in python_ids],
                     "prefixes": PREFIXES, "k": K, "decode_ids": DECODE_IDS,
-                    "prompt": tokenizer.encode(PROMPT, add_eos=False), "max_length": STREAM_LENGTH},
+                    "prompt": tokenizer.encode(PROMPT, add_eos=False), "max_length": STREAM_LENGTH,
+                    "generate": GENERATE},
         "short": {"path": exported["short"][1],
                   "texts": [_bytes(t).hex() for t in list(cut_lines(tokenizer).values()) + list(TEXTS.values())]},
     }
@@ -361,6 +368,26 @@ def test_decode_step_streamed_equals_in_process(exported, tokenizer, fresh_proce
     generated = model.generate(prompt, max_length=STREAM_LENGTH, temperature=0)[len(prompt):]
     assert len(generated) == STREAM_LENGTH
     assert fresh_process["subword/stream"].tolist() == generated
+
+
+def test_generate_signature_detokenises_what_lm_generate_writes(exported, tokenizer, fresh_process):
+    model, _, _ = exported["subword"]
+    texts = [_text(t) for t in TEXTS.values()]
+    prompts = [tokenizer.encode(t, add_eos=False) for t in texts]
+    prompts = [p[:1] + p[1:][-export.DEFAULT_MAX_TOKENS:] for p in prompts]  # the export's cut
+    for tag, settings in GENERATE.items():
+        served = _served(fresh_process, "subword", f"generate_{tag}")
+        kw = {"max_length": settings["max_new_tokens"], "seed": settings["seed"]}
+        kw.update({"temperature": 0} if tag == "greedy" else
+                  {"temperature": settings["temperature"], "top_k": settings["top_k"], "top_p": settings["top_p"]})
+        rows = model.generate(prompts, **kw)
+        new = [row[len(p):] for row, p in zip(rows, prompts)]
+        assert served["lengths"].tolist() == [len(n) for n in new], tag
+        assert served["ids"].tolist() == _pad(new, 0, np.int32).tolist(), tag
+        assert served["text"].tolist() == [tokenizer.decode(r) for r in rows], tag
+        assert served["completion"].tolist() == [tokenizer.decode(n) for n in new], tag
+    # the text of a string prompt, as lm.generate gives it
+    assert served["text"][0] == model.generate(texts[0], **kw)
 
 
 def test_metadata_records_the_tokenizer(exported):

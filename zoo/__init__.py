@@ -31,9 +31,9 @@ except ModuleNotFoundError as _error:
     ) from None
 
 from zoo.factorized_adam import FactorizedAdam  # registered for .keras loading
-from zoo.models import GCNNLanguageModel, LanguageModel, StackLanguageModel
+from zoo.models import GCNNLanguageModel, LanguageModel, StackLanguageModel, samplers
 from zoo.registry import count_params, load, presets, register_presets
 
 __version__ = "0.1.0"
-__all__ = ["load", "presets", "count_params", "register_presets", "GCNNLanguageModel", "StackLanguageModel",
+__all__ = ["load", "presets", "count_params", "register_presets", "GCNNLanguageModel", "StackLanguageModel", "samplers",
            "LanguageModel", "FactorizedAdam"]

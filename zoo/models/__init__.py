@@ -3,7 +3,8 @@
 Every module of this package is imported here (tests excepted): a model family is one module
 defining a `LanguageModel` subclass (which registers it), and its presets one module calling
 `zoo.registry.register_presets`. So a new family is a new file and its presets, and nothing else.
-`base`, `inference` and `generation` hold what every family shares.
+`base`, `inference` and `generation` hold what every family shares; `samplers` (also `zoo.samplers`)
+how `generate` chooses tokens.
 """
 
 import importlib

@@ -63,6 +63,35 @@ def stepwise_prefill(model, token_ids, lengths):
 
 
 # ---- choosing a token ------------------------------------------------------------------------------
+BLOCK = 32  # ids per block of `top_k_of`
+
+
+def top_k_of(logits, k):
+    """`tf.math.top_k(logits, k)` (values and ids, largest first), exactly, but faster when k is
+    much smaller than the vocabulary (CPU's TopKV2 dominated a batch's decoding step): the k
+    largest values lie in the k blocks of `BLOCK` consecutive ids with the largest maxima (a value
+    outside them would have k blocks, each with a larger value, above it), so one top-k runs on
+    the block maxima and one on those k blocks' values only."""
+    vocabulary = logits.shape[-1]
+    if vocabulary is None or vocabulary < 4 * BLOCK:
+        return tf.math.top_k(logits, k)
+    blocks = -(-vocabulary // BLOCK)
+
+    def blocked():
+        padded = tf.pad(logits, [[0, 0], [0, blocks * BLOCK - vocabulary]], constant_values=-np.inf)
+        grouped = tf.reshape(padded, [-1, blocks, BLOCK])
+        _, chosen = tf.math.top_k(tf.reduce_max(grouped, axis=-1), k)
+        chosen = tf.sort(chosen, axis=-1)  # ids in order, so that ties go to the lower id as in top_k
+        values = tf.reshape(tf.gather(grouped, chosen, batch_dims=1), [-1, k * BLOCK])
+        ids = tf.reshape(chosen[:, :, None] * BLOCK + tf.range(BLOCK)[None, None, :], [-1, k * BLOCK])
+        top, where = tf.math.top_k(values, k)
+        return top, tf.gather(ids, where, batch_dims=1)
+
+    if isinstance(k, int):
+        return blocked() if 4 * k * BLOCK <= vocabulary else tf.math.top_k(logits, k)
+    return tf.cond(4 * k * BLOCK <= vocabulary, blocked, lambda: tf.math.top_k(logits, k))
+
+
 def candidates(log_probs, temperature=1.0, top_k=None, top_p=None):
     """The tokens a sampler draws among, most likely first: `(logits [batch, n], ids [batch, n])`,
     a dropped candidate's logit being −inf. `top_k` keeps the k most likely; `top_p` then the
@@ -70,10 +99,15 @@ def candidates(log_probs, temperature=1.0, top_k=None, top_p=None):
     Without either, every token (`n` = vocabulary). Values may be Python numbers or tensors."""
     logits = log_probs / temperature
     vocabulary = tf.shape(logits)[-1]
-    k = vocabulary if top_k is None else tf.minimum(tf.cast(top_k, tf.int32), vocabulary)
+    if top_k is None:
+        k = vocabulary
+    elif isinstance(top_k, int) and log_probs.shape[-1] is not None:
+        k = min(top_k, log_probs.shape[-1])
+    else:
+        k = tf.minimum(tf.cast(top_k, tf.int32), vocabulary)
     if top_k is None and top_p is None:
         return logits, tf.broadcast_to(tf.range(vocabulary), tf.shape(logits))
-    values, ids = tf.math.top_k(logits, k)
+    values, ids = top_k_of(logits, k)
     if top_p is not None:
         before = tf.cumsum(tf.nn.softmax(values, axis=-1), axis=-1, exclusive=True)  # mass of the likelier ones
         values = tf.where(before < tf.cast(top_p, values.dtype), values, -np.inf)
@@ -107,8 +141,7 @@ def served_sampler(temperature, top_k, top_p):
                                       tf.where(top_k > 0, top_k, tf.shape(log_probs)[-1]), top_p),
                 lambda: sample_tokens(log_probs, seed, step, temperature))
 
-        greedy = lambda: tf.argmax(log_probs, axis=-1, output_type=tf.int32)
-        return tf.cond(temperature > 0, sample, greedy)
+        return tf.cond(temperature > 0, sample, lambda: greedy_choice(log_probs, seed, step))
 
     return choose
 
@@ -116,7 +149,7 @@ def served_sampler(temperature, top_k, top_p):
 def _static_sampler(sampler, temperature, top_p):
     """The token chooser of a `zoo.samplers` object, its temperature and top_p as tensors."""
     if isinstance(sampler, (samplers.Greedy, samplers.Beam)):
-        return lambda log_probs, seed, step: tf.argmax(log_probs, axis=-1, output_type=tf.int32)
+        return greedy_choice
     top_k = getattr(sampler, "k", None)
     p = top_p if isinstance(sampler, samplers.TopP) else None
     return lambda log_probs, seed, step: sample_tokens(log_probs, seed, step, temperature, top_k, p)
@@ -152,7 +185,7 @@ def stopped(buffer, ends, lengths, stop_sequences):
     return done
 
 
-def scores(model, hidden, normalised):
+def next_token_scores(model, hidden, normalised):
     """The output layer's scores of the next token, float32 [batch, vocabulary]: log-probabilities
     when `normalised` (beam search adds them up), else anything equal to them up to a constant per
     row (a full softmax's logits: greedy and sampling need no normalisation)."""
@@ -184,29 +217,38 @@ def _prompt_buffer(token_ids, max_new_tokens):
 
 
 # ---- the loops -------------------------------------------------------------------------------------
-def decode(model, token_ids, lengths, max_new_tokens, choose, seed, eos_id, stop_sequences=(), ngram=0):
+def decode(model, token_ids, lengths, max_new_tokens, choose, seed, eos_id, stop_sequences=(), ngram=0,
+           with_log_prob=False):
     """Up to `max_new_tokens` new tokens after each right-padded prompt, chosen by
-    `choose(log_probs, seed, step)`; a row stops after `eos_id` or a stop sequence. Returns
+    `choose(scores, seed, step)`; a row stops after `eos_id` or a stop sequence. Returns
     `(ids [batch, time + max_new_tokens], ends [batch])`: row b's prompt and new tokens are
-    `ids[b, :ends[b]]`, the rest `<pad>`."""
+    `ids[b, :ends[b]]`, the rest `<pad>`; and, `with_log_prob`, the new tokens' log-probability
+    [batch] (the scores then being normalised log-probabilities)."""
     lengths = tf.cast(lengths, tf.int32)
     hidden, state = prefill(model, token_ids, lengths)
     buffer = _prompt_buffer(token_ids, max_new_tokens)
     rows = tf.range(tf.shape(lengths)[0])
 
-    def body(step, done, ends, buffer, hidden, state):
-        log_probs = _banned(scores(model, hidden, normalised=False), buffer, ends, ngram)
+    def body(step, done, ends, buffer, total, hidden, state):
+        log_probs = _banned(next_token_scores(model, hidden, normalised=with_log_prob), buffer, ends, ngram)
         token = tf.where(done, PAD_ID, choose(log_probs, seed, step))
+        if with_log_prob:
+            total += tf.where(done, 0.0, tf.gather(log_probs, token, batch_dims=1))
         buffer = tf.tensor_scatter_nd_update(buffer, tf.stack([rows, ends], axis=1), token)
         ends += tf.cast(~done, tf.int32)
         done |= tf.equal(token, eos_id) | stopped(buffer, ends, lengths, stop_sequences)
         hidden, state = model.step(token, state)
-        return step + 1, done, ends, buffer, hidden, state
+        return step + 1, done, ends, buffer, total, hidden, state
 
     keep_going = lambda step, done, *_: (step < max_new_tokens) & ~tf.reduce_all(done)
-    loop = (tf.constant(0), tf.zeros_like(lengths, tf.bool), lengths, buffer, hidden, state)
-    _, _, ends, buffer, _, _ = tf.while_loop(keep_going, body, loop)
-    return buffer, ends
+    loop = (tf.constant(0), tf.zeros_like(lengths, tf.bool), lengths, buffer, tf.zeros(tf.shape(lengths)), hidden,
+            state)
+    _, _, ends, buffer, total, _, _ = tf.while_loop(keep_going, body, loop)
+    return (buffer, ends, total) if with_log_prob else (buffer, ends)
+
+
+def greedy_choice(scores, seed, step):
+    return tf.argmax(scores, axis=-1, output_type=tf.int32)
 
 
 def beam_search(model, token_ids, lengths, max_new_tokens, num_beams, length_penalty, eos_id,
@@ -214,8 +256,10 @@ def beam_search(model, token_ids, lengths, max_new_tokens, num_beams, length_pen
     """Beam search: `num_beams` hypotheses per prompt, each extended by every token and the best
     `num_beams` of all kept (by log-probability); a finished hypothesis (after `eos_id` or a stop
     sequence) stays as it is. At the end each prompt's hypotheses are ranked by
-    `log-probability / new tokens ** length_penalty`. Returns `decode`'s `(ids, ends)` for the
-    best hypothesis of each prompt, and its log-probability [batch]."""
+    `log-probability / new tokens ** length_penalty`, together with the greedy one (decoded beside
+    them): beam search can lose the greedy hypothesis on the way, and never returns anything
+    ranked below it. Returns `decode`'s `(ids, ends)` for the best hypothesis of each prompt, and
+    its log-probability [batch]."""
     lengths = tf.cast(lengths, tf.int32)
     hidden, state = prefill(model, token_ids, lengths)
     batch, n = tf.shape(lengths)[0], num_beams
@@ -230,7 +274,7 @@ def beam_search(model, token_ids, lengths, max_new_tokens, num_beams, length_pen
     first_beam = tf.repeat(tf.range(batch) * n, n)
 
     def body(step, done, ends, buffer, scores, hidden, state):
-        log_probs = _banned(scores(model, hidden, normalised=True), buffer, ends, ngram)
+        log_probs = _banned(next_token_scores(model, hidden, normalised=True), buffer, ends, ngram)
         log_probs = tf.where(done[:, None], finished_row, log_probs)
         total = tf.reshape(tf.reshape(scores, [-1, 1]) + log_probs, [batch, n * vocabulary_size])
         scores, best = tf.math.top_k(total, n)
@@ -248,10 +292,19 @@ def beam_search(model, token_ids, lengths, max_new_tokens, num_beams, length_pen
     keep_going = lambda step, done, *_: (step < max_new_tokens) & ~tf.reduce_all(done)
     loop = (tf.constant(0), tf.zeros_like(lengths, tf.bool), lengths, buffer, scores, hidden, state)
     _, _, ends, buffer, scores, _, _ = tf.while_loop(keep_going, body, loop)
+    penalty = tf.cast(length_penalty, tf.float32)
     new = tf.reshape(tf.cast(tf.maximum(ends - lengths, 1), tf.float32), [batch, n])
-    ranked = scores / new ** tf.cast(length_penalty, tf.float32)
-    best = tf.argmax(ranked, axis=1, output_type=tf.int32) + tf.range(batch) * n
-    return tf.gather(buffer, best), tf.gather(ends, best), tf.gather(tf.reshape(scores, [-1]), best)
+    ranked = scores / new ** penalty
+    best = tf.argmax(ranked, axis=1, output_type=tf.int32)
+    ranked_best = tf.gather(ranked, best, batch_dims=1)
+    best += tf.range(batch) * n
+    ids, ends, score = tf.gather(buffer, best), tf.gather(ends, best), tf.gather(tf.reshape(scores, [-1]), best)
+    g_ids, g_ends, g_score = decode(model, token_ids, lengths[::n], max_new_tokens, greedy_choice, 0, eos_id,
+                                    stop_sequences, ngram, with_log_prob=True)
+    g_ranked = g_score / tf.cast(tf.maximum(g_ends - lengths[::n], 1), tf.float32) ** penalty
+    greedy_wins = g_ranked > ranked_best
+    return (tf.where(greedy_wins[:, None], g_ids, ids), tf.where(greedy_wins, g_ends, ends),
+            tf.where(greedy_wins, g_score, score))
 
 
 def compiled(model, sampler, ngram, stop_sequences, eos_id, jit_compile):

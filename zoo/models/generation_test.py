@@ -1,0 +1,376 @@
+"""`LanguageModel.generate`: the prompt in one parallel pass, the compiled loop, the samplers.
+
+Exactness where it can be: the parallel prompt pass gives the state and next-token distribution
+of feeding the prompt token by token; greedy batched (mixed prompt lengths) = greedy one prompt
+at a time = a decode_step loop by hand, for every family; a seeded draw is reproducible and a
+row's draws never depend on the other rows; top-p keeps the smallest set whose mass reaches p;
+one beam is greedy and the best of four is at least as likely; stop texts and ids end a row where
+they appear; the no-repeat rule leaves no repeated n-gram.
+"""
+
+import keras
+import numpy as np
+import pytest
+import tensorflow as tf
+
+import zoo
+from zoo.data.vocab import SPECIALS, Vocabulary
+from zoo.models import GCNNLanguageModel, StackLanguageModel, generation
+
+PROMPTS = [[1, 7, 12, 30, 4, 9], [1], [1, 22, 5], [1, 3, 3, 3, 40, 41, 42, 43, 44, 45, 46, 47, 48]]
+WORDS = ("the a cat dog sat on mat big small red ran to house is was and of in it he she saw bird tree "
+         "green blue old new man woman child ate fish bread with under over by at home park car").split()
+
+
+def gcnn():
+    keras.utils.set_random_seed(0)
+    return GCNNLanguageModel(vocabulary_size=50, embedding_dim=8,
+                             blocks=[[[3, 8]], [[1, 4], [3, 4], [1, 12]], [[2, 12]]])
+
+
+def gcnn_moe_adaptive():
+    keras.utils.set_random_seed(0)
+    model = GCNNLanguageModel(vocabulary_size=50, embedding_dim=8, blocks=[[[3, 16]], [[4, 16]]], cutoffs=[10, 30],
+                              moe={"num_experts": 4, "k": 2, "hidden_units": 8, "after_blocks": [0]})
+    _random_gates(model.moe_layers[0])
+    return model
+
+
+def lstm():
+    keras.utils.set_random_seed(0)
+    return StackLanguageModel(vocabulary_size=50, embedding_dim=8, layers=[{"type": "lstm", "units": 8}] * 2,
+                              residual=False)
+
+
+def rnn():
+    keras.utils.set_random_seed(0)
+    return StackLanguageModel(vocabulary_size=50, embedding_dim=8, layers=[{"type": "rnn", "units": 8}],
+                              residual=False)
+
+
+def moe_stack():
+    keras.utils.set_random_seed(0)
+    layers = [{"type": "lstm", "units": 24, "projection": 16},
+              {"type": "moe", "num_experts": 8, "k": 2, "hidden_units": 8, "groups": 2},
+              {"type": "ffn", "hidden_units": [12]},
+              {"type": "lstm", "units": 16}]
+    model = StackLanguageModel(vocabulary_size=50, embedding_dim=16, layers=layers)
+    _random_gates(model.stack[1])
+    return model
+
+
+def _random_gates(moe):
+    """The gates start at zero (every token to the same experts): random ones route tokens apart."""
+    rng = np.random.default_rng(0)
+    for name in ("gate_kernel", "secondary_gate_kernel"):
+        if hasattr(moe, name):
+            variable = getattr(moe, name)
+            variable.assign(rng.standard_normal(variable.shape).astype("float32"))
+
+
+FAMILIES = {"gcnn": gcnn, "gcnn-moe-adaptive": gcnn_moe_adaptive, "lstm": lstm, "rnn": rnn, "moe-stack": moe_stack}
+
+
+def padded(prompts):
+    width = max(len(p) for p in prompts)
+    ids = np.zeros((len(prompts), width), np.int32)
+    for i, p in enumerate(prompts):
+        ids[i, :len(p)] = p
+    return tf.constant(ids), tf.constant([len(p) for p in prompts], tf.int32)
+
+
+def greedy_by_hand(model, prompt, n, eos=None):
+    """Greedy decoding through `decode_step`, one token at a time, in Python."""
+    state = None
+    for token in prompt:
+        log_probs, state = model.decode_step([token], state)
+    out = []
+    for _ in range(n):
+        lp = np.asarray(log_probs)[0].astype("float64")
+        lp[:2] = -np.inf
+        token = int(np.argmax(lp))
+        out.append(token)
+        if token == eos:
+            break
+        log_probs, state = model.decode_step([token], state)
+    return list(prompt) + out
+
+
+def sequence_log_prob(model, row, start):
+    """The log-probability of `row[start:]` given what precedes it."""
+    lp = model.target_log_probs([row[:-1]], [row[1:]])[0]
+    return float(np.sum(lp[start - 1:], dtype=np.float64))
+
+
+# ---- 2: the prompt in one parallel pass -------------------------------------------------------
+@pytest.mark.parametrize("family", sorted(FAMILIES))
+def test_parallel_prompt_pass_equals_feeding_the_prompt_token_by_token(family):
+    model = FAMILIES[family]()
+    assert generation.reads_prompt_in_parallel(model)
+    ids, lengths = padded(PROMPTS)
+    hidden, state = model.prefill(ids, lengths)
+    step_hidden, step_state = generation.stepwise_prefill(model, ids, lengths)
+    np.testing.assert_allclose(model.head.log_prob(hidden), model.head.log_prob(step_hidden), atol=1e-5)
+    tf.nest.map_structure(lambda a, b: np.testing.assert_allclose(a, b, atol=1e-5), state, step_state)
+    for row, prompt in enumerate(PROMPTS):  # and what decode_step gives, one prompt at a time
+        log_probs, by_hand = None, None
+        for token in prompt:
+            log_probs, by_hand = model.decode_step([token], by_hand)
+        np.testing.assert_allclose(model.head.log_prob(hidden)[row], log_probs[0], atol=1e-5)
+        tf.nest.map_structure(lambda a, b: np.testing.assert_allclose(a[row], b[0], atol=1e-5), state, by_hand)
+
+
+def test_a_subclass_changing_step_alone_reads_its_prompt_through_its_step():
+    class Shifted(GCNNLanguageModel):
+        def step(self, token_ids, state):
+            hidden, state = super().step(token_ids, state)
+            return hidden + 0.5, state
+
+    keras.utils.set_random_seed(0)
+    model = Shifted(vocabulary_size=50, embedding_dim=8, blocks=[[[3, 8]]])
+    assert not generation.reads_prompt_in_parallel(model)
+    for prompt in PROMPTS:
+        assert model.generate(prompt, max_length=6, temperature=0) == greedy_by_hand(model, prompt, 6)
+
+
+# ---- 3: exact where it can be -------------------------------------------------------------------
+@pytest.mark.parametrize("family", sorted(FAMILIES))
+def test_greedy_batched_equals_one_prompt_at_a_time_and_by_hand(family):
+    model = FAMILIES[family]()
+    batched = model.generate(PROMPTS, max_length=10, temperature=0)
+    assert batched == [model.generate(p, max_length=10, temperature=0) for p in PROMPTS]
+    assert batched == [greedy_by_hand(model, p, 10) for p in PROMPTS]
+    assert model.generate(PROMPTS, max_length=10, sampler="greedy") == batched
+    assert model.generate(PROMPTS, max_length=10, sampler=zoo.samplers.Greedy()) == batched
+
+
+@pytest.mark.parametrize("family", ["gcnn", "lstm"])
+def test_xla_compiled_greedy_equals_the_graph_loop(family):
+    model = FAMILIES[family]()
+    assert model.generate(PROMPTS, max_length=8, temperature=0, jit_compile=True) == \
+        model.generate(PROMPTS, max_length=8, temperature=0)
+
+
+SAMPLERS = [{"temperature": 1.5}, {"top_k": 5}, {"top_p": 0.8, "temperature": 1.2},
+            {"sampler": "top_p", "top_p": 0.9, "top_k": 7}]
+
+
+@pytest.mark.parametrize("settings", SAMPLERS)
+def test_seeded_sampling_is_reproducible_batched_or_not(settings):
+    model = gcnn()
+    a = model.generate(PROMPTS, max_length=12, seed=3, **settings)
+    assert a == model.generate(PROMPTS, max_length=12, seed=3, **settings)
+    # a row's draws depend on the seed, its index and its own text, never on the other rows
+    assert model.generate(PROMPTS[0], max_length=12, seed=3, **settings) == a[0]
+    others = model.generate([PROMPTS[0], [1, 44, 45], [1]], max_length=12, seed=3, **settings)
+    assert others[0] == a[0]
+    assert any(model.generate(PROMPTS, max_length=12, seed=s, **settings) != a for s in (4, 5, 6))
+    assert all(t not in (0, 1) for row in a for t in row[1:])  # never <pad> or <s>
+
+
+def test_top_p_keeps_the_smallest_set_whose_mass_reaches_p():
+    probabilities = np.array([[0.5, 0.25, 0.125, 0.0625, 0.0625]])
+    log_probs = tf.constant(np.log(probabilities), tf.float32)
+    for p, kept in [(0.5, {0}), (0.75, {0, 1}), (0.76, {0, 1, 2}), (0.9, {0, 1, 2, 3}), (1.0, {0, 1, 2, 3, 4})]:
+        logits, ids = generation.candidates(log_probs, top_p=p)
+        assert set(ids.numpy()[np.isfinite(logits.numpy())].tolist()) == kept, p
+        drawn = {int(generation.sample_tokens(log_probs, seed, 0, top_p=p)[0]) for seed in range(200)}
+        assert drawn == kept, p
+    # after temperature: at 2, probabilities ∝ sqrt(p) = .41, .29, .21, .15, .15 (normalised)
+    flat = np.sqrt(probabilities[0]) / np.sqrt(probabilities[0]).sum()
+    before = np.concatenate([[0], np.cumsum(flat)[:-1]])
+    logits, ids = generation.candidates(log_probs, temperature=2.0, top_p=0.75)
+    assert set(ids.numpy()[np.isfinite(logits.numpy())].tolist()) == set(np.flatnonzero(before < 0.75).tolist())
+    # within the top k, renormalised: top 2 are .667 and .333, so p = 0.9 keeps both
+    logits, ids = generation.candidates(log_probs, top_k=2, top_p=0.9)
+    assert set(ids.numpy()[np.isfinite(logits.numpy())].tolist()) == {0, 1}
+
+
+def test_top_k_of_equals_tf_top_k():
+    rng = np.random.default_rng(0)
+    for vocabulary in (50, 1000, 10002):
+        logits = rng.standard_normal((5, vocabulary)).astype("float32")
+        logits[:, :2] = -np.inf
+        for k in (1, 7, 40):
+            want = tf.math.top_k(logits, k)
+            for given in (k, tf.constant(k)):
+                values, ids = generation.top_k_of(tf.constant(logits), given)
+                np.testing.assert_array_equal(values, want.values)
+                np.testing.assert_array_equal(ids, want.indices)
+
+
+@pytest.mark.parametrize("family", ["gcnn", "lstm", "moe-stack"])
+def test_one_beam_is_greedy_and_the_best_of_four_is_at_least_as_likely(family):
+    model = FAMILIES[family]()
+    greedy = model.generate(PROMPTS, max_length=8, temperature=0)
+    assert model.generate(PROMPTS, max_length=8, sampler="beam", num_beams=1) == greedy
+    beams = model.generate(PROMPTS, max_length=8, sampler="beam", num_beams=4, length_penalty=0.0)
+    for prompt, g, b in zip(PROMPTS, greedy, beams):
+        assert len(b) == len(g) and b[:len(prompt)] == prompt
+        assert sequence_log_prob(model, b, len(prompt)) >= sequence_log_prob(model, g, len(prompt)) - 1e-4
+
+
+@pytest.mark.parametrize("name", ["gcnn-ptb", "lstmp-ptb"])
+def test_on_the_trained_presets_beam_search_finds_likelier_text_than_greedy(name):
+    model = zoo.load(name, weights="trained")
+    prompts = ["the company said", "in new york stock exchange composite trading", "mr. smith", "",
+               "the dollar fell against the yen", "analysts expected"]
+    ids = [model.vocabulary.encode(p, add_eos=False) for p in prompts]
+    greedy = model.generate(ids, max_length=10, temperature=0, stop=None)
+    beams = model.generate(ids, max_length=10, sampler="beam", num_beams=4, length_penalty=0.0, stop=None)
+    gains = [sequence_log_prob(model, b, len(p)) - sequence_log_prob(model, g, len(p))
+             for p, g, b in zip(ids, greedy, beams)]
+    assert min(gains) >= -1e-4 and max(gains) > 0.1, gains
+
+
+def test_beam_search_ranks_finished_beams_by_length_penalty():
+    model, vocab = vocabulary_model()
+    bias = model.head.bias.numpy()
+    bias[2] += 3.0  # </s> likely enough that some beams end early
+    model.head.bias.assign(bias)
+    for penalty in (0.0, 1.0, 3.0):
+        out = model.generate(["the cat", "a dog"], max_length=10, sampler="beam", num_beams=3, length_penalty=penalty)
+        assert all(isinstance(t, str) and t for t in out)
+    short = model.generate([vocab.encode("the cat", add_eos=False)], max_length=10, sampler="beam", num_beams=3,
+                           length_penalty=0.0)[0]
+    long = model.generate([vocab.encode("the cat", add_eos=False)], max_length=10, sampler="beam", num_beams=3,
+                          length_penalty=3.0)[0]
+    assert len(long) >= len(short)  # a larger penalty favours longer outputs
+
+
+def vocabulary_model():
+    vocab = Vocabulary(list(SPECIALS) + WORDS)
+    keras.utils.set_random_seed(0)
+    model = GCNNLanguageModel(vocabulary_size=len(vocab), embedding_dim=8, blocks=[[[3, 16]], [[3, 16]]])
+    model.vocabulary = vocab
+    bias = model.head.bias.numpy()
+    bias[2] -= 6.0  # </s> unlikely: greedy rows run their whole length
+    model.head.bias.assign(bias)
+    return model, vocab
+
+
+def test_stop_ends_each_row_where_its_stop_text_appears():
+    model, vocab = vocabulary_model()
+    prompts = ["the cat", "a dog ran to the", ""]
+    free = model.generate(prompts, max_length=15, temperature=0)
+    starts = [len(vocab.decode(vocab.encode(p, add_eos=False))) for p in prompts]
+    word = free[0][starts[0]:].split()[2]  # a word the first row writes
+    for stop in (word, [word, "zzz"]):
+        got = model.generate(prompts, max_length=15, temperature=0, stop=stop)
+        for text, start, g in zip(free, starts, got):
+            cut = text.find(word, start)
+            assert g == (text[:cut].rstrip() if cut >= 0 else text)
+    assert word not in model.generate(prompts[0], max_length=15, temperature=0, stop=word)[starts[0]:]
+    # ids: the row ends with the stop id (as with </s>); a sequence of ids stops where it appears
+    ids = [vocab.encode(p, add_eos=False) for p in prompts]
+    free_ids = model.generate(ids, max_length=15, temperature=0)
+    token = free_ids[0][len(ids[0]) + 2]
+    got = model.generate(ids, max_length=15, temperature=0, stop=token)
+    for prompt, f, g in zip(ids, free_ids, got):
+        new = f[len(prompt):]
+        assert g == (prompt + new[:new.index(token) + 1] if token in new else f)
+    pair = free_ids[1][len(ids[1]) + 3:len(ids[1]) + 5]
+    got = model.generate(ids[1], max_length=15, temperature=0, stop=[pair])
+    new = got[len(ids[1]):]
+    assert new[-2:] == pair and len(new) == 5 or new[-2:] == pair
+    assert model.generate(ids, max_length=15, temperature=0, stop=None) == free_ids  # </s> unlikely anyway
+
+
+def test_stop_none_runs_every_row_to_max_length_past_end_of_sentence():
+    model, vocab = vocabulary_model()
+    bias = model.head.bias.numpy()
+    bias[2] += 20.0  # </s> the most likely token
+    model.head.bias.assign(bias)
+    ids = [vocab.encode("the cat", add_eos=False)]
+    assert model.generate(ids, max_length=6, temperature=0)[0][-1] == 2
+    assert len(model.generate(ids, max_length=6, temperature=0)[0]) == len(ids[0]) + 1
+    assert len(model.generate(ids, max_length=6, temperature=0, stop=None)[0]) == len(ids[0]) + 6
+
+
+def _ngrams(row, n):
+    return [tuple(row[i:i + n]) for i in range(len(row) - n + 1)]
+
+
+@pytest.mark.parametrize("n", [1, 2, 3])
+def test_no_repeat_ngram_leaves_no_repeated_ngram(n):
+    model = gcnn()
+    greedy = model.generate(PROMPTS, max_length=12, temperature=0)
+    assert any(len(set(_ngrams(r, 2))) < len(_ngrams(r, 2)) for r in greedy)  # greedy repeats itself
+    for settings in ({"temperature": 0}, {"top_k": 5, "seed": 1}, {"sampler": "beam", "num_beams": 3}):
+        rows = model.generate(PROMPTS, max_length=12 if n > 1 else 8, no_repeat_ngram_size=n, **settings)
+        for row, prompt in zip(rows, PROMPTS):
+            grams = _ngrams(row, n)
+            new = grams[max(len(prompt) - n + 1, 0):]  # the n-grams that end in a new token
+            assert all(grams.count(g) == 1 or g not in new for g in grams), (settings, row)
+
+
+def test_repeated_ngrams_matches_a_python_reference():
+    rng = np.random.default_rng(1)
+    buffer = rng.integers(2, 6, size=(4, 20)).astype("int32")
+    ends = np.array([20, 7, 3, 12], np.int32)
+    for n in (1, 2, 3, 4):
+        got = generation.repeated_ngrams(tf.constant(buffer), tf.constant(ends), n, 8).numpy()
+        for b in range(4):
+            row = buffer[b, :ends[b]].tolist()
+            prefix = tuple(row[len(row) - n + 1:]) if n > 1 else ()
+            banned = {row[j + n - 1] for j in range(len(row) - n + 1) if tuple(row[j:j + n - 1]) == prefix}
+            assert set(np.flatnonzero(got[b]).tolist()) == banned, (n, b)
+
+
+def test_the_gcnn_reads_a_prompt_longer_than_its_receptive_field_and_only_the_last_tokens_matter():
+    model = gcnn()
+    field = model.receptive_field
+    rng = np.random.default_rng(0)
+    tail = rng.integers(3, 50, size=field).tolist()
+    a = [1] + rng.integers(3, 50, size=200).tolist() + tail
+    b = [1] + rng.integers(3, 50, size=150).tolist() + tail
+    ga, gb = model.generate([a, b], max_length=10, temperature=0)
+    assert ga[len(a):] == gb[len(b):] and ga == greedy_by_hand(model, a, 10)
+
+
+# ---- bad input -----------------------------------------------------------------------------------
+def test_an_empty_prompt_starts_from_the_start_of_sentence():
+    model, _ = vocabulary_model()
+    assert model.generate("", max_length=5, temperature=0) == model.vocabulary.decode(
+        greedy_by_hand(model, [1], 5, eos=2))
+    assert model.generate([[], [1, 4]], max_length=3, temperature=0)[0] == greedy_by_hand(model, [1], 3, eos=2)
+
+
+BAD = [
+    ({"max_length": 0}, r"max_length \(the number of new tokens\) must be an integer >= 1, got 0"),
+    ({"max_length": 2.5}, r"max_length .* got 2.5"),
+    ({"sampler": "nucleus"}, r"Unknown sampler 'nucleus'; expected one of \['greedy', 'random', 'top_k'"),
+    ({"top_k": 51}, r"top_k must be in \[1, 50\] \(the vocabulary size\), got 51"),
+    ({"top_k": 0}, r"top_k must be in \[1, 50\]"),
+    ({"top_p": 1.5}, r"top_p must be a number in \(0, 1\], got 1.5"),
+    ({"top_p": 0}, r"top_p must be a number in \(0, 1\], got 0"),
+    ({"temperature": -1}, r"temperature must be >= 0"),
+    ({"num_beams": 0}, r"num_beams must be an integer >= 1, got 0"),
+    ({"sampler": "greedy", "top_k": 5}, r"The greedy sampler does not take top_k; it takes no parameter"),
+    ({"sampler": zoo.samplers.TopK(5), "top_k": 3}, r"not also as top_k"),
+    ({"no_repeat_ngram_size": -1}, r"no_repeat_ngram_size must be an integer >= 0"),
+    ({"seed": "x"}, r"seed must be an integer or None, got 'x'"),
+    ({"stop": "the"}, r"A stop text \('the'\) needs text prompts"),
+    ({"stop": [[]]}, r"A stop is a string, an id or a non-empty list of ids"),
+]
+
+
+@pytest.mark.parametrize("kwargs, message", BAD)
+def test_bad_arguments_are_refused_in_one_sentence(kwargs, message):
+    model = gcnn()
+    with pytest.raises(ValueError, match=message):
+        model.generate([[1, 4, 5]], **{"max_length": 3, **kwargs})
+
+
+def test_bad_prompts_are_refused_in_one_sentence():
+    model = gcnn()
+    with pytest.raises(ValueError, match=r"Token id 50 is outside the vocabulary: ids must be in \[0, 49\]"):
+        model.generate([[1, 50]])
+    with pytest.raises(ValueError, match="must be integers"):
+        model.generate([[1, 2.5]])
+    with pytest.raises(ValueError, match="prompts must be a string, a list of strings"):
+        model.generate(5)
+    with pytest.raises(ValueError, match="no vocabulary"):
+        model.generate("the cat")
+    with pytest.raises(ValueError, match="mixes strings and id lists"):
+        vocabulary_model()[0].generate([[1, 4], "the cat"])
