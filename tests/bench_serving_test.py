@@ -48,9 +48,11 @@ def test_percentile_interpolates(bench):
 @pytest.mark.slow
 def test_a_tiny_run_prints_the_table_with_ratios_and_no_errors(bench, capsys):
     out = bench.main(["--small", "--presets", "gcnn-ptb", "--seconds", "1", "--latency-calls", "20",
-                         "--batch-calls", "5", "--threads", "4"])
+                         "--batch-calls", "5", "--threads", "4", "--generate-calls", "5", "--new-tokens", "6"])
     printed = capsys.readouterr().out
     assert "SavedModel serving_default" in printed and "ratio SavedModel / in-process" in printed
     (result,) = out["results"]
     assert result["stress"]["errors"] == 0 and result["stress"]["wrong_answers"] == 0
     assert result["stress"]["calls"] > 0 and set(result["ratios"]) == {"latency_p50", "latency_p99", "batch"}
+    assert "SavedModel generate (6 new tokens)" in printed and set(result["ratios_generate"]) == {"p50", "p99"}
+    assert result["generate_saved"]["calls"] == result["generate_local"]["calls"] == 5

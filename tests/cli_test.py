@@ -73,6 +73,46 @@ def test_evaluate_matches_history_and_score_generate_print(trained, corpus, caps
     assert printed == zoo.load(os.path.join(trained, "best")).generate("the big", max_length=6, temperature=0)
 
 
+def test_generate_batches_prompts_from_the_command_line_and_a_file(trained, tmp_path, capsys):
+    best = os.path.join(trained, "best")
+    model = zoo.load(best)
+    prompts = ["the big", "", "a red dog sat on the", "the small cat"]
+    want = model.generate(prompts, max_length=5, temperature=0)
+    assert main(["generate", best, *prompts, "--temperature", "0", "--max-length", "5", "--batch-size", "3"]) == 0
+    assert capsys.readouterr().out.split("\n")[:-1] == want
+    path = tmp_path / "prompts.txt"
+    path.write_bytes("\n".join(prompts).encode() + b"\n")
+    assert main(["generate", best, "--file", str(path), "--sampler", "greedy", "--max-length", "5"]) == 0
+    assert capsys.readouterr().out.split("\n")[:-1] == want
+    # sampled, seeded: each batch of --batch-size draws with seed + its first prompt's index
+    assert main(["generate", best, *prompts, "--top-k", "3", "--seed", "7", "--max-length", "5",
+                 "--batch-size", "2"]) == 0
+    sampled = model.generate(prompts[:2], max_length=5, top_k=3, seed=7) + \
+        model.generate(prompts[2:], max_length=5, top_k=3, seed=9)
+    assert capsys.readouterr().out.split("\n")[:-1] == sampled
+    assert main(["generate", best, "the big", "--sampler", "beam", "--num-beams", "3", "--stop", "mat",
+                 "--no-repeat-ngram-size", "2", "--max-length", "8"]) == 0
+    assert capsys.readouterr().out.strip() == model.generate("the big", max_length=8, sampler="beam", num_beams=3,
+                                                             stop=["mat"], no_repeat_ngram_size=2)
+
+
+@pytest.mark.parametrize("argv, message", [
+    ([], "No prompt: give one or more prompts, or --file"),
+    (["x", "--file", "f"], "on the command line or with --file, not both"),
+    (["--file", "/nonexistent/prompts.txt"], "Cannot read the prompts file '/nonexistent/prompts.txt'"),
+    (["x", "--sampler", "nucleus"], "Unknown sampler 'nucleus'"),
+    (["x", "--max-length", "0"], "max_length .* must be an integer >= 1, got 0"),
+    (["x", "--top-k", "100000"], r"top_k must be in \[1, \d+\] \(the vocabulary size\)"),
+    (["x", "--batch-size", "0"], "--batch-size must be >= 1, got 0"),
+])
+def test_generate_refuses_bad_input_in_one_sentence(trained, argv, message, capsys):
+    assert main(["generate", os.path.join(trained, "best"), *argv]) == 2
+    err = capsys.readouterr().err.strip()
+    assert err.startswith("zoo: error: ") and len(err.splitlines()) == 1
+    import re
+    assert re.search(message, err), err
+
+
 # `zoo presets --params` of the release before counts were read off the layers' own shapes (they
 # were a hand-written mirror of the layers then); docs/presets.md's tables print these.
 PARAMETER_COUNTS = {

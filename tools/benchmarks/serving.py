@@ -15,6 +15,10 @@ machine noise hits both alike:
   (one call per sentence; timed in every fifth round) and the batched equivalent (Python
   tokenisation, one padded `[64, 21]` batch through the same tf.function `score` uses, per-row
   sums in numpy) — the ratio is against the faster of the two;
+* generate: the `generate` signature (one 10-word prompt, `--new-tokens` new tokens at
+  temperature 0.8, top-k 40, seed 0; the whole loop in the graph) against the in-process
+  `model.generate` with the same settings, p50 and p99 over `--generate-calls` calls, interleaved;
+  both write the same text (checked);
 * stress: `--threads` threads calling the loaded signature with one sentence each for `--seconds`
   seconds; every answer is checked against the single-threaded one (1e-5), errors counted.
 
@@ -182,7 +186,23 @@ def measure(preset, args, log=print):
                 if name == "score" and i % 5:  # 64 calls each: every fifth round is enough for its median
                     continue
                 throughput[name].append(_time(paths[name])[0])
-        log(f"  {preset}: latency and throughput measured; {args.threads} threads for {args.seconds:g} s ...",
+        generate = tf.saved_model.load(path).signatures["generate"]
+        prompt = sentences(model.vocabulary, 1, words=10, seed=SEED + 2)
+        settings = {"max_new_tokens": tf.constant(args.new_tokens), "temperature": tf.constant(0.8),
+                    "top_k": tf.constant(40), "top_p": tf.constant(1.0), "seed": tf.constant(0)}
+        paths = {"saved": lambda: generate(text=tf.constant(prompt), **settings)["text"].numpy()[0].decode(),
+                 "local": lambda: model.generate(prompt[0], max_length=args.new_tokens, temperature=0.8, top_k=40,
+                                                 seed=0)}
+        written = {name: fn() for name, fn in paths.items()}
+        if written["saved"] != written["local"]:
+            raise AssertionError(f"generate: the SavedModel wrote {written['saved']!r}, in process {written['local']!r}")
+        for _ in range(args.warmup):
+            paths["saved"](), paths["local"]()
+        generating = {name: [] for name in paths}
+        for i in range(args.generate_calls):
+            for name in (list(paths) if i % 2 == 0 else list(paths)[::-1]):
+                generating[name].append(_time(paths[name])[0])
+        log(f"  {preset}: latency, throughput and generate measured; {args.threads} threads for {args.seconds:g} s ...",
             flush=True)
         stress = run_stress(served, one, want_one, args.threads, args.seconds)
 
@@ -202,6 +222,13 @@ def measure(preset, args, log=print):
     result["ratios_general"] = {
         "latency_p50": result["latency_saved"]["p50_s"] / result["latency_general"]["p50_s"],
         "latency_p99": result["latency_saved"]["p99_s"] / result["latency_general"]["p99_s"],
+    }
+    for name, times in generating.items():
+        result[f"generate_{name}"] = {"p50_s": percentile(times, 50), "p99_s": percentile(times, 99),
+                                      "calls": len(times), "new_tokens": args.new_tokens}
+    result["ratios_generate"] = {
+        "p50": result["generate_saved"]["p50_s"] / result["generate_local"]["p50_s"],
+        "p99": result["generate_saved"]["p99_s"] / result["generate_local"]["p99_s"],
     }
     result["stress"] = stress
     return result
@@ -261,6 +288,14 @@ def print_table(results, log=print):
         log(f"{'':<13} {'ratio SavedModel / in-process ([1, None])':<44} {g['latency_p50']:>8.2f} "
             f"{g['latency_p99']:>8.2f} {'':>11} {'':>8}  "
             f"<= {TARGET_RATIO}: {'yes' if max(g.values()) <= TARGET_RATIO else 'NO'}")
+        n = r["generate_saved"]["new_tokens"]
+        for label, key in ((f"SavedModel generate ({n} new tokens)", "generate_saved"),
+                           (f"in-process lm.generate ({n} new tokens)", "generate_local")):
+            log(f"{'':<13} {label:<44} {fmt(r[key]['p50_s'] * ms, '.2f'):>8} {fmt(r[key]['p99_s'] * ms, '.2f'):>8} "
+                f"{'-':>11} {'-':>8}")
+        q = r["ratios_generate"]
+        log(f"{'':<13} {'ratio SavedModel / in-process (generate)':<44} {q['p50']:>8.2f} {q['p99']:>8.2f} "
+            f"{'':>11} {'':>8}  p50 <= {TARGET_RATIO}: {'yes' if q['p50'] <= TARGET_RATIO else 'NO'}")
         s = r["stress"]
         log(f"{'':<13} {'stress: %d threads, %.0f s' % (s['threads'], s['seconds']):<44} {s['calls']:>8} calls, "
             f"{s['calls_per_s']:.0f}/s, errors {s['errors']}, wrong answers {s['wrong_answers']}"
@@ -278,12 +313,15 @@ def parse(argv):
                    help="batch-64 calls of the SavedModel and of the batched in-process path (default 30; "
                         "model.score, 64 calls each, in every fifth round)")
     p.add_argument("--warmup", type=int, default=5, help="untimed calls of each path first (default 5)")
+    p.add_argument("--generate-calls", type=int, default=100,
+                   help="calls of the generate signature and of model.generate each (default 100)")
+    p.add_argument("--new-tokens", type=int, default=20, help="new tokens a generate call writes (default 20)")
     p.add_argument("--threads", type=int, default=8, help="threads of the stress run (default 8)")
     p.add_argument("--seconds", type=float, default=30.0, help="length of the stress run (default 30)")
     p.add_argument("--small", action="store_true", help="smoke test: tiny configs of the presets")
     p.add_argument("--json", metavar="PATH", help="also write the results here")
     args = p.parse_args(argv)
-    for name in ("latency_calls", "batch_calls", "threads"):
+    for name in ("latency_calls", "batch_calls", "threads", "generate_calls", "new_tokens"):
         if getattr(args, name) < 1:
             raise ValueError(f"--{name.replace('_', '-')} must be >= 1, got {getattr(args, name)}.")
     if args.seconds <= 0 or args.warmup < 0:

@@ -12,6 +12,8 @@ def add_parser(subparsers):
     s.add_argument("--base", default="exports", help="TF Serving base directory")
     s.add_argument("--name", help="model name (default: the directory's name, or the run's for a run's best/)")
     s.add_argument("--version", type=int, help="version number (default: one above the highest present)")
+    s.add_argument("--max-new-tokens", type=int, default=256,
+                   help="the most new tokens the generate signature writes a request (default 256)")
     s.set_defaults(func=run)
 
 
@@ -34,4 +36,4 @@ def run(args):
         raise ValueError(f"The preset directory {args.directory!r} has no vocabulary, which the exported "
                          "model needs to tokenise text.")
     print(export_saved_model(model, args.base, args.name or default_export_name(args.directory),
-                             version=args.version))
+                             version=args.version, max_new_tokens=args.max_new_tokens))

@@ -1,20 +1,67 @@
-"""`zoo generate`: a prefix continued by the model."""
+"""`zoo generate`: prompts continued by the model, in batches, one output line per prompt."""
+
+import sys
 
 from zoo.tools.cli.loading import load_model
 
 
 def add_parser(subparsers):
-    s = subparsers.add_parser("generate", help="continue a prefix")
-    s.add_argument("directory")
-    s.add_argument("prefix")
-    s.add_argument("--max-length", type=int, default=20)
-    s.add_argument("--temperature", type=float, default=1.0)
+    s = subparsers.add_parser(
+        "generate", help="continue prompts (batched)",
+        description="Continue each prompt and print one line per prompt, in the prompts' order. Prompts come "
+                    "from the command line or from --file (one per line; '-' reads standard input); an empty "
+                    "prompt starts from <s>. Without --sampler: --temperature 0 is greedy, --top-k / --top-p "
+                    "sample among the likeliest, else a draw from the whole distribution.")
+    s.add_argument("directory", help="a preset directory, or a preset with trained weights (gcnn-ptb)")
+    s.add_argument("prompts", nargs="*", metavar="prompt", help="prompts to continue")
+    s.add_argument("--file", help="a text file of prompts, one per line ('-': standard input)")
+    s.add_argument("--max-length", type=int, default=20, help="new tokens per prompt (default 20)")
+    s.add_argument("--sampler", help="greedy, random, top_k, top_p or beam")
+    s.add_argument("--temperature", type=float)
     s.add_argument("--top-k", type=int)
+    s.add_argument("--top-p", type=float)
+    s.add_argument("--num-beams", type=int, help="beam search with this many beams")
+    s.add_argument("--length-penalty", type=float, help="beam search: rank by log-prob / length ** this")
+    s.add_argument("--no-repeat-ngram-size", type=int, default=0, help="never repeat an n-gram of this size")
+    s.add_argument("--stop", action="append", help="end a row where this text appears (repeatable)")
     s.add_argument("--seed", type=int)
+    s.add_argument("--batch-size", type=int, default=32, help="prompts decoded together (default 32)")
+    s.add_argument("--xla", action="store_true", help="compile the decoding loop with XLA")
     s.set_defaults(func=run)
 
 
+def read_prompts(args):
+    if args.file is not None and args.prompts:
+        raise ValueError("Give prompts on the command line or with --file, not both.")
+    if args.file is None:
+        if not args.prompts:
+            raise ValueError("No prompt: give one or more prompts, or --file with one prompt per line.")
+        return list(args.prompts)
+    if args.file == "-":
+        return [line.rstrip("\n") for line in sys.stdin]
+    try:
+        with open(args.file, encoding="utf-8", errors="replace") as f:
+            prompts = [line.rstrip("\r\n") for line in f]
+    except OSError as e:
+        raise ValueError(f"Cannot read the prompts file {args.file!r}: {e.strerror or e}.") from e
+    if not prompts:
+        raise ValueError(f"The prompts file {args.file!r} is empty: give one prompt per line.")
+    return prompts
+
+
 def run(args):
+    if args.batch_size < 1:
+        raise ValueError(f"--batch-size must be >= 1, got {args.batch_size}.")
+    prompts = read_prompts(args)
     model = load_model(args.directory)
-    print(model.generate(args.prefix, max_length=args.max_length, temperature=args.temperature,
-                         top_k=args.top_k, seed=args.seed))
+    model.require_vocabulary()
+    options = dict(max_length=args.max_length, sampler=args.sampler, temperature=args.temperature,
+                   top_k=args.top_k, top_p=args.top_p, num_beams=args.num_beams, length_penalty=args.length_penalty,
+                   no_repeat_ngram_size=args.no_repeat_ngram_size, seed=args.seed, jit_compile=args.xla)
+    if args.stop:
+        options["stop"] = args.stop
+    for start in range(0, len(prompts), args.batch_size):
+        if args.seed is not None:  # a batch's rows draw by (seed, row): each batch its own seed
+            options["seed"] = args.seed + start
+        for line in model.generate(prompts[start:start + args.batch_size], **options):
+            print(line.replace("\n", " "), flush=True)

@@ -73,8 +73,9 @@ def top_k_of(logits, k):
     outside them would have k blocks, each with a larger value, above it), so one top-k runs on
     the block maxima and one on those k blocks' values only."""
     vocabulary = logits.shape[-1]
+    plain = lambda: tuple(tf.math.top_k(logits, k))
     if vocabulary is None or vocabulary < 4 * BLOCK:
-        return tf.math.top_k(logits, k)
+        return plain()
     blocks = -(-vocabulary // BLOCK)
 
     def blocked():
@@ -88,8 +89,8 @@ def top_k_of(logits, k):
         return top, tf.gather(ids, where, batch_dims=1)
 
     if isinstance(k, int):
-        return blocked() if 4 * k * BLOCK <= vocabulary else tf.math.top_k(logits, k)
-    return tf.cond(4 * k * BLOCK <= vocabulary, blocked, lambda: tf.math.top_k(logits, k))
+        return blocked() if 4 * k * BLOCK <= vocabulary else plain()
+    return tf.cond(4 * k * BLOCK <= vocabulary, blocked, plain)
 
 
 def candidates(log_probs, temperature=1.0, top_k=None, top_p=None):

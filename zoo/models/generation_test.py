@@ -186,6 +186,26 @@ def test_top_p_keeps_the_smallest_set_whose_mass_reaches_p():
     assert set(ids.numpy()[np.isfinite(logits.numpy())].tolist()) == {0, 1}
 
 
+def test_candidates_on_a_large_vocabulary_equal_a_numpy_reference():
+    rng = np.random.default_rng(2)
+    log_probs = tf.nn.log_softmax(tf.constant(rng.standard_normal((3, 1000)) * 3, tf.float32)).numpy()
+    for top_k, top_p in [(None, 0.9), (40, None), (40, 0.5), (500, 0.99)]:
+        for as_tensor in (False, True):
+            k = None if top_k is None else (tf.constant(top_k) if as_tensor else top_k)
+            p = None if top_p is None else (tf.constant(top_p) if as_tensor else top_p)
+            logits, ids = generation.candidates(tf.constant(log_probs), 0.8, k, p)
+            kept = ids.numpy()[np.isfinite(logits.numpy())].reshape(-1)
+            for row in range(3):
+                order = np.argsort(-log_probs[row], kind="stable")[:top_k or 1000]
+                probs = np.exp(log_probs[row, order] / 0.8)
+                probs /= probs.sum()
+                before = np.concatenate([[0], np.cumsum(probs)[:-1]])
+                want = set(order[before < (top_p or 2)].tolist())
+                got = set(ids.numpy()[row][np.isfinite(logits.numpy()[row])].tolist())
+                assert got == want, (top_k, top_p, as_tensor, row)
+            assert kept.size
+
+
 def test_top_k_of_equals_tf_top_k():
     rng = np.random.default_rng(0)
     for vocabulary in (50, 1000, 10002):
