@@ -117,7 +117,7 @@ def stepwise_first_token(model):
     def first(ids, lengths):
         with generation.loop_invariants(model):  # as `generate` traces its loops
             hidden, _ = generation.stepwise_prefill(model, ids, lengths)
-            scores = generation.scores(model, hidden, normalised=False)
+            scores = generation.next_token_scores(model, hidden, normalised=False)
         return tf.argmax(scores[:, 2:], axis=-1, output_type=tf.int32) + 2
 
     return tf.function(first, input_signature=spec, autograph=False)

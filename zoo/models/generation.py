@@ -308,6 +308,19 @@ def beam_search(model, token_ids, lengths, max_new_tokens, num_beams, length_pen
             tf.where(greedy_wins, g_score, score))
 
 
+class _Traced:
+    """`run` traced with the model's loop invariants computed once. An object rather than a
+    closure: tf.function counts traces per code object, and every configuration traces once, which
+    closures sharing one code object would report as retracing."""
+
+    def __init__(self, model, run):
+        self.model, self.run = model, run
+
+    def __call__(self, token_ids, lengths, max_new_tokens, seed):
+        with loop_invariants(self.model):
+            return self.run(token_ids, lengths, max_new_tokens, seed)
+
+
 def compiled(model, sampler, ngram, stop_sequences, eos_id, jit_compile):
     """The compiled generation function of `model` for one static configuration, made once."""
     functions = _FUNCTIONS.setdefault(model, {})
@@ -327,11 +340,8 @@ def compiled(model, sampler, ngram, stop_sequences, eos_id, jit_compile):
         def run(token_ids, lengths, max_new_tokens, seed):
             ids, ends = decode(model, token_ids, lengths, max_new_tokens, choose, seed, eos_id, stop_sequences, ngram)
             return ids, ends, tf.zeros(tf.shape(ends), tf.float32)
-    def traced(*args):
-        with loop_invariants(model):
-            return run(*args)
-
-    functions[key] = tf.function(traced, input_signature=spec, autograph=False, jit_compile=jit_compile)
+    functions[key] = tf.function(_Traced(model, run), input_signature=spec, autograph=False,
+                                 jit_compile=jit_compile)
     return functions[key]
 
 
