@@ -59,9 +59,9 @@ def test_a_quick_small_run_prints_and_writes_the_table(bench, tmp_path, capsys):
     written = out.read_text()
     assert written in capsys.readouterr().out
     assert "zoo benchmark generate --quick --small --models gcnn-ptb --batch 4 --out" in written
-    for row in ["| `gcnn-ptb` | 1 | previous `generate`", "| 1 | `generate` (one `tf.while_loop`)",
-                "| 1 | `generate(jit_compile=True)` (XLA)", "| 4 | previous `generate`, the 4 prompts one at a time",
-                "| 4 | `generate` (one", "| 4 | `generate(jit_compile=True)`", "after a 200-token prompt",
+    for row in ["| `gcnn-ptb` | 1 | previous `generate`", "| 1 | `generate(jit_compile=False)` (the graph loop",
+                "| 1 | `generate()` (the default", "| 4 | previous `generate`, the 4 prompts one at a time",
+                "| 4 | `generate(jit_compile=False)`", "| 4 | `generate()` (the default", "after a 200-token prompt",
                 "| `gcnn-ptb` | "]:
         assert row in written, row
     (result,) = report["results"]

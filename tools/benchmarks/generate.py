@@ -202,11 +202,12 @@ class Case:
         self.paths = {
             "b1_previous": previous([self.prompt]),
             "b1_new": new([self.prompt], False, [n]),
-            "b1_xla": new([self.prompt], True, [n]),
+            "b1_xla": new([self.prompt], "auto", [n]),
             "bN_previous": previous(self.batch),
             "bN_new": new(self.batch, False, [n] * len(self.batch)),
-            "bN_xla": new(self.batch, True, [n] * len(self.batch)),
-            "first_a": lambda: model.generate([self.long], max_length=1, temperature=0, stop=None)[0][-1],
+            "bN_xla": new(self.batch, "auto", [n] * len(self.batch)),
+            "first_a": lambda: model.generate([self.long], max_length=1, temperature=0, stop=None,
+                                              jit_compile=False)[0][-1],
             "first_b": lambda: previous_generate(model, self.long, 1, 0, None, seed, stop_at_eos=False)[-1],
             "first_c": lambda: int(stepwise(long_ids, long_length).numpy()[0]),
         }
@@ -288,8 +289,8 @@ def table(report):
     ]
     labels = {
         "previous": "previous `generate` (Python loop: `decode_step` + numpy draw per token)",
-        "new": "`generate` (one `tf.while_loop`)",
-        "xla": "`generate(jit_compile=True)` (XLA)",
+        "new": "`generate(jit_compile=False)` (the graph loop, one `tf.while_loop`)",
+        "xla": "`generate()` (the default, `jit_compile=\"auto\"`: the loop under XLA)",
     }
     for r in results:
         first = True
@@ -309,7 +310,7 @@ def table(report):
         "",
         f"Time to the first new token after a {long:,}-token prompt (greedy), ms (medians of the same repeats):",
         "",
-        "- (a) `generate([prompt], max_length=1, temperature=0, stop=None)`: the prompt read in one parallel pass;",
+        "- (a) `generate([prompt], max_length=1, temperature=0, stop=None, jit_compile=False)`: the prompt read in one parallel pass (the graph loop, as (c));",
         "- (b) the previous `generate` (max_length 1, greedy): `decode_step` per prompt token from Python, then the "
         "first token;",
         "- (c) `stepwise_prefill` (`step` per prompt token inside one `tf.while_loop`) and the output layer, in a "

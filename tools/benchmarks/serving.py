@@ -17,7 +17,8 @@ machine noise hits both alike:
   sums in numpy) — the ratio is against the faster of the two;
 * generate: the `generate` signature (one 10-word prompt, `--new-tokens` new tokens at
   temperature 0.8, top-k 40, seed 0; the whole loop in the graph) against the in-process
-  `model.generate` with the same settings, p50 and p99 over `--generate-calls` calls, interleaved;
+  `model.generate` with the same settings and the same loop (`jit_compile=False`: the graph
+  loop the SavedModel holds, not XLA), p50 and p99 over `--generate-calls` calls, interleaved;
   both write the same text (checked);
 * stress: `--threads` threads calling the loaded signature with one sentence each for `--seconds`
   seconds; every answer is checked against the single-threaded one (1e-5), errors counted.
@@ -192,7 +193,7 @@ def measure(preset, args, log=print):
                     "top_k": tf.constant(40), "top_p": tf.constant(1.0), "seed": tf.constant(0)}
         paths = {"saved": lambda: generate(text=tf.constant(prompt), **settings)["text"].numpy()[0].decode(),
                  "local": lambda: model.generate(prompt[0], max_length=args.new_tokens, temperature=0.8, top_k=40,
-                                                 seed=0)}
+                                                 seed=0, jit_compile=False)}
         written = {name: fn() for name, fn in paths.items()}
         if written["saved"] != written["local"]:
             raise AssertionError(f"generate: the SavedModel wrote {written['saved']!r}, in process {written['local']!r}")
@@ -290,7 +291,7 @@ def print_table(results, log=print):
             f"<= {TARGET_RATIO}: {'yes' if max(g.values()) <= TARGET_RATIO else 'NO'}")
         n = r["generate_saved"]["new_tokens"]
         for label, key in ((f"SavedModel generate ({n} new tokens)", "generate_saved"),
-                           (f"in-process lm.generate ({n} new tokens)", "generate_local")):
+                           (f"in-process lm.generate, graph loop ({n} new)", "generate_local")):
             log(f"{'':<13} {label:<44} {fmt(r[key]['p50_s'] * ms, '.2f'):>8} {fmt(r[key]['p99_s'] * ms, '.2f'):>8} "
                 f"{'-':>11} {'-':>8}")
         q = r["ratios_generate"]

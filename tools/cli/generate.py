@@ -26,7 +26,8 @@ def add_parser(subparsers):
     s.add_argument("--stop", action="append", help="end a row where this text appears (repeatable)")
     s.add_argument("--seed", type=int)
     s.add_argument("--batch-size", type=int, default=32, help="prompts decoded together (default 32)")
-    s.add_argument("--xla", action="store_true", help="compile the decoding loop with XLA")
+    s.add_argument("--xla", choices=("auto", "on", "off"), default="auto",
+                   help="compile the decoding loop with XLA: auto (default: where it can), on, off")
     s.set_defaults(func=run)
 
 
@@ -57,7 +58,8 @@ def run(args):
     model.require_vocabulary()
     options = dict(max_length=args.max_length, sampler=args.sampler, temperature=args.temperature,
                    top_k=args.top_k, top_p=args.top_p, num_beams=args.num_beams, length_penalty=args.length_penalty,
-                   no_repeat_ngram_size=args.no_repeat_ngram_size, seed=args.seed, jit_compile=args.xla)
+                   no_repeat_ngram_size=args.no_repeat_ngram_size, seed=args.seed,
+                   jit_compile={"auto": "auto", "on": True, "off": False}[args.xla])
     if args.stop:
         options["stop"] = args.stop
     for start in range(0, len(prompts), args.batch_size):

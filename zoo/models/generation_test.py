@@ -140,6 +140,9 @@ def test_greedy_batched_equals_one_prompt_at_a_time_and_by_hand(family):
     batched = model.generate(PROMPTS, max_length=10, temperature=0)
     assert batched == [model.generate(p, max_length=10, temperature=0) for p in PROMPTS]
     assert batched == [greedy_by_hand(model, p, 10) for p in PROMPTS]
+    # a batch of GROUP_FROM rows or more decodes as groups of rows side by side: the same tokens
+    assert len(PROMPTS) * 3 >= generation.GROUP_FROM
+    assert model.generate(PROMPTS * 3, max_length=10, temperature=0) == batched * 3
     assert model.generate(PROMPTS, max_length=10, sampler="greedy") == batched
     assert model.generate(PROMPTS, max_length=10, sampler=zoo.samplers.Greedy()) == batched
 
@@ -149,6 +152,23 @@ def test_xla_compiled_greedy_equals_the_graph_loop(family):
     model = FAMILIES[family]()
     assert model.generate(PROMPTS, max_length=8, temperature=0, jit_compile=True) == \
         model.generate(PROMPTS, max_length=8, temperature=0)
+    # at GROUP_FROM rows or more, groups of rows each in their own XLA loop, side by side
+    assert model.generate(PROMPTS * 3, max_length=8, temperature=0, jit_compile=True) == \
+        model.generate(PROMPTS * 3, max_length=8, temperature=0)
+
+
+def test_auto_uses_xla_where_it_can_in_shape_buckets_and_the_graph_loop_elsewhere():
+    model = gcnn()
+    generation._FUNCTIONS.pop(model, None)
+    sampled = model.generate(PROMPTS, max_length=10, top_k=5, seed=2)  # default: jit_compile="auto"
+    assert sampled == model.generate(PROMPTS, max_length=10, top_k=5, seed=2, jit_compile=True)
+    model.generate(PROMPTS[:2], max_length=12, top_k=5, seed=2)  # another width and length, the same buckets
+    assert [key[-2:] for key in generation._FUNCTIONS[model]] == [(True, 16)]
+    stack = moe_stack()  # MoE layers: the graph loop
+    assert stack.generate(PROMPTS, max_length=6, top_k=5, seed=2) == \
+        stack.generate(PROMPTS, max_length=6, top_k=5, seed=2, jit_compile=False)
+    with pytest.raises(ValueError, match="jit_compile must be True, False or 'auto', got 'yes'"):
+        model.generate(PROMPTS, jit_compile="yes")
 
 
 SAMPLERS = [{"temperature": 1.5}, {"top_k": 5}, {"top_p": 0.8, "temperature": 1.2},
@@ -166,6 +186,13 @@ def test_seeded_sampling_is_reproducible_batched_or_not(settings):
     assert others[0] == a[0]
     assert any(model.generate(PROMPTS, max_length=12, seed=s, **settings) != a for s in (4, 5, 6))
     assert all(t not in (0, 1) for row in a for t in row[1:])  # never <pad> or <s>
+    # a batch decoded in groups of rows: the same, the second group drawing with its own seed
+    many = PROMPTS * 3
+    b = model.generate(many, max_length=12, seed=3, **settings)
+    assert b == model.generate(many, max_length=12, seed=3, **settings) and b[0] == a[0]
+    changed = model.generate([many[0], [1, 44, 45]] + many[2:], max_length=12, seed=3, **settings)
+    assert [r for i, r in enumerate(changed) if i != 1] == [r for i, r in enumerate(b) if i != 1]
+    assert b[len(many) // 2:] != b[:len(many) // 2]  # the two groups draw differently
 
 
 def test_top_p_keeps_the_smallest_set_whose_mass_reaches_p():
@@ -380,6 +407,11 @@ def test_bad_arguments_are_refused_in_one_sentence(kwargs, message):
     model = gcnn()
     with pytest.raises(ValueError, match=message):
         model.generate([[1, 4, 5]], **{"max_length": 3, **kwargs})
+
+
+def test_xla_refuses_a_model_with_moe_layers_in_one_sentence():
+    with pytest.raises(ValueError, match="jit_compile=True cannot compile this model's sparse MoE layers"):
+        moe_stack().generate([[1, 4]], max_length=2, jit_compile=True)
 
 
 def test_bad_prompts_are_refused_in_one_sentence():
