@@ -12,12 +12,12 @@ after repeat), medians over `--repeats`:
     then one `decode_step` and a numpy draw per new token. At batch 32 it runs the 32 prompts one
     at a time (it takes one prompt), timed as such;
   - `model.generate(prompts, ..., stop=None)`: the prompts (right-padded) read in one parallel
-    pass, then one compiled `tf.while_loop` for every new token; without and with XLA
-    (`jit_compile=True`). Its first call per configuration traces (and, with XLA, compiles per
+    pass, then one compiled `tf.while_loop` for every new token; the graph loop
+    (`jit_compile=False`) and the default (`jit_compile="auto"`, XLA for these models). Its first call per configuration traces (and, with XLA, compiles per
     prompt shape): one untimed warm-up call of every path comes first, its time reported.
 * time to the first new token after a `--long-prompt` (1,000)-token prompt, greedy:
-  (a) `model.generate([prompt], max_length=1, temperature=0, stop=None)`, the prompt read in one
-  parallel pass; (b) `previous_generate(model, prompt, 1, 0, …)`, the prompt fed token by token
+  (a) `model.generate([prompt], max_length=1, temperature=0, stop=None, jit_compile=False)`, the
+  prompt read in one parallel pass (in the graph loop, as (c) runs); (b) `previous_generate(model, prompt, 1, 0, …)`, the prompt fed token by token
   through `decode_step` from Python; (c) `zoo.models.generation.stepwise_prefill` (the prompt fed
   token by token to `step` inside one `tf.while_loop`) and the output layer, in a tf.function (the
   GCNN's weight-normalised kernels computed once, as `generate` does): what `generate` would cost
