@@ -78,6 +78,8 @@ class SubwordTokenizer:
     ("<0xE2>" → "\\xe2"), and the reserved ids and `<unk>` by name.
     """
 
+    training_summary = None  # set by `train`: the lines, words and sentences it learned from
+
     kind = "subword"
     pad_id, bos_id, eos_id = 0, 1, 2
 
@@ -117,9 +119,14 @@ class SubwordTokenizer:
               max_sentence_length=16384, num_threads=2, seed=0):
         """A unigram SentencePiece model of `lines` (normalised first), with byte fallback.
 
-        `vocabulary_size` counts every id, the 3 reserved ones included. SentencePiece learns from
-        at most `input_sentence_size` lines (a random sample of longer corpora) of at most
-        `max_sentence_length` bytes; the id order counts pieces over every line."""
+        `vocabulary_size` counts every id, the 3 reserved ones included. Every line is used,
+        whatever its length: SentencePiece skips a sentence of more than `max_sentence_length`
+        bytes, so a longer line is cut at whitespace into pieces of at most
+        `max_sentence_length // 4` characters for the trainer (`trainer_sentences`; a single
+        word longer than that is cut where the limit falls). SentencePiece then learns from at
+        most `input_sentence_size` of those sentences (a seeded random sample, drawn here, of
+        more); the id order counts pieces over every line. `training_summary` of the result says
+        how many lines, words and sentences it learned from."""
         import sentencepiece as spm
 
         normalized = [line for line in map(normalize_subword, lines) if line]
@@ -128,16 +135,22 @@ class SubwordTokenizer:
                              "with anything but whitespace in it.")
         vocabulary_size = int(vocabulary_size)
         reserved = len(RESERVED)
+        sentences, long_lines = trainer_sentences(normalized, max(int(max_sentence_length) // 4, 1))
+        if len(sentences) > input_sentence_size:
+            keep = np.sort(np.random.default_rng(seed).choice(len(sentences), input_sentence_size, replace=False))
+            sample = [sentences[i] for i in keep]
+        else:
+            sample = sentences
         model = io.BytesIO()
         spm.set_random_generator_seed(seed)
         try:
             spm.SentencePieceTrainer.train(
-                sentence_iterator=iter(normalized), model_writer=model,
+                sentence_iterator=iter(sample), model_writer=model,
                 vocab_size=max(vocabulary_size - reserved, 1), model_type="unigram", byte_fallback=True,
                 normalization_rule_name="identity", remove_extra_whitespaces=False,
                 add_dummy_prefix=True, split_by_whitespace=True, character_coverage=character_coverage,
-                unk_id=0, bos_id=-1, eos_id=-1, pad_id=-1, input_sentence_size=input_sentence_size,
-                shuffle_input_sentence=True, max_sentence_length=max_sentence_length,
+                unk_id=0, bos_id=-1, eos_id=-1, pad_id=-1, input_sentence_size=0,
+                shuffle_input_sentence=False, max_sentence_length=max_sentence_length,
                 num_threads=num_threads, minloglevel=2)
         except RuntimeError as e:
             raise _training_error(str(e), vocabulary_size, len(normalized)) from None
@@ -151,7 +164,12 @@ class SubwordTokenizer:
         is_unk = np.zeros(n, dtype=bool)
         is_unk[sp.unk_id()] = True
         order = np.lexsort((np.arange(n), -counts, is_unk))  # by count, then id; <unk> last
-        return cls(model.getvalue(), order, counts[order])
+        tokenizer = cls(model.getvalue(), order, counts[order])
+        tokenizer.training_summary = {
+            "lines": len(normalized), "words": sum(len(line.split()) for line in normalized),
+            "long_lines": long_lines, "sentences": len(sentences), "sampled_sentences": len(sample),
+            "sampled_words": sum(len(sentence.split()) for sentence in sample)}
+        return tokenizer
 
     # -- the interface --------------------------------------------------------------------------
 
@@ -324,6 +342,35 @@ class SubwordTokenizer:
         the graph, so `asset_dir` is not used."""
         return SubwordGraphTokenizer(self.model_proto, self.sentencepiece_to_id,
                                      self.id_to_sentencepiece, self._texts, self.unk_id)
+
+
+def trainer_sentences(lines, max_chars):
+    """`(sentences, long lines)`: each line of at most `max_chars` characters as it is, each longer
+    one cut at whitespace into pieces of at most `max_chars` characters (words packed greedily,
+    joined by single spaces; a word longer than `max_chars` cut into `max_chars`-character
+    pieces), and how many lines were cut. No character but whitespace between pieces is lost."""
+    out, cut = [], 0
+    for line in lines:
+        if len(line) <= max_chars:
+            out.append(line)
+            continue
+        cut += 1
+        current, size = [], 0
+        for word in line.split():
+            while len(word) > max_chars:  # a "word" longer than a sentence may be
+                if current:
+                    out.append(" ".join(current))
+                    current, size = [], 0
+                out.append(word[:max_chars])
+                word = word[max_chars:]
+            if current and size + 1 + len(word) > max_chars:
+                out.append(" ".join(current))
+                current, size = [], 0
+            size += len(word) + (1 if current else 0)
+            current.append(word)
+        if current:
+            out.append(" ".join(current))
+    return out, cut
 
 
 class VocabularySizeError(ValueError):

@@ -373,3 +373,39 @@ def test_training_on_awkward_text():
         ids = tokenizer.encode(text)
         assert tokenizer.unk_id not in ids and tokenizer.decode(ids) == tokenizer.normalize(text)
     assert tokenizer.encode("\x00nul")[1:3] != tokenizer.encode("\ufffdnul")[1:3]
+
+
+def test_lines_of_200k_characters_are_learned_from_not_skipped():
+    """One document per line, each far longer than the 16,384 bytes SentencePiece takes: every
+    line is cut at whitespace for the trainer, so the words that occur only in the long lines
+    become pieces of their own (skipped, they would be spelt piece by piece)."""
+    from zoo.data.tokenizers import trainer_sentences
+
+    rng = random.Random(0)
+    long_words = ["strophingerkaloming", "quarnelbastivon", "meltrovianskope", "ulbrechtaminovar"]
+    documents = [" ".join(rng.choice(long_words + WORDS) for _ in range(40_000))[:200_000] for _ in range(12)]
+    assert all(len(d) >= 199_000 for d in documents)
+    short = corpus(200)  # short lines without the long words
+    tokenizer = SubwordTokenizer.train(short + documents, 400)
+    summary = tokenizer.training_summary
+    assert summary["lines"] == 212 and summary["long_lines"] == 12
+    assert summary["words"] == sum(len(line.split()) for line in short + documents)
+    assert summary["sampled_words"] == summary["words"] and summary["sampled_sentences"] == summary["sentences"]
+    skipped = SubwordTokenizer.train(short, 400)  # what the trainer saw when it skipped long lines
+    for word in long_words:  # learned from the long lines: one or two pieces, not spelt out
+        assert len(tokenizer.encode(word, add_bos=False, add_eos=False)) <= 2, word
+        assert len(skipped.encode(word, add_bos=False, add_eos=False)) >= 5, word
+    assert tokenizer.decode(tokenizer.encode(documents[0])) == tokenizer.normalize(documents[0])
+    # the cut itself: pieces within the limit, every word kept in order, an over-long word cut
+    sentences, cut = trainer_sentences([documents[0]], 100)
+    assert cut == 1 and all(len(s) <= 100 for s in sentences) and len(sentences) > 2000
+    assert " ".join(sentences).split() == documents[0].split()
+    assert trainer_sentences(["a b", "x" * 25 + " yy"], 10) == (["a b", "x" * 10, "x" * 10, "xxxxx yy"], 1)
+
+
+def test_a_sample_of_many_sentences_is_drawn_with_the_seed_and_said():
+    lines = corpus(600)
+    a = SubwordTokenizer.train(lines, 400, input_sentence_size=200)
+    assert a.training_summary["sampled_sentences"] == 200 and a.training_summary["sentences"] == 600
+    assert a.training_summary["sampled_words"] < a.training_summary["words"]
+    assert a == SubwordTokenizer.train(lines, 400, input_sentence_size=200)

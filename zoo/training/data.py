@@ -79,8 +79,14 @@ def load_corpus(data, vocabulary=None, vocabulary_kind="word", min_count=1, max_
         log(f"The corpus is too small for the default {DEFAULT_SUBWORD_SIZE:,} subword ids; using {e.largest:,}, "
             "the most it supplies.")
         vocabulary = SubwordTokenizer.train(train_lines, e.largest)
+    summary = vocabulary.training_summary
+    cut = (f"; {summary['long_lines']:,} lines longer than the trainer takes were cut at whitespace"
+           if summary["long_lines"] else "")
+    sampled = ("" if summary["sampled_sentences"] == summary["sentences"] else
+               f", a random {summary['sampled_sentences']:,} of its {summary['sentences']:,} sentences")
     log(f"Learned a subword vocabulary of {len(vocabulary):,} ids (SentencePiece, byte fallback: no "
-        f"unknown token) from {len(train_lines):,} training lines in {time.monotonic() - began:.1f} s.")
+        f"unknown token) from {summary['lines']:,} training lines, {summary['sampled_words']:,} of their "
+        f"{summary['words']:,} words{sampled}{cut}, in {time.monotonic() - began:.1f} s.")
     return train_lines, valid_lines, vocabulary
 
 
