@@ -220,6 +220,7 @@ class Signatures:
         prompts = tf.concat([tf.RaggedTensor.from_tensor(tf.fill([n, 1], t.bos_id)), words], axis=1)
         lengths = tf.cast(prompts.row_lengths(), tf.int32)
         choose = generation.served_sampler(temperature, top_k, top_p)
+        seed = tf.math.floormod(tf.cast(seed, tf.int64), 2**31)  # as LanguageModel.generate maps it
         with generation.loop_invariants(self.model):
             ids, ends = generation.decode(self.model, prompts.to_tensor(t.pad_id), lengths, max_new_tokens,
                                           choose, seed, t.eos_id)

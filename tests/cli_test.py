@@ -101,11 +101,14 @@ def test_generate_batches_prompts_from_the_command_line_and_a_file(trained, tmp_
     (["x", "--file", "f"], "on the command line or with --file, not both"),
     (["--file", "/nonexistent/prompts.txt"], "Cannot read the prompts file '/nonexistent/prompts.txt'"),
     (["x", "--sampler", "nucleus"], "Unknown sampler 'nucleus'"),
-    (["x", "--max-length", "0"], "max_length .* must be an integer >= 1, got 0"),
+    (["x", "--max-length", "0"], r"max_length .* must be an integer in \[1, 1048576\], got 0"),
     (["x", "--top-k", "100000"], r"top_k must be in \[1, \d+\] \(the vocabulary size\)"),
     (["x", "--batch-size", "0"], "--batch-size must be >= 1, got 0"),
+    (["--file", "-"], "No prompt: standard input is empty"),
 ])
-def test_generate_refuses_bad_input_in_one_sentence(trained, argv, message, capsys):
+def test_generate_refuses_bad_input_in_one_sentence(trained, argv, message, capsys, monkeypatch):
+    import io
+    monkeypatch.setattr("sys.stdin", io.StringIO(""))
     assert main(["generate", os.path.join(trained, "best"), *argv]) == 2
     err = capsys.readouterr().err.strip()
     assert err.startswith("zoo: error: ") and len(err.splitlines()) == 1

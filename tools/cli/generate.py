@@ -39,14 +39,16 @@ def read_prompts(args):
             raise ValueError("No prompt: give one or more prompts, or --file with one prompt per line.")
         return list(args.prompts)
     if args.file == "-":
-        return [line.rstrip("\n") for line in sys.stdin]
-    try:
-        with open(args.file, encoding="utf-8", errors="replace") as f:
-            prompts = [line.rstrip("\r\n") for line in f]
-    except OSError as e:
-        raise ValueError(f"Cannot read the prompts file {args.file!r}: {e.strerror or e}.") from e
+        prompts = [line.rstrip("\r\n") for line in sys.stdin]
+    else:
+        try:
+            with open(args.file, encoding="utf-8", errors="replace") as f:
+                prompts = [line.rstrip("\r\n") for line in f]
+        except OSError as e:
+            raise ValueError(f"Cannot read the prompts file {args.file!r}: {e.strerror or e}.") from e
     if not prompts:
-        raise ValueError(f"The prompts file {args.file!r} is empty: give one prompt per line.")
+        where = "standard input" if args.file == "-" else f"the prompts file {args.file!r}"
+        raise ValueError(f"No prompt: {where} is empty; give one prompt per line.")
     return prompts
 
 

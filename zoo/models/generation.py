@@ -11,17 +11,18 @@ write `<pad>` while the others go on; the loop ends when every row has stopped.
 """
 
 import contextlib
-import weakref
+import numbers
 
 import numpy as np
 import tensorflow as tf
 
 from zoo.layers import SparseMoE
+from zoo.layers.sparse_moe import balance_metrics_paused
 from zoo.models import samplers
 
 PAD_ID, BOS_ID = 0, 1  # never emitted
 NO_STOP = -1  # an `eos_id` no token equals: rows end at max_length only
-_FUNCTIONS = weakref.WeakKeyDictionary()  # model -> {static config: tf.function}
+MAX_NEW_TOKENS = 1 << 20  # the most `generate` writes a row (its buffer is allocated up front)
 
 
 # ---- the prompt ------------------------------------------------------------------------------------
@@ -102,7 +103,7 @@ def candidates(log_probs, temperature=1.0, top_k=None, top_p=None):
     logits = log_probs / temperature
     vocabulary = tf.shape(logits)[-1]
     if top_k is None:
-        k = vocabulary
+        k = log_probs.shape[-1] if log_probs.shape[-1] is not None else vocabulary
     elif isinstance(top_k, int) and log_probs.shape[-1] is not None:
         k = min(top_k, log_probs.shape[-1])
     else:
@@ -149,12 +150,20 @@ def served_sampler(temperature, top_k, top_p):
 
 
 def _static_sampler(sampler, temperature, top_p):
-    """The token chooser of a `zoo.samplers` object, its temperature and top_p as tensors."""
+    """The token chooser of a `zoo.samplers` object, `temperature` and `top_p` being tensors (so a
+    new value needs no new trace or compilation); its kind and top-k (XLA needs k static) are
+    fixed."""
     if isinstance(sampler, (samplers.Greedy, samplers.Beam)):
         return greedy_choice
     top_k = getattr(sampler, "k", None)
     p = top_p if isinstance(sampler, samplers.TopP) else None
     return lambda log_probs, seed, step: sample_tokens(log_probs, seed, step, temperature, top_k, p)
+
+
+def _static_key(sampler):
+    """What of a sampler a compiled function is specialised to: its kind, top-k and beams."""
+    return (type(sampler).__name__, getattr(sampler, "k", None), getattr(sampler, "num_beams", None),
+            getattr(sampler, "length_penalty", None))
 
 
 # ---- the rules every row follows -------------------------------------------------------------------
@@ -294,7 +303,7 @@ def greedy_choice(scores, seed, step):
 
 
 def beam_search(model, token_ids, lengths, max_new_tokens, num_beams, length_penalty, eos_id,
-                stop_sequences=(), ngram=0):
+                stop_sequences=(), ngram=0, against_greedy=True):
     """Beam search: `num_beams` hypotheses per prompt, each extended by every token and the best
     `num_beams` of all kept (by log-probability); a finished hypothesis (after `eos_id` or a stop
     sequence) stays as it is. At the end each prompt's hypotheses are ranked by
@@ -341,6 +350,8 @@ def beam_search(model, token_ids, lengths, max_new_tokens, num_beams, length_pen
     ranked_best = tf.gather(ranked, best, batch_dims=1)
     best += tf.range(batch) * n
     ids, ends, score = tf.gather(buffer, best), tf.gather(ends, best), tf.gather(tf.reshape(scores, [-1]), best)
+    if not against_greedy:  # the beams alone (tests)
+        return ids, ends, score
     g_ids, g_ends, g_score = decode(model, token_ids, lengths[::n], max_new_tokens, greedy_choice, 0, eos_id,
                                     stop_sequences, ngram, with_log_prob=True)
     g_ranked = g_score / tf.cast(tf.maximum(g_ends - lengths[::n], 1), tf.float32) ** penalty
@@ -349,42 +360,33 @@ def beam_search(model, token_ids, lengths, max_new_tokens, num_beams, length_pen
             tf.where(greedy_wins, g_score, score))
 
 
-class _Traced:
-    """`run` traced with the model's loop invariants computed once. An object rather than a
-    closure: tf.function counts traces per code object, and every configuration traces once, which
-    closures sharing one code object would report as retracing."""
-
-    def __init__(self, model, run):
-        self.model, self.run = model, run
-
-    def __call__(self, token_ids, lengths, max_new_tokens, seed):
-        with loop_invariants(self.model):
-            return self.run(token_ids, lengths, max_new_tokens, seed)
-
-
 def compiled(model, sampler, ngram, stop_sequences, eos_id, jit_compile, room=None):
-    """The compiled generation function of `model` for one static configuration, made once.
+    """The compiled generation function of `model` for one static configuration, made once and
+    kept on the model: `fn(token_ids, lengths, max_new_tokens, seed, temperature, top_p)`.
 
     With `jit_compile`, a batch of `GROUP_FROM` rows or more is cut into `GROUPS` groups, each
     decoded by its own XLA-compiled loop, the loops launched side by side from one graph (one XLA
     computation runs its ops one after the other; two run at once on two cores). Group g draws
     with seed `seed + g · GROUP_SEED`, as the graph loop's groups do."""
-    functions = _FUNCTIONS.setdefault(model, {})
-    key = (sampler, ngram, stop_sequences, eos_id, jit_compile, room)
+    functions = model.__dict__.setdefault("_generation_functions", {})
+    key = (_static_key(sampler), ngram, stop_sequences, eos_id, jit_compile, room)
     if key in functions:
         return functions[key]
     spec = [tf.TensorSpec([None, None], tf.int32), tf.TensorSpec([None], tf.int32),
-            tf.TensorSpec([], tf.int32), tf.TensorSpec([], tf.int64)]
+            tf.TensorSpec([], tf.int32), tf.TensorSpec([], tf.int64), tf.TensorSpec([], tf.float32),
+            tf.TensorSpec([], tf.float32)]
     beam = isinstance(sampler, samplers.Beam)
     if beam:
-        def run(token_ids, lengths, max_new_tokens, seed):
-            return beam_search(model, token_ids, lengths, max_new_tokens, sampler.num_beams,
-                               sampler.length_penalty, eos_id, stop_sequences, ngram)
-    else:
-        temperature = getattr(sampler, "temperature", 1.0)
-        choose = _static_sampler(sampler, temperature, getattr(sampler, "p", None))
+        num_beams, length_penalty = sampler.num_beams, sampler.length_penalty
 
-        def run(token_ids, lengths, max_new_tokens, seed):
+        def run(token_ids, lengths, max_new_tokens, seed, temperature, top_p):
+            return beam_search(model, token_ids, lengths, max_new_tokens, num_beams, length_penalty, eos_id,
+                               stop_sequences, ngram)
+    else:
+        kind = sampler
+
+        def run(token_ids, lengths, max_new_tokens, seed, temperature, top_p):
+            choose = _static_sampler(kind, temperature, top_p)
             ids, ends = decode(model, token_ids, lengths, max_new_tokens, choose, seed, eos_id, stop_sequences, ngram,
                                groups=1 if jit_compile else GROUPS, room=room)
             return ids, ends, tf.zeros(tf.shape(ends), tf.float32)
@@ -395,25 +397,49 @@ def compiled(model, sampler, ngram, stop_sequences, eos_id, jit_compile, room=No
     return function
 
 
+class _Traced:
+    """`run` traced with the model's loop invariants computed once and the MoE layers' balance
+    metrics paused (decoding is not training). An object rather than a closure: tf.function counts
+    traces per code object, and every configuration traces once, which closures sharing one code
+    object would report as retracing."""
+
+    def __init__(self, model, run):
+        self.model, self.run = model, run
+
+    def __call__(self, *args):
+        with loop_invariants(self.model), balance_metrics_paused():
+            return self.run(*args)
+
+
 class _Groups:
     """`function` (an XLA-compiled generation loop) on `GROUPS` groups of a batch's rows at once."""
 
     def __init__(self, function):
         self.function = function
 
-    def __call__(self, token_ids, lengths, max_new_tokens, seed):
+    def __call__(self, token_ids, lengths, max_new_tokens, seed, temperature, top_p):
         batch = tf.shape(lengths)[0]
         cut = [batch * g // GROUPS for g in range(GROUPS + 1)]
 
         def grouped():
-            outs = [self.function(token_ids[a:b], lengths[a:b], max_new_tokens, seed + g * GROUP_SEED)
-                    for g, (a, b) in enumerate(zip(cut[:-1], cut[1:]))]
+            outs = [self.function(token_ids[a:b], lengths[a:b], max_new_tokens, seed + g * GROUP_SEED, temperature,
+                                  top_p) for g, (a, b) in enumerate(zip(cut[:-1], cut[1:]))]
             return tuple(tf.concat([out[i] for out in outs], 0) for i in range(3))
 
-        return tf.cond(batch >= GROUP_FROM, grouped, lambda: tuple(self.function(token_ids, lengths, max_new_tokens, seed)))
+        whole = lambda: tuple(self.function(token_ids, lengths, max_new_tokens, seed, temperature, top_p))
+        return tf.cond(batch >= GROUP_FROM, grouped, whole)
 
 
 # ---- the user's side -------------------------------------------------------------------------------
+def _plain(value):
+    """A numpy scalar as the Python number it holds (the arguments' checks then take it)."""
+    return value.item() if isinstance(value, np.generic) else value
+
+
+def _is_int(value):
+    return isinstance(value, numbers.Integral) and not isinstance(value, bool)
+
+
 class Generation:
     """`LanguageModel.generate`, on the model's `prefill`, `step`, output layer and vocabulary."""
 
@@ -449,15 +475,16 @@ class Generation:
         of 32, `max_length` to a power of two, at least 16); its draws for a seed differ from the
         graph loop's, which the exported signature runs.
         """
-        from zoo.layers.validation import is_int
-
-        if isinstance(max_length, bool) or not is_int(max_length) or max_length < 1:
-            raise ValueError(f"max_length (the number of new tokens) must be an integer >= 1, got {max_length!r}.")
+        max_length, temperature, top_k, top_p, num_beams, length_penalty, no_repeat_ngram_size, seed = map(
+            _plain, (max_length, temperature, top_k, top_p, num_beams, length_penalty, no_repeat_ngram_size, seed))
+        if not _is_int(max_length) or not 1 <= max_length <= MAX_NEW_TOKENS:
+            raise ValueError(f"max_length (the number of new tokens) must be an integer in [1, {MAX_NEW_TOKENS}], "
+                             f"got {max_length!r}.")
         chosen = samplers.resolve(sampler, temperature, top_k, top_p, num_beams, length_penalty,
                                   vocabulary_size=self.vocabulary_size)
-        if isinstance(no_repeat_ngram_size, bool) or not is_int(no_repeat_ngram_size) or no_repeat_ngram_size < 0:
-            raise ValueError(f"no_repeat_ngram_size must be an integer >= 0 (0: off), got {no_repeat_ngram_size!r}.")
-        if seed is not None and (isinstance(seed, bool) or not is_int(seed)):
+        if not _is_int(no_repeat_ngram_size) or not 0 <= no_repeat_ngram_size <= 16:
+            raise ValueError(f"no_repeat_ngram_size must be an integer in [0, 16] (0: off), got {no_repeat_ngram_size!r}.")
+        if seed is not None and not _is_int(seed):
             raise ValueError(f"seed must be an integer or None, got {seed!r}.")
         if jit_compile not in (True, False, "auto"):
             raise ValueError(f"jit_compile must be True, False or 'auto', got {jit_compile!r}.")
@@ -465,6 +492,8 @@ class Generation:
         if jit_compile is True and has_moe:
             raise ValueError("jit_compile=True cannot compile this model's sparse MoE layers (their dispatch has "
                              "data-dependent shapes, which XLA does not take); use jit_compile=False or 'auto'.")
+        if jit_compile is True and isinstance(chosen, samplers.Beam):
+            raise ValueError("jit_compile=True: beam search runs as a graph loop only; use jit_compile='auto' or False.")
         rows, as_text, single = self._prompt_rows(prompts)
         stop_ids, stop_texts = self._stop(stop, as_text)
         # a model without a vocabulary has no </s> to stop at
@@ -483,7 +512,9 @@ class Generation:
             seed = int(np.random.default_rng().integers(2**62))
         run = compiled(self, chosen, int(no_repeat_ngram_size), stop_ids, int(eos), xla, room)
         ids, ends, _ = run(tf.constant(padded), tf.constant(lengths), tf.constant(max_length, tf.int32),
-                           tf.constant(int(seed) % 2**31, tf.int64))
+                           tf.constant(int(seed) % 2**31, tf.int64),  # as the exported signature maps it
+                           tf.constant(getattr(chosen, "temperature", 1.0), tf.float32),
+                           tf.constant(getattr(chosen, "p", 1.0), tf.float32))
         ids, ends = ids.numpy(), ends.numpy()
         out = [ids[i, :ends[i]].tolist() for i in range(len(rows))]
         if as_text:
@@ -500,15 +531,16 @@ class Generation:
         if not isinstance(prompts, (list, tuple)):
             raise ValueError(f"prompts must be a string, a list of strings, a list of ids or a list of id "
                              f"lists, got {type(prompts).__name__}.")
-        if prompts and all(isinstance(p, (str, bytes)) for p in prompts):
+        texts = [isinstance(p, (str, bytes)) for p in prompts]
+        if prompts and all(texts):
             vocabulary = self.require_vocabulary()
             return [vocabulary.encode(p, add_eos=False) for p in prompts], True, False
+        if any(texts):
+            raise ValueError("prompts mixes strings with ids: give a list of strings or a list of id lists.")
         single = not any(isinstance(p, (list, tuple, np.ndarray)) for p in prompts)
         rows = [prompts] if single else prompts
         out = []
         for row in rows:
-            if isinstance(row, (str, bytes)):
-                raise ValueError("prompts mixes strings and id lists: give one kind.")
             if isinstance(row, np.ndarray):
                 row = row.tolist()
             if not isinstance(row, (list, tuple)):
@@ -520,9 +552,15 @@ class Generation:
         """`(stop id sequences for the graph, stop texts cut in Python)`."""
         if stop is None or isinstance(stop, str) and stop == "auto":
             return (), ()
-        items = [stop] if isinstance(stop, (str, int, np.integer)) and not isinstance(stop, bool) else list(stop)
+        accepted = "a string, an id, a list of ids (one sequence), or a list of those"
+        items = [stop] if isinstance(stop, (str, bytes, numbers.Integral)) else stop
+        if isinstance(items, tuple):
+            items = list(items)
+        if not isinstance(items, list) or not items:
+            raise ValueError(f"stop must be 'auto', None, {accepted}; got {stop!r}.")
         sequences, texts = [], []
         for item in items:
+            item = item.decode("utf-8", "replace") if isinstance(item, bytes) else _plain(item)
             if isinstance(item, str):
                 if not item:
                     raise ValueError("A stop text must not be empty.")
@@ -533,11 +571,12 @@ class Generation:
                 unk = getattr(self.vocabulary, "unk_id", None)
                 if ids and unk not in ids:  # the loop stops early on it; the text is cut below anyway
                     sequences.append(tuple(int(i) for i in ids))
-            else:
-                sequence = [item] if not isinstance(item, (list, tuple, np.ndarray)) else list(item)
-                if isinstance(item, bool) or not sequence:
-                    raise ValueError(f"A stop is a string, an id or a non-empty list of ids, got {item!r}.")
-                sequences.append(tuple(int(i) for i in self.check_ids(sequence).reshape(-1)))
+                continue
+            sequence = [item] if _is_int(item) else item
+            if not isinstance(sequence, (list, tuple, np.ndarray)) or len(sequence) == 0 or \
+                    not all(_is_int(_plain(i)) for i in sequence):
+                raise ValueError(f"A stop is {accepted}; got {item!r}.")
+            sequences.append(tuple(int(i) for i in self.check_ids([int(i) for i in sequence]).reshape(-1)))
         return tuple(sequences), tuple(texts)
 
     def _text(self, ids, prompt_length, stop_texts):

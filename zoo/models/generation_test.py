@@ -151,19 +151,28 @@ def test_greedy_batched_equals_one_prompt_at_a_time_and_by_hand(family):
 def test_xla_compiled_greedy_equals_the_graph_loop(family):
     model = FAMILIES[family]()
     assert model.generate(PROMPTS, max_length=8, temperature=0, jit_compile=True) == \
-        model.generate(PROMPTS, max_length=8, temperature=0)
+        model.generate(PROMPTS, max_length=8, temperature=0, jit_compile=False)
     # at GROUP_FROM rows or more, groups of rows each in their own XLA loop, side by side
     assert model.generate(PROMPTS * 3, max_length=8, temperature=0, jit_compile=True) == \
-        model.generate(PROMPTS * 3, max_length=8, temperature=0)
+        model.generate(PROMPTS * 3, max_length=8, temperature=0, jit_compile=False)
+
+
+def test_xla_samples_top_p_on_a_vocabulary_larger_than_a_block():
+    keras.utils.set_random_seed(0)
+    model = GCNNLanguageModel(vocabulary_size=300, embedding_dim=8, blocks=[[[3, 8]]])
+    for settings in ({"top_p": 0.9}, {"top_p": 0.5, "top_k": 200}, {"top_k": 40}):
+        rows = model.generate(PROMPTS, max_length=6, seed=1, jit_compile=True, **settings)
+        assert rows == model.generate(PROMPTS, max_length=6, seed=1, jit_compile=True, **settings)
+        assert all(len(r) == len(p) + 6 and min(r[len(p):]) >= 2 for r, p in zip(rows, PROMPTS))
 
 
 def test_auto_uses_xla_where_it_can_in_shape_buckets_and_the_graph_loop_elsewhere():
     model = gcnn()
-    generation._FUNCTIONS.pop(model, None)
     sampled = model.generate(PROMPTS, max_length=10, top_k=5, seed=2)  # default: jit_compile="auto"
     assert sampled == model.generate(PROMPTS, max_length=10, top_k=5, seed=2, jit_compile=True)
     model.generate(PROMPTS[:2], max_length=12, top_k=5, seed=2)  # another width and length, the same buckets
-    assert [key[-2:] for key in generation._FUNCTIONS[model]] == [(True, 16)]
+    model.generate(PROMPTS[:2], max_length=12, top_k=5, seed=2, temperature=0.7)  # a new temperature: a tensor
+    assert [key[-2:] for key in model._generation_functions] == [(True, 16)]
     stack = moe_stack()  # MoE layers: the graph loop
     assert stack.generate(PROMPTS, max_length=6, top_k=5, seed=2) == \
         stack.generate(PROMPTS, max_length=6, top_k=5, seed=2, jit_compile=False)
@@ -318,8 +327,9 @@ def test_stop_ends_each_row_where_its_stop_text_appears():
         assert g == (prompt + new[:new.index(token) + 1] if token in new else f)
     pair = free_ids[1][len(ids[1]) + 3:len(ids[1]) + 5]
     got = model.generate(ids[1], max_length=15, temperature=0, stop=[pair])
-    new = got[len(ids[1]):]
-    assert new[-2:] == pair and len(new) == 5 or new[-2:] == pair
+    new, free_new = got[len(ids[1]):], free_ids[1][len(ids[1]):]
+    first = next(i for i in range(len(free_new) - 1) if free_new[i:i + 2] == pair)
+    assert new == free_new[:first + 2]  # it stopped where the pair first appears
     assert model.generate(ids, max_length=15, temperature=0, stop=None) == free_ids  # </s> unlikely anyway
 
 
@@ -384,21 +394,28 @@ def test_an_empty_prompt_starts_from_the_start_of_sentence():
 
 
 BAD = [
-    ({"max_length": 0}, r"max_length \(the number of new tokens\) must be an integer >= 1, got 0"),
+    ({"max_length": 0}, r"max_length \(the number of new tokens\) must be an integer in \[1, 1048576\], got 0"),
     ({"max_length": 2.5}, r"max_length .* got 2.5"),
+    ({"max_length": 2**40}, r"max_length .* in \[1, 1048576\], got 1099511627776"),
+    ({"sampler": "top_k", "temperature": 0}, r"temperature=0 is greedy decoding, which draws nothing"),
+    ({"sampler": "beam", "jit_compile": True}, r"beam search runs as a graph loop only"),
+    ({"stop": 0.5}, r"stop must be .auto., None, a string, an id, .*got 0.5"),
+    ({"stop": ["a", 0.5]}, r"A stop text \(.a.\) needs text prompts"),
+    ({"stop": [[1, 0.5]]}, r"A stop is a string, an id, a list of ids .*got \[1, 0.5\]"),
+    ({"stop": {"a": 1}}, r"stop must be 'auto', None, a string"),
     ({"sampler": "nucleus"}, r"Unknown sampler 'nucleus'; expected one of \['greedy', 'random', 'top_k'"),
     ({"top_k": 51}, r"top_k must be in \[1, 50\] \(the vocabulary size\), got 51"),
     ({"top_k": 0}, r"top_k must be in \[1, 50\]"),
     ({"top_p": 1.5}, r"top_p must be a number in \(0, 1\], got 1.5"),
     ({"top_p": 0}, r"top_p must be a number in \(0, 1\], got 0"),
-    ({"temperature": -1}, r"temperature must be >= 0"),
+    ({"temperature": -1}, r"temperature must be a number >= 0 \(0 is greedy\), got -1"),
     ({"num_beams": 0}, r"num_beams must be an integer >= 1, got 0"),
     ({"sampler": "greedy", "top_k": 5}, r"The greedy sampler does not take top_k; it takes no parameter"),
     ({"sampler": zoo.samplers.TopK(5), "top_k": 3}, r"not also as top_k"),
-    ({"no_repeat_ngram_size": -1}, r"no_repeat_ngram_size must be an integer >= 0"),
+    ({"no_repeat_ngram_size": -1}, r"no_repeat_ngram_size must be an integer in \[0, 16\] \(0: off\), got -1"),
     ({"seed": "x"}, r"seed must be an integer or None, got 'x'"),
     ({"stop": "the"}, r"A stop text \('the'\) needs text prompts"),
-    ({"stop": [[]]}, r"A stop is a string, an id or a non-empty list of ids"),
+    ({"stop": [[]]}, r"A stop is a string, an id, a list of ids .*got \[\]"),
 ]
 
 
@@ -414,6 +431,25 @@ def test_xla_refuses_a_model_with_moe_layers_in_one_sentence():
         moe_stack().generate([[1, 4]], max_length=2, jit_compile=True)
 
 
+def test_numpy_scalars_are_taken_as_the_numbers_they_hold():
+    model = gcnn()
+    want = model.generate(PROMPTS, max_length=5, temperature=0.8, top_k=5, top_p=0.9, seed=3, no_repeat_ngram_size=2)
+    assert model.generate(PROMPTS, max_length=np.int64(5), temperature=np.float32(0.8), top_k=np.int32(5),
+                          top_p=np.float64(0.9), seed=np.int64(3), no_repeat_ngram_size=np.int8(2)) == want
+    stopped = model.generate([PROMPTS[0]], max_length=8, temperature=0, stop=[np.int64(want[0][-1])])
+    assert stopped[0][-1] == want[0][-1] or len(stopped[0]) == len(PROMPTS[0]) + 8
+
+
+def test_one_beam_without_the_greedy_fallback_is_greedy():
+    model = gcnn()
+    ids, lengths = padded(PROMPTS)
+    run = tf.function(lambda i, l: generation.beam_search(model, i, l, 8, 1, 1.0, generation.NO_STOP,
+                                                          against_greedy=False))
+    got, ends, _ = run(ids, lengths)
+    assert [got.numpy()[r, :ends.numpy()[r]].tolist() for r in range(len(PROMPTS))] == \
+        model.generate(PROMPTS, max_length=8, temperature=0)
+
+
 def test_bad_prompts_are_refused_in_one_sentence():
     model = gcnn()
     with pytest.raises(ValueError, match=r"Token id 50 is outside the vocabulary: ids must be in \[0, 49\]"):
@@ -424,5 +460,7 @@ def test_bad_prompts_are_refused_in_one_sentence():
         model.generate(5)
     with pytest.raises(ValueError, match="no vocabulary"):
         model.generate("the cat")
-    with pytest.raises(ValueError, match="mixes strings and id lists"):
+    with pytest.raises(ValueError, match="mixes strings with ids"):
         vocabulary_model()[0].generate([[1, 4], "the cat"])
+    with pytest.raises(ValueError, match="mixes strings with ids"):
+        vocabulary_model()[0].generate(["the cat", 5])

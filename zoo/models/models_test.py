@@ -420,7 +420,7 @@ def test_text_generation_stops_at_end_of_sentence():
 
 def test_generate_rejects_bad_arguments():
     model = tiny_gcnn()
-    with pytest.raises(ValueError, match="temperature must be >= 0"):
+    with pytest.raises(ValueError, match="temperature must be a number >= 0"):
         model.generate([1], temperature=-1)
     with pytest.raises(ValueError, match=r"top_k must be in \[1, 50\]"):
         model.generate([1], top_k=0)

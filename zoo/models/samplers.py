@@ -19,22 +19,24 @@ Every sampler never emits `<pad>` or `<s>`.
 
 import dataclasses
 import math
-
-from zoo.layers.validation import is_int
+import numbers
 
 NAMES = ("greedy", "random", "top_k", "top_p", "beam")
 
 
 def _check_temperature(temperature):
-    if isinstance(temperature, bool) or not isinstance(temperature, (int, float)) \
-            or not math.isfinite(temperature) or temperature <= 0:
-        raise ValueError(f"temperature must be >= 0 (0 is greedy; a sampler draws at a temperature > 0), "
-                         f"got {temperature!r}.")
+    if isinstance(temperature, bool) or not isinstance(temperature, numbers.Real) \
+            or not math.isfinite(temperature) or temperature < 0:
+        raise ValueError(f"temperature must be a number >= 0 (0 is greedy), got {temperature!r}.")
+    if temperature == 0:
+        raise ValueError("temperature=0 is greedy decoding, which draws nothing: use sampler='greedy' (or no "
+                         "sampler), or a temperature > 0 to sample.")
     return float(temperature)
 
 
 def _check_k(k, vocabulary_size=None):
-    if isinstance(k, bool) or not is_int(k) or k < 1 or vocabulary_size is not None and k > vocabulary_size:
+    if isinstance(k, bool) or not isinstance(k, numbers.Integral) or k < 1 or \
+            vocabulary_size is not None and k > vocabulary_size:
         accepted = f"in [1, {vocabulary_size}] (the vocabulary size)" if vocabulary_size else "an integer >= 1"
         raise ValueError(f"top_k must be {accepted}, got {k!r}.")
     return int(k)
@@ -73,7 +75,7 @@ class TopP:
     name = "top_p"
 
     def __post_init__(self):
-        if isinstance(self.p, bool) or not isinstance(self.p, (int, float)) or not 0 < self.p <= 1:
+        if isinstance(self.p, bool) or not isinstance(self.p, numbers.Real) or not 0 < self.p <= 1:
             raise ValueError(f"top_p must be a number in (0, 1], got {self.p!r}.")
         _check_temperature(self.temperature)
         if self.k is not None:
@@ -87,9 +89,9 @@ class Beam:
     name = "beam"
 
     def __post_init__(self):
-        if not is_int(self.num_beams) or self.num_beams < 1:
+        if isinstance(self.num_beams, bool) or not isinstance(self.num_beams, numbers.Integral) or self.num_beams < 1:
             raise ValueError(f"num_beams must be an integer >= 1, got {self.num_beams!r}.")
-        if isinstance(self.length_penalty, bool) or not isinstance(self.length_penalty, (int, float)) \
+        if isinstance(self.length_penalty, bool) or not isinstance(self.length_penalty, numbers.Real) \
                 or not math.isfinite(self.length_penalty):
             raise ValueError(f"length_penalty must be a finite number, got {self.length_penalty!r}.")
 
@@ -107,9 +109,9 @@ def resolve(sampler=None, temperature=None, top_k=None, top_p=None, num_beams=No
     distribution at `temperature` (1.0 by default). A keyword argument the sampler does not take
     is refused, naming it; so is a `top_k` above `vocabulary_size`.
     """
-    if temperature is not None:
-        if isinstance(temperature, bool) or not isinstance(temperature, (int, float)) or temperature != 0:
-            _check_temperature(temperature)
+    zero = isinstance(temperature, numbers.Real) and not isinstance(temperature, bool) and temperature == 0
+    if temperature is not None and not zero:  # 0 is greedy, or refused by a sampler that draws
+        _check_temperature(temperature)
     if top_k is not None:
         _check_k(top_k, vocabulary_size)
     given = {k: v for k, v in dict(temperature=temperature, top_k=top_k, top_p=top_p, num_beams=num_beams,
