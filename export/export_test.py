@@ -767,3 +767,27 @@ def test_a_model_without_vocabulary_is_refused(tmp_path):
     model = tiny_lstm()
     with pytest.raises(ValueError, match="no vocabulary"):
         export.export_saved_model(model, str(tmp_path), "m")
+
+
+def test_a_character_model_generates_through_the_export_as_in_process(tmp_path):
+    """A character vocabulary (U+2581 for a space) detokenised in the graph: the signature's text
+    is what `lm.generate` returns, greedy and seeded, with odd characters in the prompts."""
+    from zoo.data.vocab import CharacterVocabulary
+
+    chars = list("abcdefghijklmnopqrstuvwxyz") + ["\u2581", "é", "中"]
+    keras.utils.set_random_seed(0)
+    model = GCNNLanguageModel(vocabulary_size=len(SPECIALS) + len(chars), embedding_dim=8, blocks=[[[3, 16]]])
+    model.vocabulary = CharacterVocabulary(list(SPECIALS) + chars)
+    _discourage_end_of_sentence(model)
+    path = export.export_saved_model(model, str(tmp_path), "chars")
+    generate = tf.saved_model.load(path).signatures["generate"]
+    prompts = ["the cat", "", "café 中文 x"]
+    for settings in ({"temperature": 0.0, "top_k": 0, "top_p": 1.0, "seed": 0},
+                     {"temperature": 0.9, "top_k": 10, "top_p": 0.9, "seed": 5}):
+        got = generate(text=tf.constant(prompts), max_new_tokens=tf.constant(12),
+                       **{k: tf.constant(v) for k, v in settings.items()})
+        kw = {"temperature": 0} if settings["temperature"] == 0 else \
+            {"temperature": settings["temperature"], "top_k": settings["top_k"], "top_p": settings["top_p"]}
+        want = model.generate(prompts, max_length=12, seed=settings["seed"], jit_compile=False, **kw)
+        assert [t.decode() for t in got["text"].numpy()] == want
+        assert all("\u2581" not in text for text in want) and want[2].startswith("café 中")  # spaces as spaces
