@@ -48,7 +48,6 @@ DEFAULT_MODELS = ("gcnn-ptb", "lstmp-ptb")
 SEED = 0
 DEFAULTS = {"repeats": 5, "new_tokens": 100, "long_prompt": 1000}
 QUICK = {"repeats": 2, "new_tokens": 20, "long_prompt": 200}  # --quick: a smoke run
-SMALL = {"vocabulary_size": 50}  # --small: tiny configs of the presets, random weights (tests)
 SMALL_CONFIGS = {
     "gcnn-ptb": {"embedding_dim": 8, "blocks": [[[3, 16]], [[3, 16]]]},
     "lstmp-ptb": {"embedding_dim": 8, "layers": [{"type": "lstm", "units": 16, "projection": 8}]},
@@ -125,20 +124,11 @@ def stepwise_first_token(model):
 
 # ---- models and prompts ----------------------------------------------------------------------------
 def build_model(preset, small):
-    import zoo
+    """The preset with its trained weights, or with `small` a tiny random config of it
+    (`SMALL_CONFIGS`), built as `zoo benchmark serving` builds its models."""
+    from zoo.tools.benchmarks import serving
 
-    if not small:
-        return zoo.load(preset, weights="trained")
-    if preset not in SMALL_CONFIGS:
-        raise ValueError(f"--small knows the presets {', '.join(SMALL_CONFIGS)}, not {preset!r}.")
-    import keras
-
-    from zoo.data.vocab import SPECIALS, Vocabulary
-
-    keras.utils.set_random_seed(SEED)
-    model = zoo.load(preset, **SMALL, **SMALL_CONFIGS[preset])
-    model.vocabulary = Vocabulary(list(SPECIALS) + [f"w{i}" for i in range(SMALL["vocabulary_size"] - 4)])
-    return model
+    return serving.build_model(preset, small, SMALL_CONFIGS, weights="trained")
 
 
 def text_ids(model, count, use_treebank=True):

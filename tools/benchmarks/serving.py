@@ -68,21 +68,25 @@ def sentences(vocabulary, count, words=WORDS_PER_SENTENCE, seed=SEED):
     return [" ".join(pool[i] for i in rng.integers(0, len(pool), size=words)) for _ in range(count)]
 
 
-def build_model(preset, small):
+def build_model(preset, small, configs=None, weights=None):
+    """The preset with its treebank vocabulary (`weights`: as `zoo.load` takes them, None for
+    random), or with `small` a tiny config of it from `configs` (default `SMALL_CONFIGS`: random
+    weights, a 50-word vocabulary `w0 …`). `zoo benchmark generate` builds its models here too."""
     import zoo
     from zoo.data.vocab import SPECIALS, Vocabulary
 
+    configs = SMALL_CONFIGS if configs is None else configs
     if not small:
-        model = zoo.load(preset)
+        model = zoo.load(preset, weights=weights) if weights else zoo.load(preset)
         if model.vocabulary is None:
             raise ValueError(f"The preset {preset!r} has no default vocabulary to serve text with.")
         return model
-    if preset not in SMALL_CONFIGS:
-        raise ValueError(f"--small knows the presets {', '.join(SMALL_CONFIGS)}, not {preset!r}.")
+    if preset not in configs:
+        raise ValueError(f"--small knows the presets {', '.join(configs)}, not {preset!r}.")
     import keras
 
     keras.utils.set_random_seed(SEED)
-    model = zoo.load(preset, **SMALL, **SMALL_CONFIGS[preset])
+    model = zoo.load(preset, **SMALL, **configs[preset])
     model.vocabulary = Vocabulary(list(SPECIALS) + [f"w{i}" for i in range(SMALL["vocabulary_size"] - 4)])
     return model
 

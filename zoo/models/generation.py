@@ -545,7 +545,14 @@ class Generation:
                 row = row.tolist()
             if not isinstance(row, (list, tuple)):
                 raise ValueError(f"A prompt of ids must be a list of integers, got {row!r}.")
-            out.append([bos] if len(row) == 0 else [int(i) for i in self.check_ids(row).reshape(-1)])
+            if len(row) == 0:
+                out.append([bos])
+                continue
+            ids = self.check_ids(row)
+            if ids.ndim != 1:
+                raise ValueError(f"A prompt of ids must be a flat list of integers, got one of shape {ids.shape}; "
+                                 "give a list of ids or a list of id lists.")
+            out.append([int(i) for i in ids])
         return out, False, single
 
     def _stop(self, stop, as_text):

@@ -456,6 +456,8 @@ def test_bad_prompts_are_refused_in_one_sentence():
         model.generate([[1, 50]])
     with pytest.raises(ValueError, match="must be integers"):
         model.generate([[1, 2.5]])
+    with pytest.raises(ValueError, match=r"A prompt of ids must be a flat list of integers, got one of shape \(1, 2\)"):
+        model.generate([[[1, 4]]])
     with pytest.raises(ValueError, match="prompts must be a string, a list of strings"):
         model.generate(5)
     with pytest.raises(ValueError, match="no vocabulary"):
