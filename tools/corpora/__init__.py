@@ -1,10 +1,13 @@
 """Raw-text corpora for trying the zoo on text as users have it: `python -m zoo.tools.corpora`.
 
-One module per source, each with `DESCRIPTION` and `build(out)`, which writes train.txt,
-valid.txt and test.txt into `out` and returns the number of works and the words of each split;
-`gutenberg` and `splits` hold what sources share.
+One module per corpus, each with `DESCRIPTION` and `build(out, ...)`, which writes train.txt,
+valid.txt and test.txt into `out` and returns the number of works (documents) and the words of
+each split: `english` (the combined corpus of five packaged sources that `gcnn-en` is trained
+on, held-out sources beside it) and `shakespeare` (Shakespeare alone, each work cut 90/5/5).
+The sources of `english` are modules too (`sotu`, `wikipedia`, `kjv`, `python_docs`,
+`shakespeare`), each with `documents()`; `gutenberg` and `splits` hold what they share.
 
-    python -m zoo.tools.corpora SOURCE OUT
+    python -m zoo.tools.corpora english OUT [--sources ...] [--hold-out ...] [--one-document-per-line]
     zoo train --preset gcnn-ptb --data OUT --out runs/NAME --max-minutes 4
 """
 
@@ -12,24 +15,40 @@ import argparse
 import importlib
 import sys
 
-# source name -> its module in this package
-SOURCES = {
+# corpus name -> its module in this package
+CORPORA = {
+    "english": "english",
     "shakespeare": "shakespeare",
 }
+SOURCES = CORPORA  # the former name
 
 
 def source(name):
-    return importlib.import_module(f"{__name__}.{SOURCES[name]}")
+    return importlib.import_module(f"{__name__}.{CORPORA[name]}")
 
 
 def main(argv=None):
     p = argparse.ArgumentParser(prog="python -m zoo.tools.corpora", description=__doc__.split("\n")[0],
-                                epilog="sources: " + "; ".join(f"{n}: {source(n).DESCRIPTION}" for n in SOURCES))
-    p.add_argument("corpus", choices=list(SOURCES))
+                                epilog="corpora: " + "; ".join(f"{n}: {source(n).DESCRIPTION}" for n in CORPORA))
+    p.add_argument("corpus", choices=list(CORPORA))
     p.add_argument("out", help="directory to write train.txt, valid.txt and test.txt into")
+    english = source("english")
+    p.add_argument("--sources", default=",".join(english.TRAINING),
+                   help=f"english: the training sources, comma-separated, of {', '.join(english.SOURCES)} "
+                        f"(default {','.join(english.TRAINING)})")
+    p.add_argument("--hold-out", default=",".join(english.HELD_OUT),
+                   help="english: sources written apart under OUT/heldout/NAME/ for fine-tuning, never in "
+                        f"training (default {','.join(english.HELD_OUT)}; '' for none)")
+    p.add_argument("--one-document-per-line", action="store_true",
+                   help="english: each document (a speech, an article, a book) on one line")
     args = p.parse_args(argv)
     try:
-        works, words = source(args.corpus).build(args.out)
+        if args.corpus == "english":
+            works, words = english.build(args.out, english.parse_names(args.sources, "source"),
+                                         english.parse_names(args.hold_out, "held-out source"),
+                                         args.one_document_per_line)
+        else:
+            works, words = source(args.corpus).build(args.out)
     except (ValueError, OSError) as e:  # an unusable source, or an OUT that cannot be written
         print(f"error: {e}", file=sys.stderr)
         return 2

