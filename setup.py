@@ -19,7 +19,7 @@ setup(
     packages=PACKAGES,
     package_dir={f"zoo.{room}": room for room in ROOMS},
     # Trained weights that ship with a preset (zoo.weights' TRAINED) and the GPU recipe script.
-    package_data={"zoo": ["trained_weights/*.weights.h5"], "zoo.tools.reproduce": ["*.sh"]},
+    package_data={"zoo": ["trained_weights/*.weights.h5", "trained_weights/*/*"], "zoo.tools.reproduce": ["*.sh"]},
     install_requires=[
         "tensorflow~=2.20.0",
         "keras>=3.10,<4",

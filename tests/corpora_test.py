@@ -97,6 +97,8 @@ def test_english_splits_whole_documents_and_keeps_held_out_sources_apart(fake_so
         words = entry["words"]
         assert words["valid"] > 0 and words["test"] > 0 and words["train"] >= 0.8 * sum(words.values()), name
     assert manifest["training_words"] == {s: sum(len(l.split()) for l in training[s]) for s in training}
+    for split in ("valid", "test"):  # each training source's part, in the order of the combined file
+        assert sum((read_split(out, split, "sources", s) for s in english.TRAINING), []) == training[split]
     assert manifest["total_words"] == sum(sum(e["words"].values()) for e in manifest["sources"].values())
     assert "train" in capsys.readouterr().out
 

@@ -90,3 +90,66 @@ def test_bad_input_is_one_sentence_and_nothing_written_changes(argv, message, wr
     assert "Traceback" not in err and len(err.strip().split("\n")) == 1, err
     assert _state(written) == before
     assert sorted(os.listdir(written["exports"] / "tiny")) == ["1"]
+
+
+@pytest.mark.parametrize("content, message", [
+    (b"a fine line\nbad \xff\xfe bytes\n", "is not UTF-8: line 2, byte 5 is 0xff"),
+    (b"\x00\x01\n\x07\n  \n", "has no usable line"),
+])
+def test_a_corpus_of_bad_bytes_or_no_usable_line_is_one_sentence_and_writes_nothing(
+        content, message, written, tmp_path, capsys):
+    data = tmp_path / "bad"
+    data.mkdir()
+    for split in ("train", "valid"):
+        (data / f"{split}.txt").write_bytes(content)
+    run = tmp_path / "run"
+    code = main([a.replace("{run}", str(run)) for a in TRAIN] + ["--data", str(data)])
+    err = capsys.readouterr().err
+    assert code == 2 and err.startswith("zoo: error: ") and message in err and err.count("\n") == 1, err
+    assert not run.exists()
+
+
+def test_weights_trained_where_none_ship_or_on_a_directory_is_one_sentence(written, tmp_path, capsys):
+    run = tmp_path / "run"
+    argv = [a.replace("{run}", str(run)) for a in TRAIN] + ["--data", written["data"], "--weights", "trained"]
+    assert main([a.replace("gcnn-ptb", "gcnn-14") for a in argv]) == 2
+    err = capsys.readouterr().err
+    assert "No trained weights ship for preset 'gcnn-14'; presets with trained weights: 'gcnn-en'" in err
+    assert err.count("\n") == 1
+    assert main([a.replace("gcnn-ptb", str(written["run"] / "best")) for a in argv]) == 2
+    assert "takes a preset name; the preset directory" in capsys.readouterr().err
+    assert not run.exists()
+
+
+def test_weights_trained_fine_tunes_the_shipped_preset_directory_with_its_tokenizer(written, tmp_path, monkeypatch):
+    """A preset that ships as a directory (gcnn-en's way) fine-tunes from its weights and keeps its
+    tokenizer: with a learning rate of 0 the run's model is the shipped one, byte for byte."""
+    from zoo import weights as sources
+
+    package = tmp_path / "package"
+    (package / "trained_weights").mkdir(parents=True)
+    digest = sources.save_trained_directory(str(written["run"] / "best"), str(package / "trained_weights" / "gcnn-en"))
+    monkeypatch.setattr(sources, "PACKAGE_DIR", str(package))
+    monkeypatch.setitem(sources.TRAINED, "gcnn-en", sources.Trained("trained_weights/gcnn-en/model.weights.h5", digest))
+    shipped = zoo_load(str(package / "trained_weights" / "gcnn-en"))
+    run = tmp_path / "tuned"
+    assert main(["train", "--preset", "gcnn-en", "--weights", "trained", "--data", written["data"], "--out", str(run),
+                 "--steps", "1", "--batch-size", "4", "--seq-len", "8",
+                 "--set", 'optimizer={"name": "sgd", "learning_rate": 0.0}']) == 0
+    for name in ("tokenizer.model", "tokenizer.json"):
+        assert (run / "final" / name).read_bytes() == (package / "trained_weights" / "gcnn-en" / name).read_bytes()
+    import numpy as np
+    import zoo
+
+    tuned = zoo.load(str(run / "final"))
+    for a, b in zip(tuned.get_weights(), shipped.get_weights(), strict=True):
+        np.testing.assert_array_equal(a, b)
+    # a learned-tokenizer flag would change the ids the weights read: refused
+    assert main(["train", "--preset", "gcnn-en", "--weights", "trained", "--data", written["data"], "--out",
+                 str(tmp_path / "other"), "--steps", "1", "--vocabulary-size", "300"]) == 2
+
+
+def zoo_load(path):
+    import zoo
+
+    return zoo.load(path)

@@ -31,6 +31,7 @@ VOCABULARIES = {
     "ptb": "words; zoo.load attaches the Penn Treebank's own 10k vocabulary",
     "word": "words; the vocabulary is built from the training corpus",
     "char": "characters; the vocabulary is built from the training corpus",
+    "subword": "subwords; the trained weights bring their tokenizer, else one is learned from the corpus",
 }
 TRAIN_FIELDS = ("batch_size", "seq_len")
 

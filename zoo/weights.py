@@ -32,7 +32,11 @@ Shipping trained weights for a preset is one entry in `TRAINED` plus its file:
 
 The path is relative to the `zoo` package directory (this file's folder), so the file lives at
 `zoo/trained_weights/gcnn-ptb.weights.h5`; setup.py's `package_data` installs every
-`zoo/trained_weights/*.weights.h5`. The file is `model.save_weights(...)` of the preset as registered (no
+`zoo/trained_weights/*.weights.h5` and every file of a folder under it. A preset whose
+tokenizer is learned (a subword preset) ships a whole preset directory instead,
+`trained_weights/gcnn-en/` (`config.json`, `model.weights.h5`, the tokenizer's files), and its
+entry names the directory's `model.weights.h5`: `weights="trained"` then loads the directory,
+tokenizer included. The file is `model.save_weights(...)` of the preset as registered (no
 config overrides), float16 if it should be small (Keras casts to the model's dtype on load);
 `zoo/weights_test.py` checks every entry (a registered preset, a well-formed checksum, the file
 present and matching it).
@@ -66,7 +70,8 @@ class Trained(typing.NamedTuple):
 
 
 # preset name -> Trained(path relative to the zoo package directory, sha256): the best treebank
-# GCNN and LSTM of `zoo reproduce ptb-sentence` (results/ptb-sentence.json), stored in float16.
+# GCNN and LSTM of `zoo reproduce ptb-sentence` (results/ptb-sentence.json), and gcnn-en, a preset
+# directory (docs/models/gcnn-en.md), all stored in float16.
 TRAINED = {
     "gcnn-ptb": Trained("trained_weights/gcnn-ptb.weights.h5",
                         "dab8fc1a65f9b1249fee8fe7a1d627559a1e70dab526efa4c5c36d82d6f610b6"),
@@ -202,6 +207,14 @@ def trained_file(preset):
     return path
 
 
+def trained_source(preset):
+    """What `weights="trained"` loads for `preset`: the checked weights file, or, when it is the
+    `model.weights.h5` of a preset directory that ships whole (a subword preset's tokenizer and
+    config beside its weights), that directory."""
+    path = trained_file(preset)
+    return os.path.dirname(path) if os.path.basename(path) == WEIGHTS_FILE else path
+
+
 def _check_local_file(path, sha256):
     if sha256 is None:
         return
@@ -248,7 +261,7 @@ def local_source(weights, weights_sha256=None, preset=None):
             if preset is None:
                 raise ValueError('weights="trained" takes a preset name (the trained weights ship per preset), '
                                  "not a preset directory.")
-            yield trained_file(preset)
+            yield trained_source(preset)
         else:
             yield None
         return
@@ -298,3 +311,31 @@ def save_float16(source, destination):
             b.attrs[key] = value
     os.replace(tmp, destination)
     return destination
+
+
+def save_trained_directory(source, destination):
+    """Copies the preset directory `source` (a run's `best/`) to `destination` the way a subword
+    preset ships: its config and tokenizer files as they are, its weights in float16
+    (`save_float16`). Written into a temporary folder beside `destination`, then renamed over it.
+    Returns the SHA-256 of the new `model.weights.h5`, for the preset's `TRAINED` entry."""
+    source, destination = os.path.abspath(source), os.path.abspath(destination)
+    if not os.path.isfile(os.path.join(source, WEIGHTS_FILE)):
+        raise ValueError(f"{source} is not a preset directory: it has no {WEIGHTS_FILE}.")
+    staging = tempfile.mkdtemp(prefix=f".{os.path.basename(destination)}.", dir=os.path.dirname(destination))
+    os.chmod(staging, 0o755)  # mkdtemp's 0700 would keep an installed copy from other users
+    try:
+        for name in sorted(os.listdir(source)):
+            path = os.path.join(source, name)
+            if name == WEIGHTS_FILE:
+                save_float16(path, os.path.join(staging, name))
+            elif os.path.isfile(path):
+                shutil.copyfile(path, os.path.join(staging, name))
+        old = f"{destination}.old"
+        if os.path.exists(destination):
+            os.replace(destination, old)
+        os.replace(staging, destination)
+        shutil.rmtree(old, ignore_errors=True)
+    finally:
+        shutil.rmtree(staging, ignore_errors=True)
+    return file_sha256(os.path.join(destination, WEIGHTS_FILE))
+

@@ -13,7 +13,7 @@ def add_parser(subparsers):
 
 
 def run(args):
-    from zoo.data.corpus import read_lines
+    from zoo.data.corpus import read_lines, unknown_note
 
     model = load_model(args.directory)
     lines = read_lines(args.data, args.split)
@@ -21,4 +21,5 @@ def run(args):
     print(f"{args.split} perplexity ({args.mode}): {ppl:.2f}")
     # words plus one </s> per line, whatever the tokenizer: comparable across tokenizers
     per_word = model.perplexity(lines, mode=args.mode, per="word")
-    print(f"{args.split} perplexity per word ({args.mode}): {per_word:.2f}")
+    unknown = unknown_note(per_word.unknown_share)
+    print(f"{args.split} perplexity per word ({args.mode}): {per_word:.2f}" + (f"; {unknown}" if unknown else ""))

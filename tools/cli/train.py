@@ -12,6 +12,9 @@ def add_parser(subparsers):
     s.add_argument("--preset", required=True, help="a preset name or a preset directory")
     s.add_argument("--data", default="ptb", help="'ptb', or a directory of train/valid/test text files, or a text file")
     s.add_argument("--out", required=True, help="run directory (history.json, logs/, best/)")
+    s.add_argument("--weights", choices=["random", "trained"], default="random",
+                   help="start from random weights (default) or from the trained weights that ship for the "
+                        "preset (fine-tuning; gcnn-en brings its tokenizer)")
     s.add_argument("--strategy", default="default", help="default | mirrored | multi_worker_mirrored "
                    "(the last configured by TF_CONFIG, or by Slurm)")
     _add_config_flags(s)
@@ -75,10 +78,12 @@ def run(args):
     from zoo.training import train
 
     model, history = train(args.preset, data=args.data, out_dir=args.out, strategy=args.strategy,
-                           config=train_config(args), overrides=overrides(args.set))
+                           config=train_config(args), overrides=overrides(args.set), weights=args.weights)
     best = min((h for h in history if "val_perplexity" in h), key=lambda h: h["val_perplexity"], default=None)
     print(f"Best model: {os.path.join(args.out, 'best')} (epoch {best['epoch'] if best else '?'})")
     if best:
         print(f"validation perplexity (stream): {best['val_perplexity']:.2f}")
         if "val_perplexity_per_word" in best:
-            print(f"validation perplexity per word (stream): {best['val_perplexity_per_word']:.2f}")
+            share = best.get("val_unknown_share")
+            unknown = f" ({100 * share:.2f}% of the words <unk>)" if share is not None else ""
+            print(f"validation perplexity per word (stream): {best['val_perplexity_per_word']:.2f}{unknown}")

@@ -10,7 +10,8 @@ documentation): whole documents in a hashed order go to train until 90% of the s
 then valid until 95%, the rest to test. The training sources' splits are concatenated into
 OUT/{train,valid,test}.txt; each held-out source (`--hold-out`, default shakespeare and
 python-docs) is written alone to OUT/heldout/NAME/{train,valid,test}.txt and is in none of the
-first three. OUT/corpus.json records every source's package, licence, documents and words per
+first three; OUT/sources/NAME/{valid,test}.txt hold each training source's own part of valid and
+test (for figures per source). OUT/corpus.json records every source's package, licence, documents and words per
 split. `--one-document-per-line` writes each document as one line (the shape of scraped text).
 """
 
@@ -73,6 +74,8 @@ def build(out, sources=TRAINING, hold_out=HELD_OUT, one_document_per_line=False)
         else:
             for split, split_lines in lines.items():
                 training[split] += split_lines
+            # each training source's own valid and test lines, for figures per source
+            files.update({f"sources/{name}/{split}.txt": lines[split] for split in ("valid", "test")})
     files.update({f"{split}.txt": split_lines for split, split_lines in training.items()})
     manifest["training_words"] = {split: words_of(lines) for split, lines in training.items()}
     manifest["total_words"] = sum(sum(s["words"].values()) for s in manifest["sources"].values())

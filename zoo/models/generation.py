@@ -19,6 +19,7 @@ import tensorflow as tf
 from zoo.layers import SparseMoE
 from zoo.layers.sparse_moe import balance_metrics_paused
 from zoo.models import samplers
+from zoo.models.inference import check_sequence_length
 
 PAD_ID, BOS_ID = 0, 1  # never emitted
 NO_STOP = -1  # an `eos_id` no token equals: rows end at max_length only
@@ -525,7 +526,9 @@ class Generation:
         """`(id lists, whether they came as text, whether one prompt was given)`."""
         bos = self.vocabulary.bos_id if self.vocabulary is not None else BOS_ID
         if isinstance(prompts, (str, bytes)):
-            return [self.require_vocabulary().encode(prompts, add_eos=False)], True, True
+            rows = [self.require_vocabulary().encode(prompts, add_eos=False)]
+            check_sequence_length(rows, "prompt")
+            return rows, True, True
         if isinstance(prompts, np.ndarray):
             prompts = prompts.tolist()
         if not isinstance(prompts, (list, tuple)):
@@ -534,7 +537,9 @@ class Generation:
         texts = [isinstance(p, (str, bytes)) for p in prompts]
         if prompts and all(texts):
             vocabulary = self.require_vocabulary()
-            return [vocabulary.encode(p, add_eos=False) for p in prompts], True, False
+            rows = [vocabulary.encode(p, add_eos=False) for p in prompts]
+            check_sequence_length(rows, "prompt")
+            return rows, True, False
         if any(texts):
             raise ValueError("prompts mixes strings with ids: give a list of strings or a list of id lists.")
         single = not any(isinstance(p, (list, tuple, np.ndarray)) for p in prompts)

@@ -8,8 +8,43 @@ import numpy as np
 import tensorflow as tf
 
 from zoo.data import pipeline
-from zoo.data.corpus import read_lines, scored_words
+from zoo.data.corpus import read_lines, scored_words, unknown_share
 
+
+
+# A line longer than this many characters is scored alone under mode="sentence" (not padded into
+# a batch of 32), through windows where the model's windows are exact (`exact_windows`).
+LONG_LINE_CHARS = 10_000
+# `score` and `generate` read each text as one sequence: longer ones are refused in one sentence
+# (a GCNN's activations for 2^18 tokens of width 512 are half a gigabyte each).
+MAX_SEQUENCE_TOKENS = 2**18
+
+
+def check_sequence_length(sequences, what):
+    """Refuses a sequence of more than `MAX_SEQUENCE_TOKENS` ids in one sentence."""
+    for i, seq in enumerate(sequences):
+        if len(seq) > MAX_SEQUENCE_TOKENS:
+            raise ValueError(f"{what} {i} is {len(seq):,} tokens long; {what}s are read as one sequence of at most "
+                             f"{MAX_SEQUENCE_TOKENS:,} tokens: split it, or score long text with "
+                             "perplexity(lines, mode='stream'), which reads any length.")
+
+
+class Perplexity(float):
+    """A perplexity (a float) that also says what it was divided by: `per` ("token" or "word")
+    and, for a closed word vocabulary, `unknown_share`, the share of the words that were `<unk>`
+    (None for an open vocabulary). Its repr shows both, so a notebook shows them."""
+
+    def __new__(cls, value, per="token", unknown_share=None):
+        made = super().__new__(cls, value)
+        made.per, made.unknown_share = per, unknown_share
+        return made
+
+    def __repr__(self):
+        unknown = "" if self.unknown_share is None else f", unknown_share={self.unknown_share:.4f}"
+        return f"Perplexity({float(self)!r}, per={self.per!r}{unknown})"
+
+    def __reduce__(self):
+        return (Perplexity, (float(self), self.per, self.unknown_share))
 
 class Inference:
     """The inference methods of `LanguageModel`: compiled `tf.function`s for the model's work,
@@ -82,6 +117,7 @@ class Inference:
             sequences = [tokenizer.encode(t) for t in items]
         else:
             sequences = [list(self.check_ids(s).reshape(-1)) for s in items]
+        check_sequence_length(sequences, "text")
         out = []
         for seq in sequences:
             if len(seq) < 2:
@@ -108,6 +144,11 @@ class Inference:
         `per="word"`: N is the number of whitespace-separated words plus one `</s>` per line
         (`zoo.data.corpus.scored_words`), whatever the tokenizer, so that word, character and
         subword models are comparable; for a word vocabulary the two are equal. It needs lines.
+
+        Returns a `Perplexity` (a float). With lines and a closed word vocabulary, its
+        `unknown_share` is the share of the words read as `<unk>`: each is scored as that one
+        easy token, so a word model's figure is lower than an open-vocabulary model's would be on
+        the same text, the more so the larger the share (docs/data-and-tokenizers.md).
         """
         if mode not in ("sentence", "stream"):
             raise ValueError(f"Unknown mode {mode!r}; expected 'sentence' or 'stream'.")
@@ -119,18 +160,18 @@ class Inference:
         if isinstance(data, str):
             data = read_lines(data, split or "valid")
         if isinstance(data, tf.data.Dataset):
-            dataset = data
+            datasets = [data]
         else:
             lines = list(data)
             if not lines:
                 raise ValueError("Nothing to evaluate: the list of lines is empty.")
             vocab = self.require_vocabulary()
             if mode == "stream":
-                dataset = pipeline.stream_dataset(lines, vocab, batch_size, seq_len, context=self.stream_context)
+                datasets = [pipeline.stream_dataset(lines, vocab, batch_size, seq_len, context=self.stream_context)]
             else:
-                dataset = pipeline.sentence_dataset(lines, vocab, batch_size)
+                datasets = self._sentence_datasets(lines, vocab, batch_size, seq_len)
         total, count = 0.0, 0.0
-        for x, y, w in dataset:
+        for x, y, w in (batch for d in datasets for batch in d):
             lp = self._target_log_prob_fn(x, y)
             w = tf.cast(w, tf.float32)
             total -= float(tf.reduce_sum(tf.cast(lp, tf.float32) * w))
@@ -139,7 +180,24 @@ class Inference:
             raise ValueError("Nothing to evaluate: no token has a non-zero weight.")
         if per == "word":
             count = scored_words(lines)
-        return math.exp(total / count)
+        share = None if isinstance(data, tf.data.Dataset) else unknown_share(lines, self.vocabulary)
+        return Perplexity(math.exp(total / count), per, share)
+
+    def _sentence_datasets(self, lines, vocab, batch_size, seq_len):
+        """Each line alone: the short ones in padded batches, each line of more than
+        `LONG_LINE_CHARS` characters on its own, through windows of `seq_len` with the model's
+        `stream_context` where those are exact (`exact_windows`: a GCNN's context covers its
+        receptive field), else as one sequence of a batch of one."""
+        short = [line for line in lines if len(line) <= LONG_LINE_CHARS]
+        datasets = [pipeline.sentence_dataset(short, vocab, batch_size)] if short else []
+        for line in lines:
+            if len(line) > LONG_LINE_CHARS:
+                if getattr(self, "exact_windows", False):
+                    datasets.append(pipeline.stream_dataset([line], vocab, batch_size, seq_len,
+                                                            context=self.stream_context))
+                else:
+                    datasets.append(pipeline.sentence_dataset([line], vocab, 1))
+        return datasets
 
     def decode_step(self, token_ids, state=None):
         """One token per sequence: `token_ids` [batch] → `(log_probs [batch, vocab], state)`.

@@ -143,3 +143,108 @@ def test_keras_fit_fine_tunes_a_saved_subword_model_with_its_tokenizer(tmp_path)
     assert lm.perplexity(lines[:40], per="word") < before
     tuned = lm.save_to_preset(str(tmp_path / "tuned"))
     assert zoo.load(tuned).vocabulary == lm.vocabulary
+
+
+def test_a_word_model_reports_the_share_of_unk_words_in_its_log_history_and_perplexity(tmp_path, capsys):
+    root = tmp_path / "words"
+    root.mkdir()
+    (root / "train.txt").write_text("the cat sat on the mat\nthe dog sat\n" * 20)
+    (root / "valid.txt").write_text("the cow sat on the mat\nthe dog ran <unk>\n")  # 3 of 10 words <unk>
+    log = []
+    model, history = train("gcnn-ptb", data=str(root), out_dir=str(tmp_path / "run"), log=log.append,
+                           overrides=TINY, config=TrainConfig(steps=2, global_batch_size=2, seq_len=8,
+                                                              tokenizer="word"))
+    assert history[-1]["val_unknown_share"] == 0.3
+    assert any(line.startswith("Validation: 30.00% of the words are <unk> (closed vocabulary") for line in log)
+    assert any(line.startswith("epoch") and "(30.00% of the words <unk>)" in line for line in log)
+    valid = ["the cow sat on the mat", "the dog ran <unk>"]
+    ppl = model.perplexity(valid, per="word")
+    assert ppl.unknown_share == 0.3 and ppl.per == "word"
+    assert repr(ppl) == f"Perplexity({float(ppl)!r}, per='word', unknown_share=0.3000)"
+    assert model.perplexity(["the cat sat"]).unknown_share == 0.0
+    # an open vocabulary has no <unk>: nothing to report
+    subword = train("gcnn-ptb", data=raw_corpus(tmp_path / "raw"), out_dir=str(tmp_path / "sub"), log=lambda m: None,
+                    overrides=TINY, config=TrainConfig(steps=1, global_batch_size=2, seq_len=8,
+                                                       vocabulary_size=320))[0]
+    assert subword.perplexity(["Juliet greets TYBALT"], per="word").unknown_share is None
+    from zoo.tools import cli
+
+    assert cli.main(["evaluate", str(tmp_path / "run" / "best"), "--data", str(root), "--split", "valid"]) == 0
+    out = capsys.readouterr().out
+    assert "valid perplexity per word (stream): " in out and "; 30.00% of the words are <unk> (closed" in out
+
+
+def long_lines(n, chars, seed):
+    """`n` lines of about `chars` characters each: words of raw text, odd Unicode among them."""
+    rng = np.random.default_rng(seed)
+    words = NAMES + VERBS + ENDINGS + ["naïve", "東京", "😀", "Ünïcödé", "x" * 40]
+    lines = []
+    for _ in range(n):
+        line = []
+        while sum(map(len, line)) + len(line) < chars:
+            line.append(str(rng.choice(words)))
+        lines.append(" ".join(line))
+    return lines
+
+
+def test_lines_of_200k_characters_train_score_and_export_whole(tmp_path):
+    """One document per line, each of 200,000 characters: the tokenizer learns from every line, the
+    training log says so, `perplexity` scores every piece of a line, and an export whose
+    `max_tokens` covers the line scores it exactly as the model does."""
+    import tensorflow as tf
+
+    from zoo.export import export_saved_model
+
+    root = tmp_path / "long"
+    root.mkdir()
+    train_lines, valid_lines = long_lines(3, 200_000, 0), long_lines(1, 200_000, 1)
+    (root / "train.txt").write_text("\n".join(train_lines) + "\n", encoding="utf-8")
+    (root / "valid.txt").write_text("\n".join(valid_lines) + "\n", encoding="utf-8")
+    log = []
+    model, history = train("gcnn-ptb", data=str(root), out_dir=str(tmp_path / "run"), log=log.append, overrides=TINY,
+                           config=TrainConfig(steps=2, global_batch_size=4, seq_len=16, vocabulary_size=320))
+    words = sum(len(line.split()) for line in train_lines)
+    assert any(f"from 3 training lines, {words:,} of their {words:,} words; 3 lines longer than the trainer takes "
+               "were cut at whitespace" in line for line in log), log
+    assert model.vocabulary.training_summary["long_lines"] == 3
+    line = valid_lines[0]
+    ids = np.array(model.vocabulary.encode(line))  # <s> pieces </s>
+    assert len(ids) > 50_000
+    log_probs = model.log_probs(ids[None, :-1])[0]
+    total = float(np.take_along_axis(np.asarray(log_probs), ids[1:, None], 1).sum())
+    scored = len(line.split()) + 1
+    for mode in ("sentence", "stream"):
+        assert model.perplexity([line], mode=mode, per="word") == pytest.approx(np.exp(-total / scored), rel=1e-4)
+    assert history[-1]["val_perplexity_per_word"] == pytest.approx(np.exp(-total / scored), rel=1e-4)
+    path = export_saved_model(model, str(tmp_path / "exports"), "long", max_tokens=len(ids) + 8)
+    served = tf.saved_model.load(path).signatures["serving_default"](text=tf.constant([line]))
+    assert int(served["lengths"][0]) == scored
+    assert float(served["log_prob"][0]) == pytest.approx(total, rel=1e-4)
+
+
+def test_long_lines_each_alone_are_scored_whole_and_sequences_past_the_cap_are_refused():
+    """mode="sentence" scores a line of more than LONG_LINE_CHARS alone (windows for a GCNN, one
+    sequence for a recurrent model), exactly as the whole line; `score` and `generate` refuse a
+    text past MAX_SEQUENCE_TOKENS in one sentence instead of running out of memory."""
+    from zoo.data import Vocabulary
+    from zoo.models.inference import LONG_LINE_CHARS, MAX_SEQUENCE_TOKENS
+
+    lines = long_lines(2, LONG_LINE_CHARS + 3_000, 2) + ["Romeo loves Juliet tonight."]
+    vocab = Vocabulary.build(lines)
+    for preset, overrides in (("gcnn-ptb", TINY),
+                              ("lstm-ptb", {"embedding_dim": 8, "layers": [{"type": "lstm", "units": 8}]})):
+        model = zoo.load(preset, weights="random", vocabulary_size=len(vocab), **overrides)
+        model.vocabulary = vocab
+        total = 0.0
+        for line in lines:
+            ids = np.array(vocab.encode(line))
+            lp = np.asarray(model.log_probs(ids[None, :-1])[0])
+            total += float(np.take_along_axis(lp, ids[1:, None], 1).sum())
+        words = sum(len(line.split()) + 1 for line in lines)
+        assert model.perplexity(lines, mode="sentence", per="word") == pytest.approx(np.exp(-total / words), rel=1e-4)
+    too_long = "Romeo " * MAX_SEQUENCE_TOKENS
+    with pytest.raises(ValueError, match=r"^text 1 is 262,146 tokens long; texts are read as one sequence of at most "
+                                         r"262,144 tokens: split it"):
+        model.score(["Romeo", too_long])
+    with pytest.raises(ValueError, match=r"^prompt 0 is 262,145 tokens long"):
+        model.generate(too_long, max_length=2)

@@ -6,6 +6,7 @@ step (`zoo.training.steps`) and the checkpoints are separate pieces, as in Model
 `base_trainer` and Orbit; `Trainer` only composes them.
 """
 
+import dataclasses
 import json
 import math
 import os
@@ -13,8 +14,9 @@ import os
 import keras
 import tensorflow as tf
 
-from zoo import distribute, registry
-from zoo.data.corpus import scored_words
+from zoo import distribute, preset_directory, registry
+from zoo import weights as sources
+from zoo.data.corpus import scored_words, unknown_note, unknown_share
 from zoo.layers.expert_parallel import expert_parallelism, is_expert_shard
 from zoo.training.actions import ProgressLog, Summaries, TimeBudget, metric_results, reset_metrics
 from zoo.training.checkpoints import (CHECKPOINT_DIR, checkpoint_path, restore_latest, save_checkpoint,
@@ -22,7 +24,7 @@ from zoo.training.checkpoints import (CHECKPOINT_DIR, checkpoint_path, restore_l
 from zoo.training.config import TrainConfig
 from zoo.training.data import TrainingWindows, evaluation_windows, load_corpus, shard_rows
 from zoo.training.precision import dtype_policy, mixed_precision_policy
-from zoo.training.preset import load_model, resolve_preset
+from zoo.training.preset import PresetInfo, load_model, resolve_preset
 from zoo.training.sharding import ExpertShards, load_unsharded
 from zoo.training.steps import step_functions
 from zoo.training.workers import min_max
@@ -72,18 +74,21 @@ class Trainer:
     `TrainingWindows`; `valid_data` the `(inputs, targets, weights)` arrays of
     `evaluation_windows`; `valid_words` the number of words those windows score
     (`zoo.data.corpus.scored_words` of the validation lines), for the per-word perplexity printed
-    beside the per-token one (None: per token only). `fit()` resumes from the newest readable
+    beside the per-token one (None: per token only); `valid_unknown_share` the share of those words
+    a closed word vocabulary reads as `<unk>` (`zoo.data.corpus.unknown_share`), logged beside
+    the per-word figure and kept in the history (None: an open vocabulary). `fit()` resumes from the newest readable
     checkpoint of `out_dir`, runs the `config.schedule(...)` steps, validating at the end of every
     epoch, and returns the history: one entry per validation. In a multi-worker job `out_dir` must be storage every
     worker reads (a shared file system): all workers restore the chief's checkpoints.
     """
 
     def __init__(self, model, optimizer, strategy, config, train_data, valid_data, out_dir,
-                 log=_print, callbacks=(), valid_words=None):
+                 log=_print, callbacks=(), valid_words=None, valid_unknown_share=None):
         self.model, self.optimizer, self.strategy = model, optimizer, strategy
         self.config = config
         self.train_data, self.valid_data = train_data, valid_data
         self.valid_words = valid_words
+        self.valid_unknown_share = valid_unknown_share
         self.out_dir = out_dir
         self.log = log
         self.callbacks = list(callbacks)
@@ -190,6 +195,9 @@ class Trainer:
         if val_per_word is not None:
             entry["val_perplexity_per_word"] = val_per_word
         per_word = f", {val_per_word:.2f} per word" if val_per_word is not None else ""
+        if self.valid_unknown_share is not None:
+            entry["val_unknown_share"] = self.valid_unknown_share
+            per_word += f" ({100 * self.valid_unknown_share:.2f}% of the words <unk>)"
         self.log(f"epoch {entry['epoch']} (step {step}): validation perplexity {val:.2f} per token{per_word}"
                  f"{' (best so far)' if entry['best'] else ''}")
         return entry
@@ -299,16 +307,44 @@ def build_model(preset, overrides, vocabulary, strategy, policy=None, capacity_f
     return model, optimizer
 
 
+def starting_point(preset, weights, log=_print):
+    """`(preset, PresetInfo, weights file or None)` of `train`'s `preset` and `weights`."""
+    if weights not in (None, "random", "trained"):
+        raise ValueError(f"weights must be 'trained' or 'random' to train from, got {weights!r} (a preset "
+                         "directory to fine-tune is given as the preset).")
+    if weights != "trained":
+        return preset, resolve_preset(preset), None
+    if os.path.isdir(str(preset)):
+        raise ValueError(f"weights='trained' takes a preset name; the preset directory {preset!r} brings "
+                         "its own weights (drop --weights).")
+    spec = registry.get_preset(preset)
+    source = sources.trained_source(preset)  # one sentence naming the presets that have some, if none
+    if os.path.isdir(source):
+        log(f"Starting from the trained {preset} ({source}), with its tokenizer.")
+        info = resolve_preset(source)
+        return source, dataclasses.replace(info, train_defaults={"global_batch_size": spec.batch_size,
+                                                                  "seq_len": spec.seq_len}), None
+    vocabulary = registry.default_vocabulary(spec, spec.config.get("vocabulary_size"))
+    if vocabulary is None:
+        raise ValueError(f"The trained weights of {preset!r} come without their vocabulary; fine-tune its "
+                         "preset directory instead.")
+    log(f"Starting from the trained {preset} ({source}), with its own {len(vocabulary):,}-id vocabulary.")
+    return preset, PresetInfo({"global_batch_size": spec.batch_size, "seq_len": spec.seq_len}, None, vocabulary), source
+
+
 def train(preset, data="ptb", out_dir="runs/model", strategy="default", config=None, overrides=None,
-          log=_print, callbacks=()):
+          log=_print, callbacks=(), weights=None):
     """Train `preset` (a name or a preset directory) on `data` into `out_dir`; returns
     `(model, history)`.
 
     `strategy` is a name of `zoo.distribute` or a `tf.distribute.Strategy`; `config` a
     `TrainConfig` (default: `TrainConfig()`); `overrides` replace keys of the model's config,
     including its `optimizer` spec (e.g. `{"dropout": 0.1, "optimizer": {"name": "adam"}}`);
-    `log` receives every progress line; `callbacks` are `Callback`s. Started again with the same
-    arguments, a run resumes from its newest readable checkpoint (see `Trainer`).
+    `log` receives every progress line; `callbacks` are `Callback`s. `weights="trained"` starts
+    from the trained weights that ship for the preset name (fine-tuning): with their tokenizer
+    when they ship as a preset directory (`gcnn-en`), else with the preset's own vocabulary (the
+    treebank's for `gcnn-ptb`); None or "random" start from random weights. Started again with
+    the same arguments, a run resumes from its newest readable checkpoint (see `Trainer`).
     """
     config = TrainConfig() if config is None else config
     if not isinstance(config, TrainConfig):
@@ -316,7 +352,7 @@ def train(preset, data="ptb", out_dir="runs/model", strategy="default", config=N
     overrides = dict(overrides or {})
     if isinstance(strategy, str):
         strategy = distribute.get_strategy(strategy)  # first: it configures the collectives
-    info = resolve_preset(preset)
+    preset, info, weights_file = starting_point(preset, weights, log)
     config = config.with_defaults(info.train_defaults)
     config.check_replicas(strategy.num_replicas_in_sync)
 
@@ -333,12 +369,18 @@ def train(preset, data="ptb", out_dir="runs/model", strategy="default", config=N
     model, optimizer = build_model(preset, overrides, vocabulary, strategy,
                                    mixed_precision_policy(config.mixed_precision),
                                    config.capacity_factor if config.expert_parallel else None)
+    if weights_file is not None:
+        preset_directory.load_weights(model, weights_file)
     windows = TrainingWindows.from_lines(train_lines, vocabulary, config.seq_len, config.global_batch_size,
                                          config.seed)
     valid = evaluation_windows(valid_lines, vocabulary, config.seq_len, model.stream_context,
                                config.global_batch_size)
+    share = unknown_share(valid_lines, vocabulary)
+    if share is not None:
+        log(f"Validation: {unknown_note(share)}; its per-word perplexity is not comparable with an "
+            "open-vocabulary (subword) model's (docs/data-and-tokenizers.md).")
     trainer = Trainer(model, optimizer, strategy, config, windows, valid, out_dir, log=log, callbacks=callbacks,
-                      valid_words=scored_words(valid_lines))
+                      valid_words=scored_words(valid_lines), valid_unknown_share=share)
     return model, trainer.fit()
 
 
