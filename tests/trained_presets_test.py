@@ -25,9 +25,10 @@ def shipped_units():
 
 
 def test_the_treebank_presets_ship_trained_weights_of_a_few_megabytes():
-    assert set(sources.TRAINED) == {"gcnn-ptb", "lstmp-ptb"}
+    assert set(sources.TRAINED) == {"gcnn-ptb", "lstmp-ptb", "gcnn-en"}
     units = shipped_units()
-    for preset, (path, _) in sources.TRAINED.items():
+    for preset in ("gcnn-ptb", "lstmp-ptb"):
+        path = sources.TRAINED[preset].path
         size = os.path.getsize(os.path.join(sources.PACKAGE_DIR, path))
         assert size == units[preset]["float16_bytes"] and size < 8e6
 
@@ -67,4 +68,58 @@ def test_trained_presets_score_generate_and_export_by_name_from_the_command_line
     assert cli.main(["export", "lstmp-ptb", "--base", str(tmp_path / "exports")]) == 0
     assert os.path.isfile(tmp_path / "exports" / "lstmp-ptb" / "1" / "saved_model.pb")
     assert cli.main(["score", "gcnn-9", "the cat"]) == 2
-    assert "a preset with trained weights (gcnn-ptb, lstmp-ptb)" in capsys.readouterr().err
+    assert "a preset with trained weights (gcnn-en, gcnn-ptb, lstmp-ptb)" in capsys.readouterr().err
+
+
+# ---- gcnn-en: the open-vocabulary English preset, shipped as a preset directory ----------------
+
+CARD = os.path.join(ROOT, "results", "gcnn-en.json")
+
+
+def card():
+    with open(CARD) as f:
+        return json.load(f)
+
+
+def test_gcnn_en_ships_its_preset_directory_in_float16_within_25_mb():
+    import h5py
+    import numpy as np
+
+    from zoo import preset_directory, registry
+
+    directory = sources.trained_source("gcnn-en")
+    files = {name: os.path.getsize(os.path.join(directory, name)) for name in sorted(os.listdir(directory))}
+    assert files == card()["file_bytes"]
+    assert set(files) == {"config.json", "model.weights.h5", "tokenizer.json", "tokenizer.model"}
+    assert sum(files.values()) <= 25e6
+    with h5py.File(os.path.join(directory, "model.weights.h5")) as f:
+        kinds = set()
+        f.visititems(lambda name, item: kinds.add(item.dtype) if isinstance(item, h5py.Dataset) else None)
+    assert kinds == {np.dtype(np.float16)}
+    class_name, config = preset_directory.read_config(directory)
+    preset = registry.get_preset("gcnn-en")
+    assert class_name == "GCNNLanguageModel" == preset.model_class.__name__
+    assert {k: config[k] for k in preset.config} == json.loads(json.dumps(preset.config))  # the preset as registered
+
+
+def test_gcnn_en_loads_by_name_with_its_tokenizer_and_gives_the_card_s_figures():
+    """The probe of the model card (tools/reproduce/model_card.py), measured on these very weights:
+    its per-word perplexity on a fixed text and its greedy continuations."""
+    from zoo.data.tokenizers import SubwordTokenizer
+
+    model = zoo.load("gcnn-en", weights="trained")
+    assert isinstance(model.vocabulary, SubwordTokenizer) and len(model.vocabulary) == 16_000
+    assert model.count_params() == card()["params"]
+    probe = card()["probe"]
+    assert model.perplexity(probe["text"], mode="sentence", per="word") == pytest.approx(probe["per_word"], rel=1e-4)
+    assert model.generate(probe["prompts"], max_length=probe["max_length"], sampler="greedy", stop=None) == probe["greedy"]
+    # an open vocabulary: a word it never saw is spelled out, not <unk>, and costs more than a common one
+    rare, common = model.score(["The quokka sat.", "The cat sat."])
+    assert rare[1] < common[1] and model.perplexity(["The quokka sat."], per="word").unknown_share is None
+
+
+def test_the_pages_state_gcnn_en_s_test_figure():
+    stated = f"{card()['figures']['test']['per_word']:.1f}"
+    for page in ("README.md", "docs/presets.md", "docs/models/gcnn-en.md"):
+        text = open(os.path.join(ROOT, page), encoding="utf-8").read()
+        assert "`gcnn-en`" in text and stated in text, page

@@ -77,6 +77,8 @@ TRAINED = {
                         "dab8fc1a65f9b1249fee8fe7a1d627559a1e70dab526efa4c5c36d82d6f610b6"),
     "lstmp-ptb": Trained("trained_weights/lstmp-ptb.weights.h5",
                          "372597f1ce0e25dcc5007b52c02559b37f18526482570946a615faecb493c643"),
+    "gcnn-en": Trained("trained_weights/gcnn-en/model.weights.h5",
+                       "19749ec94fe0e31ac9abfd288d1716b7121496deb4bcc896f5191deddc0579c8"),
 }
 
 PACKAGE_DIR = os.path.dirname(os.path.abspath(__file__))

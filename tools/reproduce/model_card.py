@@ -7,7 +7,7 @@
 weights, config and tokenizer: `zoo.weights.save_trained_directory`) and prints the SHA-256 for
 the preset's `TRAINED` entry. Then the shipped model is loaded as users load it
 (`zoo.load(PRESET, weights="trained")` after the entry is in place, else from the directory) and
-scored per word (stream, `perplexity(per="word")`) on the corpus's test and valid splits, on each
+scored per word (stream, `perplexity(per="word")`) on the corpus's test split, on each
 training source's test split and, zero-shot, on each held-out source's test split. The run's
 training figures (steps, minutes, tokens per second, validation curve) come from its
 `history.json` and log; the JSON records the command, the machine and the file sizes.
@@ -21,6 +21,16 @@ import time
 
 from zoo.tools.reproduce.record import git_state, machine, now, write_json
 
+# A fixed probe of the shipped weights, recorded in the JSON and checked by
+# tests/trained_presets_test.py: text written for it (in no corpus), and prompts for greedy decoding.
+PROBE_TEXT = [
+    "The committee met on Tuesday to discuss the budget for the coming year.",
+    "Members of Congress asked the Secretary how the new law would affect farmers in the West.",
+    "In the beginning of the war, the army had few soldiers and fewer supplies.",
+]
+PROBE_PROMPTS = ["The President said that", "In the year 1800, the", "And the Lord said unto"]
+PROBE_LENGTH = 24
+
 
 def evaluate(model, folder, split):
     from zoo.data import read_lines
@@ -29,8 +39,9 @@ def evaluate(model, folder, split):
     lines = read_lines(folder, split)
     start = time.monotonic()
     ppl = float(model.perplexity(lines, per="word"))
-    token = float(model.perplexity(lines))
-    return {"per_word": ppl, "per_token": token, "lines": len(lines), "scored_words": scored_words(lines),
+    tokens = sum(len(model.vocabulary.encode(line)) - 1 for line in lines)  # each line's pieces and </s>
+    return {"per_word": ppl, "tokens_per_word": tokens / scored_words(lines), "lines": len(lines),
+            "scored_words": scored_words(lines),
             "seconds": round(time.monotonic() - start, 1)}
 
 
@@ -74,12 +85,16 @@ def main(argv=None):
     corpus = args.corpus
     with open(os.path.join(corpus, "corpus.json")) as f:
         manifest = json.load(f)
-    figures = {"test": evaluate(model, corpus, "test"), "valid": evaluate(model, corpus, "valid")}
+    figures = {"test": evaluate(model, corpus, "test")}
     for name, source in manifest["sources"].items():
         folder = os.path.join(corpus, "sources" if source["role"] == "training" else "heldout", name)
         figures[f"{name}/test"] = evaluate(model, folder, "test")
         print(f"{name} ({source['role']}): test perplexity {figures[f'{name}/test']['per_word']:.2f} per word")
-    print(f"test perplexity {figures['test']['per_word']:.2f} per word, valid {figures['valid']['per_word']:.2f}")
+    print(f"test perplexity {figures['test']['per_word']:.2f} per word")
+    probe = {"text": PROBE_TEXT, "per_word": float(model.perplexity(PROBE_TEXT, mode="sentence", per="word")),
+             "prompts": PROBE_PROMPTS, "max_length": PROBE_LENGTH,
+             "greedy": model.generate(PROBE_PROMPTS, max_length=PROBE_LENGTH, sampler="greedy", stop=None)}
+    print("greedy:", *probe["greedy"], sep="\n  ")
     sizes = {name: os.path.getsize(os.path.join(shipped, name)) for name in sorted(os.listdir(shipped))}
     write_json(args.out, {
         "preset": args.preset, "measured_at": now(), "git": git_state(), "machine": machine(),
@@ -88,7 +103,7 @@ def main(argv=None):
         "file_bytes": sizes, "corpus": {k: manifest[k] for k in ("training_words", "total_words", "split")},
         "sources": {n: {k: s[k] for k in ("role", "kind", "package", "license", "documents", "words")}
                     for n, s in manifest["sources"].items()},
-        "training": training_figures(args.run), "figures": figures})
+        "training": training_figures(args.run), "figures": figures, "probe": probe})
     print(f"wrote {args.out}")
     return 0
 

@@ -8,6 +8,8 @@ For each held-out domain (default: Shakespeare and the Python documentation) thr
 - `pretrained`: the trained gcnn-en (weights and tokenizer), `fit` on the domain's training split.
 - `scratch`: gcnn-en with random weights and a subword tokenizer learned from the domain's
   training split (what a user without pretrained weights does), `fit` the same way.
+- `scratch-shared`: random weights with gcnn-en's own tokenizer, `fit` the same way: the
+  pretrained weights' part alone, without the advantage of a tokenizer made for the domain.
 
 Both fits use the preset's own optimiser, batch 32 × 64 tokens, the same data order (seed 0) and
 `minutes` of training time each (validation passes are not counted); the validation perplexity
@@ -27,7 +29,7 @@ DESCRIPTION = ("gcnn-en fine-tuned with model.fit on held-out sources against th
 PAPER = "zoo: transfer of the shipped gcnn-en (not a paper figure)"
 TIMED_BY_MINUTES = True
 DOMAINS = ("shakespeare", "python-docs")
-ARMS = ("zero-shot", "pretrained", "scratch")
+ARMS = ("zero-shot", "pretrained", "scratch", "scratch-shared")
 TARGET = 0.30  # the pretrained run's perplexity at least this much below the scratch run's
 QUICK_WORDS = ("the of and to a in that is was he for it with as his on be at by i this had not are but from or "
                "have an they which one you were her all she there would their we him been has when who will more "
@@ -125,8 +127,12 @@ def model_for(arm, settings, train_lines, log):
     import zoo
     from zoo.data.tokenizers import SubwordTokenizer, VocabularySizeError
 
-    if arm != "scratch":
+    if arm in ("zero-shot", "pretrained"):
         return zoo.load(settings["preset"], weights="trained")
+    if arm == "scratch-shared":
+        model = zoo.load(settings["preset"], weights="random")
+        model.vocabulary = zoo.load(settings["preset"], weights="trained").vocabulary
+        return model
     size = settings["scratch_vocabulary_size"]
     try:
         tokenizer = SubwordTokenizer.train(train_lines, vocabulary_size=size, seed=settings["seed"])
@@ -190,9 +196,9 @@ def run(settings, pending, save, log, done=None):
             shutil.rmtree(root, ignore_errors=True)
 
 
-def reduction(units, domain):
+def reduction(units, domain, against="scratch"):
     """1 - pretrained / scratch final per-word perplexity (0.3 = 30% lower)."""
-    pre, scratch = (units[f"{domain}/{a}"]["final_val_perplexity"] for a in ("pretrained", "scratch"))
+    pre, scratch = (units[f"{domain}/{a}"]["final_val_perplexity"] for a in ("pretrained", against))
     return 1 - pre / scratch if scratch and math.isfinite(scratch) else None
 
 
@@ -204,12 +210,15 @@ def figures(settings, units):
     for domain in settings["domains"]:
         for arm, label in (("zero-shot", "zero-shot (trained gcnn-en, no fine-tuning)"),
                            ("pretrained", f"fine-tuned from the trained gcnn-en, {minutes}"),
-                           ("scratch", f"trained from scratch, {minutes}")):
+                           ("scratch", f"trained from scratch with its own tokenizer, {minutes}"),
+                           ("scratch-shared", f"trained from scratch with gcnn-en's tokenizer, {minutes}")):
             u = units[f"{domain}/{arm}"]
             out.append(figure(f"{domain}/{arm}", f"{domain}: {label}, validation perplexity per word",
                               u["final_val_perplexity"], steps=u["steps"]))
         out.append(figure(f"{domain}/reduction", f"{domain}: fine-tuned perplexity below scratch (target ≥ "
                           f"{TARGET:.0%})", reduction(units, domain), unit="fraction"))
+        out.append(figure(f"{domain}/reduction-shared", f"{domain}: fine-tuned perplexity below scratch with "
+                          "gcnn-en's tokenizer", reduction(units, domain, "scratch-shared"), unit="fraction"))
     return out
 
 
@@ -222,8 +231,10 @@ def extras(settings, units):
                      f"{u['pretrained']['final_val_perplexity']:.1f} ({u['pretrained']['steps']} steps), scratch "
                      f"{u['scratch']['final_val_perplexity']:.1f} ({u['scratch']['steps']} steps) per word after "
                      f"{settings['minutes']:g} minutes each: "
-                     + (f"{r:.1%} lower from the pretrained weights ("
-                        + ("meets" if r >= TARGET else "misses") + f" the {TARGET:.0%} target)." if r is not None else "n/a."))
+                     + ((f"{r:.1%} lower" if r >= 0 else f"{-r:.1%} higher") + " from the pretrained weights ("
+                        + ("meets" if r >= TARGET else "misses") + f" the {TARGET:.0%} target)" if r is not None else "n/a")
+                     + f"; scratch with gcnn-en's tokenizer {u['scratch-shared']['final_val_perplexity']:.1f}, the "
+                       f"fine-tuned run {reduction(units, domain, 'scratch-shared'):.1%} below it.")
     notes.append("Validation: the first ~{:,} words of each held-out source's valid split; training time excludes "
                  "the validation passes; the scratch run's tokenizer is learned from the domain's training split "
                  "(its time not counted).".format(settings["valid_words"]))
@@ -240,16 +251,20 @@ def plot(result, path):
     fig, axes = plt.subplots(1, len(settings["domains"]), figsize=(6 * len(settings["domains"]), 4.6))
     axes = list(axes) if len(settings["domains"]) > 1 else [axes]
     for ax, domain in zip(axes, settings["domains"]):
-        for arm, colour in (("pretrained", "#1f77b4"), ("scratch", "#d62728")):
+        for arm, colour, label in (("pretrained", "#1f77b4", "fine-tuned from the trained gcnn-en"),
+                                   ("scratch", "#d62728", "from scratch, its own tokenizer"),
+                                   ("scratch-shared", "#2ca02c", "from scratch, gcnn-en's tokenizer")):
             u = units[f"{domain}/{arm}"]
             ax.plot([c["seconds"] / 60 for c in u["curve"]], [c["val_perplexity"] for c in u["curve"]], marker="o",
-                    markersize=3, color=colour,
-                    label=f"{'from the trained gcnn-en' if arm == 'pretrained' else 'from scratch'}: "
-                          f"{u['final_val_perplexity']:.1f}")
+                    markersize=3, color=colour, label=f"{label}: {u['final_val_perplexity']:.1f}")
         zero = units[f"{domain}/zero-shot"]["final_val_perplexity"]
         ax.axhline(zero, linestyle="--", color="black", linewidth=1, label=f"zero-shot: {zero:.1f}")
         r = reduction(units, domain)
-        ax.set_title(f"{domain}" + (f": fine-tuned {r:.0%} below scratch" if r is not None else ""))
+        if r is not None:
+            where = f"{r:.0%} below" if r >= 0 else f"{-r:.0%} above"
+            ax.set_title(f"{domain}: fine-tuned {where} scratch (its own tokenizer)")
+        else:
+            ax.set_title(domain)
         ax.set_yscale("log")
         ax.set_xlabel("training time [minutes, validation excluded]")
         ax.set_ylabel("validation perplexity per word")

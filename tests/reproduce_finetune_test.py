@@ -1,0 +1,64 @@
+"""`zoo reproduce finetune` (tools/reproduce/experiments/finetune.py): its --quick run fine-tunes the
+shipped gcnn-en with `model.fit` on a made-up held-out corpus, trains the preset from scratch
+beside it and writes the figures and the plot; the figures are derived from the units."""
+
+import json
+import math
+import os
+
+import pytest
+
+import zoo
+from zoo.tools import cli, reproduce
+from zoo.tools.reproduce.experiments import finetune
+
+PNG_SIGNATURE = b"\x89PNG\r\n\x1a\n"
+
+
+@pytest.fixture(scope="module")
+def quick_run(tmp_path_factory):
+    out = str(tmp_path_factory.mktemp("finetune") / "results")
+    assert cli.main(["reproduce", "finetune", "--quick", "--out", out]) == 0
+    with open(os.path.join(out, "finetune.json")) as f:
+        return out, json.load(f)
+
+
+def test_quick_run_measures_every_unit_and_derives_the_reduction(quick_run):
+    out, result = quick_run
+    assert list(result["units"]) == [f"{d}/{a}" for d in finetune.DOMAINS for a in finetune.ARMS]
+    figures = {f["id"]: f["ours"] for f in result["figures"]}
+    for domain in finetune.DOMAINS:
+        units = {a: result["units"][f"{domain}/{a}"] for a in finetune.ARMS}
+        zero = units["zero-shot"]
+        # the fine-tuned run starts where zero-shot is: the same weights, the same validation lines
+        assert units["pretrained"]["curve"][0]["val_perplexity"] == pytest.approx(zero["final_val_perplexity"], rel=1e-5)
+        assert units["pretrained"]["vocabulary"] == 16_000 and units["scratch"]["vocabulary"] < 16_000
+        for arm in ("pretrained", "scratch"):
+            curve = units[arm]["curve"]
+            assert units[arm]["steps"] >= 1 and curve[-1]["step"] == units[arm]["steps"]
+            assert units[arm]["final_val_perplexity"] == curve[-1]["val_perplexity"]
+            assert all(math.isfinite(c["val_perplexity"]) for c in curve)
+        want = 1 - units["pretrained"]["final_val_perplexity"] / units["scratch"]["final_val_perplexity"]
+        assert figures[f"{domain}/reduction"] == pytest.approx(want)
+        assert any(note.startswith(f"{domain}: zero-shot") for note in result["notes"])
+    with open(os.path.join(out, "finetune.png"), "rb") as f:
+        assert f.read(8) == PNG_SIGNATURE
+
+
+def test_finetune_is_listed_and_refuses_repeats():
+    assert "finetune" in [name for name, _, _ in reproduce.list_experiments()]
+    with pytest.raises(ValueError, match="--repeats does not apply"):
+        finetune.settings(repeats=3)
+    assert finetune.settings(minutes=7)["minutes"] == 7.0
+
+
+def test_a_missing_held_out_source_names_the_command_that_builds_it(tmp_path):
+    with pytest.raises(ValueError, match=r"No held-out source 'shakespeare' in .*: build it with `python -m "
+                                         r"zoo.tools.corpora english"):
+        finetune.run_unit("shakespeare/scratch", finetune.settings(quick=True), str(tmp_path), print)
+
+
+def test_first_words_keeps_whole_lines_up_to_the_count():
+    assert finetune.first_words(["a b", "c d e", "f"], 4) == ["a b", "c d e"]
+    assert finetune.first_words(["a b"], 10) == ["a b"]
+    assert zoo.data.corpus.scored_words(["a b", "c d e"]) == 7
