@@ -51,7 +51,13 @@ def test_evaluate_matches_history_and_score_generate_print(trained, corpus, caps
     best = min(h["val_perplexity"] for h in history)
     assert main(["evaluate", os.path.join(trained, "best"), "--data", corpus, "--split", "valid",
                  "--mode", "stream"]) == 0
-    per_token, per_word = capsys.readouterr().out.strip().split("\n")
+    lines = capsys.readouterr().out.strip().split("\n")
+    per_token, per_word = lines[:2]
+    from zoo.data.corpus import unknown_note
+
+    # a closed word vocabulary: the share of <unk> words, as training logged it, on a line of its own
+    share = min(history, key=lambda h: h["val_perplexity"])["val_unknown_share"]
+    assert lines[2:] == [f"valid words: {unknown_note(share)}"]
     assert per_token.startswith("valid perplexity (stream): ")
     assert per_word.startswith("valid perplexity per word (stream): ")
     assert float(per_token.split(":")[-1]) == pytest.approx(best, abs=0.005)  # printed with 2 decimals

@@ -21,5 +21,7 @@ def run(args):
     print(f"{args.split} perplexity ({args.mode}): {ppl:.2f}")
     # words plus one </s> per line, whatever the tokenizer: comparable across tokenizers
     per_word = model.perplexity(lines, mode=args.mode, per="word")
+    print(f"{args.split} perplexity per word ({args.mode}): {per_word:.2f}")
     unknown = unknown_note(per_word.unknown_share)
-    print(f"{args.split} perplexity per word ({args.mode}): {per_word:.2f}" + (f"; {unknown}" if unknown else ""))
+    if unknown:  # a closed vocabulary: how much of the per-word figure is the easy <unk>
+        print(f"{args.split} words: {unknown}")

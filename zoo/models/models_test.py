@@ -59,7 +59,7 @@ def assert_causal(model, length=30, seed=0):
 def test_every_preset_is_tested():
     from zoo.models.stack_test import MOE_PTB, TABLE_7
 
-    assert set(zoo.presets()) == (set(TABLE_1) | {"gcnn-14", "gcnn-ptb", "lstm-ptb", "rnn-char"}
+    assert set(zoo.presets()) == (set(TABLE_1) | {"gcnn-14", "gcnn-ptb", "lstm-ptb", "rnn-char", "gcnn-en"}
                                   | set(TABLE_7) | set(MOE_PTB))
 
 
@@ -93,9 +93,9 @@ def test_gcnn_14_full_size_is_causal():
     gc.collect()
 
 
-@pytest.mark.parametrize("name", ["gcnn-ptb", "lstm-ptb", "rnn-char"])
+@pytest.mark.parametrize("name", ["gcnn-ptb", "lstm-ptb", "rnn-char", "gcnn-en"])
 def test_cpu_presets_are_causal(name):
-    model = zoo.load(name)
+    model = zoo.load(name, weights="random")
     assert model.get_config()["vocabulary_size"] == PRESETS[name].config["vocabulary_size"]
     assert_causal(model)
 

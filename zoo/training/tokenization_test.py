@@ -171,7 +171,7 @@ def test_a_word_model_reports_the_share_of_unk_words_in_its_log_history_and_perp
 
     assert cli.main(["evaluate", str(tmp_path / "run" / "best"), "--data", str(root), "--split", "valid"]) == 0
     out = capsys.readouterr().out
-    assert "valid perplexity per word (stream): " in out and "; 30.00% of the words are <unk> (closed" in out
+    assert "valid perplexity per word (stream): " in out and "\nvalid words: 30.00% of the words are <unk> (closed" in out
 
 
 def long_lines(n, chars, seed):
