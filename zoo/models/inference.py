@@ -11,7 +11,6 @@ from zoo.data import pipeline
 from zoo.data.corpus import read_lines, scored_words, unknown_share
 
 
-
 # A line longer than this many characters is scored alone under mode="sentence" (not padded into
 # a batch of 32), through windows where the model's windows are exact (`exact_windows`).
 LONG_LINE_CHARS = 10_000
@@ -45,6 +44,7 @@ class Perplexity(float):
 
     def __reduce__(self):
         return (Perplexity, (float(self), self.per, self.unknown_share))
+
 
 class Inference:
     """The inference methods of `LanguageModel`: compiled `tf.function`s for the model's work,

@@ -318,18 +318,18 @@ def starting_point(preset, weights, log=_print):
         raise ValueError(f"weights='trained' takes a preset name; the preset directory {preset!r} brings "
                          "its own weights (drop --weights).")
     spec = registry.get_preset(preset)
+    defaults = resolve_preset(preset).train_defaults  # the preset name's batch and window length
     source = sources.trained_source(preset)  # one sentence naming the presets that have some, if none
     if os.path.isdir(source):
         log(f"Starting from the trained {preset} ({source}), with its tokenizer.")
         info = resolve_preset(source)
-        return source, dataclasses.replace(info, train_defaults={"global_batch_size": spec.batch_size,
-                                                                  "seq_len": spec.seq_len}), None
+        return source, dataclasses.replace(info, train_defaults=defaults), None
     vocabulary = registry.default_vocabulary(spec, spec.config.get("vocabulary_size"))
     if vocabulary is None:
         raise ValueError(f"The trained weights of {preset!r} come without their vocabulary; fine-tune its "
                          "preset directory instead.")
     log(f"Starting from the trained {preset} ({source}), with its own {len(vocabulary):,}-id vocabulary.")
-    return preset, PresetInfo({"global_batch_size": spec.batch_size, "seq_len": spec.seq_len}, None, vocabulary), source
+    return preset, PresetInfo(defaults, None, vocabulary), source
 
 
 def train(preset, data="ptb", out_dir="runs/model", strategy="default", config=None, overrides=None,
