@@ -6,8 +6,8 @@ from zoo.layers.feed_forward import FeedForward
 from zoo.layers.gated_conv import GatedConv1D
 from zoo.layers.projected_lstm import ProjectedLSTMCell
 from zoo.layers.residual import ResidualBlock, bottleneck_spec
-from zoo.layers.softmax import FullSoftmax
+from zoo.layers.softmax import FullSoftmax, TiedSoftmax
 from zoo.layers.sparse_moe import SparseMoE
 
 __all__ = ["AdaptiveSoftmax", "FeedForward", "GatedConv1D", "ProjectedLSTMCell", "ResidualBlock", "bottleneck_spec",
-           "FullSoftmax", "SparseMoE"]
+           "FullSoftmax", "SparseMoE", "TiedSoftmax"]

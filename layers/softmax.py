@@ -83,3 +83,33 @@ class FullSoftmax(keras.layers.Layer):
         config = super().get_config()
         config["vocabulary_size"] = self.vocabulary_size
         return config
+
+
+@keras.saving.register_keras_serializable(package="layers")
+class TiedSoftmax(FullSoftmax):
+    """A full softmax whose projection is the transpose of the model's input embedding (tied
+    input and output embeddings, Press & Wolf 2017; Inan et al. 2017): it owns only its bias.
+
+    `embeddings` is a function returning the `[vocabulary_size, d]` embedding matrix; the model
+    that owns the embedding passes it, so the matrix is one variable, trained by both its uses.
+    """
+
+    def __init__(self, vocabulary_size, embeddings=None, **kwargs):
+        super().__init__(vocabulary_size, **kwargs)
+        if embeddings is None or not callable(embeddings):
+            raise ValueError("TiedSoftmax needs `embeddings`, a function returning the input embedding matrix "
+                             f"[vocabulary_size, d]; got {embeddings!r}.")
+        self._embeddings = embeddings
+
+    def build(self, input_shape):
+        self.bias = self.add_weight(name="bias", shape=(self.vocabulary_size,), initializer="zeros")
+
+    @property
+    def kernel(self):
+        return ops.transpose(self._embeddings())
+
+    def logits(self, hidden):
+        build_on_first_use(self, hidden)
+        embeddings = ops.cast(self._embeddings(), self.compute_dtype)
+        logits = ops.matmul(hidden, ops.transpose(embeddings)) + ops.cast(self.bias, self.compute_dtype)
+        return ops.cast(logits, softmax_dtype(self))

@@ -5,7 +5,7 @@ import contextlib
 import keras
 import tensorflow as tf
 
-from zoo.layers import ResidualBlock, SparseMoE
+from zoo.layers import ResidualBlock, SparseMoE, TiedSoftmax
 from zoo.layers.residual import check_block_spec
 from zoo.layers.validation import is_int
 from zoo.models.base import LanguageModel
@@ -23,6 +23,9 @@ class GCNNLanguageModel(LanguageModel):
         weight_norm: weight normalisation of every conv layer (§4.2).
         dropout: dropout on the input of every conv layer and of the output layer.
         cutoffs: adaptive-softmax cutoffs, or None for a full softmax.
+        tie_embeddings: the output layer's projection is the transpose of the input embedding
+            (a full softmax only, and the last block's width must equal `embedding_dim`).
+        embedding_dropout: dropout on the embedding's output (both paths of the first block).
         moe: None, or a dict of `layers.SparseMoE` arguments plus `after_blocks` (block indices):
             a sparse mixture of experts is added as a residual branch after each of those blocks
             (`x + MoE(x)`, all positions of all sequences gated as one batch, §3.1 of Shazeer
@@ -41,6 +44,8 @@ class GCNNLanguageModel(LanguageModel):
         cutoffs=None,
         moe=None,
         optimizer=None,
+        tie_embeddings=False,
+        embedding_dropout=0.0,
         **kwargs,
     ):
         super().__init__(vocabulary_size=vocabulary_size, optimizer=optimizer, **kwargs)
@@ -72,7 +77,13 @@ class GCNNLanguageModel(LanguageModel):
                 self._moe_after[i] = len(self.moe_layers)
                 self.moe_layers.append(SparseMoE(name=f"moe_{i}", **args))
         self.output_dropout = keras.layers.Dropout(dropout) if dropout else None
-        self.head = self.make_head(cutoffs)
+        self.tie_embeddings = _check_tie(tie_embeddings, cutoffs, embedding_dim, self.hidden_dim)
+        if self.tie_embeddings:
+            self.head = TiedSoftmax(vocabulary_size, embeddings=lambda: self.embedding.embeddings, name="head")
+        else:
+            self.head = self.make_head(cutoffs)
+        self.embedding_dropout = check_rate("embedding_dropout", embedding_dropout)
+        self.embedding_dropout_layer = keras.layers.Dropout(embedding_dropout) if embedding_dropout else None
         # Every weight now, so that a fresh model can be saved, counted and stepped.
         self.build()
 
@@ -108,6 +119,8 @@ class GCNNLanguageModel(LanguageModel):
 
     def call(self, token_ids, training=None):
         x = self.embedding(token_ids)
+        if self.embedding_dropout_layer is not None:
+            x = self.embedding_dropout_layer(x, training=training)
         for i, block in enumerate(self.blocks):
             x = block(x, training=training)
             if i in self._moe_after:
@@ -172,9 +185,29 @@ class GCNNLanguageModel(LanguageModel):
                 "dropout": self.dropout,
                 "cutoffs": self.cutoffs,
                 "moe": self.moe,
+                "tie_embeddings": self.tie_embeddings,
+                "embedding_dropout": self.embedding_dropout,
             }
         )
         return config
+
+
+def check_rate(name, value):
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or not 0 <= value < 1:
+        raise ValueError(f"{name} must be a rate in [0, 1), got {value!r}.")
+    return float(value)
+
+
+def _check_tie(tie, cutoffs, embedding_dim, hidden_dim):
+    if not isinstance(tie, bool):
+        raise ValueError(f"tie_embeddings must be True or False, got {tie!r}.")
+    if tie and cutoffs:
+        raise ValueError(f"tie_embeddings=True ties a full softmax to the embedding; got cutoffs={cutoffs!r} "
+                         "(an adaptive softmax). Set cutoffs=None to tie.")
+    if tie and embedding_dim != hidden_dim:
+        raise ValueError(f"tie_embeddings=True needs the last block's width ({hidden_dim}) to equal "
+                         f"embedding_dim ({embedding_dim}).")
+    return tie
 
 
 def _is_pair(item):

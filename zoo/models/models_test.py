@@ -4,6 +4,7 @@ on disk, id checks, training, perplexity and generation."""
 import gc
 import math
 import os
+import re
 import time
 
 import keras
@@ -104,6 +105,7 @@ def test_cpu_presets_are_causal(name):
 DECODERS = {
     "gcnn-bottleneck": lambda: tiny_gcnn(),
     "gcnn-adaptive": lambda: tiny_gcnn(blocks=[[[3, 16]], [[1, 4], [3, 4], [1, 16]]], cutoffs=[10, 30]),
+    "gcnn-tied": lambda: tiny_gcnn(blocks=[[[3, 8]], [[2, 8]]], tie_embeddings=True, embedding_dropout=0.3, dropout=0.2),
     "lstm": lambda: tiny_recurrent("lstm"),
     "rnn": lambda: tiny_recurrent("rnn"),
 }
@@ -132,6 +134,51 @@ def test_gcnn_receptive_field():
     lp = model.log_probs(ids)
     assert np.abs(lp[1, 19] - lp[0, 19]).max() > 1e-6
     np.testing.assert_allclose(lp[2, 19], lp[0, 19], rtol=0, atol=1e-6)
+
+
+def test_tied_output_layer_is_the_embedding_transposed(tmp_path):
+    model = tiny_gcnn(blocks=[[[3, 8]], [[2, 8]]], tie_embeddings=True)
+    assert [w.path.split("/")[-2:] for w in model.head.weights] == [["head", "bias"]]
+    assert model.count_params() == tiny_gcnn(blocks=[[[3, 8]], [[2, 8]]]).count_params() - 8 * 50
+    model.head.bias.assign(np.linspace(-1, 1, 50).astype("float32"))
+    ids = np.random.default_rng(3).integers(0, 50, size=(2, 7))
+    hidden = model(ids).numpy()
+    logits = hidden @ model.embedding.embeddings.numpy().T + model.head.bias.numpy()
+    expected = logits - np.log(np.exp(logits).sum(-1, keepdims=True))
+    np.testing.assert_allclose(model.log_probs(ids), expected, rtol=0, atol=1e-5)
+    # one variable trained by both uses: the gradient is the sum of the lookup's and the output layer's
+    import tensorflow as tf
+
+    with tf.GradientTape() as tape:
+        loss = tf.reduce_mean(model.head.loss(model(ids), ids))
+    grad = tf.convert_to_tensor(tape.gradient(loss, model.embedding.embeddings))
+    unused = sorted(set(range(50)) - set(ids.ravel()))
+    assert np.abs(grad.numpy()[unused]).max() > 0  # the output layer reaches every row
+    # the round trip keeps the tie (the reloaded head still reads the reloaded embedding)
+    model.vocabulary = Vocabulary(["<pad>", "<s>", "</s>", "<unk>"] + [f"w{i}" for i in range(46)])
+    loaded = zoo.load(model.save_to_preset(str(tmp_path / "tied")))
+    assert loaded.tie_embeddings and loaded.head.weights == [loaded.head.bias]
+    np.testing.assert_array_equal(loaded.log_probs(ids), model.log_probs(ids))
+    loaded.embedding.embeddings.assign(loaded.embedding.embeddings * 2)
+    assert np.abs(loaded.log_probs(ids) - model.log_probs(ids)).max() > 1e-3
+
+
+@pytest.mark.parametrize("kwargs, message", [
+    ({"tie_embeddings": True, "cutoffs": [10, 30]}, "Set cutoffs=None to tie"),
+    ({"tie_embeddings": True, "blocks": [[[3, 16]]]}, "last block's width (16) to equal embedding_dim (8)"),
+    ({"tie_embeddings": "yes"}, "tie_embeddings must be True or False, got 'yes'"),
+    ({"embedding_dropout": 1.0}, "embedding_dropout must be a rate in [0, 1), got 1.0"),
+])
+def test_bad_tie_or_embedding_dropout_is_refused(kwargs, message):
+    with pytest.raises(ValueError, match=re.escape(message)):
+        tiny_gcnn(**{"blocks": [[[3, 8]]], **kwargs})
+
+
+def test_embedding_dropout_acts_in_training_only():
+    model = tiny_gcnn(blocks=[[[3, 8]]], embedding_dropout=0.5)
+    ids = np.random.default_rng(4).integers(0, 50, size=(2, 9))
+    np.testing.assert_array_equal(model(ids, training=False), model(ids, training=False))
+    assert np.abs(model(ids, training=True).numpy() - model(ids, training=False).numpy()).max() > 1e-3
 
 
 # ---- presets on disk ------------------------------------------------------------------------
