@@ -7,6 +7,7 @@ import os
 import re
 import shutil
 
+import numpy as np
 import pytest
 
 from zoo.tools import cli, reproduce
@@ -209,3 +210,30 @@ def test_results_md_gathers_the_benchmark_tables_after_the_experiments_in_file_n
     assert section.index("\n### MoE\n") < section.index("\n### Serving\n")
     assert "\n# a shell comment, not a heading\n" in section
     assert "| SavedModel | 1.0 |" in section and "| 4 | 2.0 |" in section and "`zoo benchmark serving`" in section
+
+
+def test_table4_body_quick_times_the_body_beside_the_scoring_and_checks_the_prompt_pass(tmp_path):
+    out = str(tmp_path / "results")
+    assert cli.main(["reproduce", "table4-body", "--quick", "--out", out]) == 0
+    with open(os.path.join(out, "table4-body.json")) as f:
+        result = json.load(f)
+    figs = {f["id"]: f for f in result["figures"]}
+    for preset in ("lstm-2048-512", "gcnn-9", "gcnn-8b"):
+        for call in ("scoring", "body", "body-xla", "prompt"):
+            assert math.isfinite(figs[f"{call}/{preset}"]["ours"]) and figs[f"{call}/{preset}"]["ours"] > 0
+    for call in ("scoring", "body", "body-xla", "prompt"):
+        assert figs[f"ratio-{call}/gcnn-8b"]["ours"] == pytest.approx(
+            figs[f"{call}/gcnn-8b"]["ours"] / figs[f"{call}/lstm-2048-512"]["ours"])
+    assert figs["ratio-body/gcnn-8b"]["goal"] == 10 and figs["ratio-body/gcnn-8b"]["paper"] == pytest.approx(45_878 / 2_282)
+    # the prompt pass's hidden state is the body's at the last position, the XLA body the plain one
+    assert set(result["checks"]) == {f"{p}/{c}" for p in ("lstm-2048-512", "gcnn-9", "gcnn-8b") for c in ("body-xla", "prompt")}
+    assert max(result["checks"].values()) < 1e-4
+    # multiply-adds per token: the trunk's parameters, neither the embedding nor the output layer
+    import zoo
+
+    quick = zoo.load("gcnn-8b", weights="random", **table4.MODELS[2]["quick"])
+    trunk = sum(int(np.prod(w.shape)) for w in quick.weights if "/block_" in w.path)
+    assert result["trunk_params"]["gcnn-8b"] == trunk
+    assert figs["body/gcnn-8b"]["measured"]["gflops"] == pytest.approx(2 * trunk * figs["body/gcnn-8b"]["ours"] / 1e9)
+    with open(os.path.join(out, "table4-body.png"), "rb") as f:
+        assert f.read(8) == PNG_SIGNATURE

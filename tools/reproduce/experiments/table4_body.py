@@ -1,0 +1,230 @@
+"""`zoo reproduce table4-body`: Table 4's responsiveness read as the paper reads it (Dauphin et al.
+2016, §5.1): how fast each model *processes* one sequence of 15,000 contiguous tokens, without
+the output layer's scoring, beside the figure with scoring that `table4` measures.
+
+The three models and inputs are `table4`'s (LSTM-2048 as `lstm-2048-512`, GCNN-9, GCNN-8
+Bottleneck, at Google Billion Word's vocabulary; Zipf-drawn ids, random weights). Four calls of
+each are timed side by side, their repeats interleaved:
+
+- `scoring`: `model.target_log_probs(inputs, targets)`, every target scored through the adaptive
+  softmax (table4's `plain` call; the scoring costs both kinds of model the same per token);
+- `body`: the model body alone, `model(ids)` in one graph: embedding and trunk over the whole
+  sequence, the hidden states out, no output layer (what "processing the sequence" means in §5.1);
+- `body-xla`: the same body compiled by XLA;
+- `prompt`: the prompt pass of generation (`zoo.models.generation.prefill`, the call `generate`
+  and the served `generate` signature make before the first new token): the GCNN's convolutions
+  over every position at once, the LSTM's recurrence over the prompt; the user-facing figure.
+
+Each model body's multiply-adds per token equal its trunk parameters (every conv or recurrent
+weight is used once per token), so `2 × trunk parameters × tokens/s` is the arithmetic rate the
+call reached, reported beside it: the GCNN's advantage is that its trunk is one large matrix
+product per layer over all positions, where the LSTM's recurrence is a matrix-vector product per
+token.
+"""
+
+import statistics
+
+from zoo.tools.reproduce.experiments import table4
+
+NAME = "table4-body"
+DESCRIPTION = ("responsiveness (one sequence of 15,000 tokens) of LSTM-2048, GCNN-9 and GCNN-8 Bottleneck: the "
+               "model body alone, XLA-compiled, the generation prompt pass, and with adaptive-softmax scoring")
+PAPER = "Dauphin et al. 2016, §5.1, Table 4 (responsiveness)"
+
+CALLS = ("scoring", "body", "body-xla", "prompt")
+CALL_LABELS = {"scoring": "with scoring (table4)", "body": "body", "body-xla": "body, XLA", "prompt": "prompt pass"}
+GOAL = 10.0  # GCNN-8B body over the LSTM's, the issue's goal on this CPU
+PAPER_RATIO = {"gcnn-9": 29_116 / 2_282, "gcnn-8b": 45_878 / 2_282}
+
+
+def settings(quick=False, repeats=None):
+    base = table4.settings(quick=quick, repeats=repeats)
+    return {key: base[key] for key in ("quick", "models", "overrides", "responsiveness_tokens", "repeats", "inputs",
+                                       "seed")} | {"calls": list(CALLS)}
+
+
+def units(settings):
+    keys = [f"{p}/{c}/first-call" for p in settings["models"] for c in settings["calls"]]
+    keys += [f"{p}/{c}/{r}" for r in range(settings["repeats"]) for p in settings["models"] for c in settings["calls"]]
+    return keys
+
+
+class Calls(table4.Bench):
+    def body_call(self, preset, call):
+        key = ("body", preset, call)
+        if key not in self.calls:
+            import tensorflow as tf
+
+            from zoo.models.generation import prefill
+
+            model = self.model(preset)
+            inputs, targets = self.inputs("responsiveness", model.vocabulary_size)
+            ids = tf.constant(model.check_ids(inputs))
+            if call == "scoring":
+                self.calls[key] = self.call("responsiveness", preset, "plain")
+            elif call in ("body", "body-xla"):
+                forward = self.parts(preset)[0 if call == "body" else 1]
+                self.calls[key] = lambda: forward(ids).numpy()
+            else:
+                lengths = tf.constant([ids.shape[1]], tf.int32)
+                prompt = tf.function(lambda ids, lengths: prefill(model, ids, lengths)[0])
+                self.calls[key] = lambda: prompt(ids, lengths).numpy()
+        return self.calls[key]
+
+    def trunk_params(self, preset):
+        model = self.model(preset)
+        outside = model.embedding.count_params() + model.head.count_params()
+        return model.count_params() - outside
+
+
+def run(settings, pending, save, log, done=None):
+    import numpy as np
+    import tensorflow as tf
+
+    level = tf.get_logger().level
+    tf.get_logger().setLevel("ERROR")
+    pending = set(pending)
+    try:
+        bench = Calls(settings, log)
+        pairs = [(p, c) for p in settings["models"] for c in settings["calls"]]
+        body = {}
+        for preset, call in pairs:
+            key = f"{preset}/{call}/first-call"
+            out, seconds, cpu = table4.timed(bench.body_call(preset, call))
+            record = {"seconds": seconds, "cpu_seconds": cpu, "params": bench.model(preset).count_params(),
+                      "trunk_params": bench.trunk_params(preset), "device": table4.device()}
+            if call == "body":
+                body[preset] = out
+            elif call in ("body-xla", "prompt") and preset in body:
+                # the prompt pass's hidden state is the body's at the last position
+                reference = body[preset] if call == "body-xla" else body[preset][:, -1]
+                record["max_abs_diff_vs_body"] = float(np.max(np.abs(out - reference)))
+            log(f"  {preset:14s} {call:8s} first call {seconds:8.2f} s")
+            if key in pending:
+                save(key, record)
+                pending.discard(key)
+        tokens = settings["responsiveness_tokens"]
+        for r in range(settings["repeats"]):
+            shift = len(settings["calls"]) * r % len(pairs)
+            for preset, call in pairs[shift:] + pairs[:shift]:
+                key = f"{preset}/{call}/{r}"
+                if key not in pending:
+                    continue
+                _, seconds, cpu = table4.timed(bench.body_call(preset, call))
+                save(key, {"seconds": seconds, "cpu_seconds": cpu, "tokens": tokens, "tokens_per_s": tokens / seconds,
+                           "load_average": table4._load_average(), "device": table4.device()})
+                pending.discard(key)
+                log(f"  {preset:14s} {call:8s} repeat {r + 1}/{settings['repeats']} {seconds:8.2f} s "
+                    f"{tokens / seconds:10,.0f} tokens/s")
+    finally:
+        tf.get_logger().setLevel(level)
+
+
+def measured(settings, units, preset, call):
+    seconds = [units[f"{preset}/{call}/{r}"]["seconds"] for r in range(settings["repeats"])]
+    median = statistics.median(seconds)
+    trunk = units[f"{preset}/{call}/first-call"]["trunk_params"]
+    rate = settings["responsiveness_tokens"] / median
+    return {"tokens_per_s": rate, "median_s": median, "min_s": min(seconds), "max_s": max(seconds),
+            "repeats": len(seconds), "gflops": 2 * trunk * rate / 1e9}
+
+
+def figures(settings, units):
+    out = []
+    lstm = settings["models"][0]
+    m = {(p, c): measured(settings, units, p, c) for p in settings["models"] for c in settings["calls"]}
+    for spec in table4.MODELS:
+        p = spec["preset"]
+        if p not in settings["models"]:
+            continue
+        for call in settings["calls"]:
+            f = m[(p, call)]
+            out.append({"id": f"{call}/{p}", "label": f"{spec['label']} responsiveness, {CALL_LABELS[call]}",
+                        "unit": "tokens/s", "ours": f["tokens_per_s"], "ours_hardware": units[f"{p}/{call}/0"]["device"],
+                        "paper": spec["paper"]["responsiveness_gpu"] if call == "body" else None,
+                        "paper_hardware": "GPU" if call == "body" else None, "measured": f})
+        if p == lstm:
+            continue
+        for call in settings["calls"]:
+            ratio = m[(p, call)]["tokens_per_s"] / m[(lstm, call)]["tokens_per_s"]
+            out.append({"id": f"ratio-{call}/{p}", "label": f"{spec['short']} / LSTM responsiveness, {CALL_LABELS[call]}",
+                        "unit": "x", "ours": ratio, "paper": PAPER_RATIO[p] if call == "body" else None,
+                        "paper_hardware": "GPU" if call == "body" else None,
+                        "goal": GOAL if (p == "gcnn-8b" and call == "body") else None})
+    return out
+
+
+def extras(settings, units):
+    lstm = settings["models"][0]
+    m = {(p, c): measured(settings, units, p, c) for p in settings["models"] for c in settings["calls"]}
+    trunk = {p: units[f"{p}/body/first-call"]["trunk_params"] for p in settings["models"]}
+    checks = {f"{p}/{c}": units[f"{p}/{c}/first-call"]["max_abs_diff_vs_body"]
+              for p in settings["models"] for c in ("body-xla", "prompt") if "max_abs_diff_vs_body" in units[f"{p}/{c}/first-call"]}
+    rates = "; ".join(f"{table4.BY_PRESET[p]['short']} {m[(p, 'body')]['gflops']:.0f} GFLOP/s "
+                      f"({trunk[p] / 1e6:.1f}M multiply-adds per token)" for p in settings["models"])
+    best = max(settings["models"][1:], key=lambda p: m[(p, "body")]["tokens_per_s"])
+    share = statistics.median(u["cpu_seconds"] / u["seconds"] for k, u in units.items() if k.split("/")[-1].isdigit())
+    notes = [
+        f"Body: embedding and trunk over the {settings['responsiveness_tokens']:,} tokens in one graph, no output layer; scoring: table4's call "
+        "(target log-probabilities through the adaptive softmax); prompt: `zoo.models.generation.prefill`, the pass "
+        "`generate` makes over a prompt before the first new token.",
+        f"Arithmetic rate of the body (2 × trunk parameters × tokens/s): {rates}. The LSTM's recurrence is one "
+        "matrix-vector product per token, bound by reading its weights from memory each step; the GCNN's layers are "
+        "matrix products over all positions at once.",
+        f"Tokens/s = {settings['responsiveness_tokens']:,} / median of {settings['repeats']} repeats after a warm-up call, the calls of the three "
+        f"models interleaved; the timed calls used a median {share:.2f} CPU-seconds per wall-clock second.",
+        f"Checks: the XLA body and the prompt pass agree with the plain body (max abs difference "
+        f"{max(checks.values()) if checks else float('nan'):.2g}).",
+        f"GCNN-8B body over the LSTM's: {m[('gcnn-8b', 'body')]['tokens_per_s'] / m[(lstm, 'body')]['tokens_per_s']:.1f}× "
+        f"(goal {GOAL:g}×, paper {PAPER_RATIO['gcnn-8b']:.1f}× on a GPU); fastest GCNN body: {table4.BY_PRESET[best]['short']}.",
+    ]
+    return {"trunk_params": trunk, "checks": checks, "notes": notes}
+
+
+def plot(result, path):
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    settings = result["settings"]
+    figs = {f["id"]: f for f in result["figures"]}
+    models = [s for s in table4.MODELS if s["preset"] in settings["models"]]
+    calls = settings["calls"]
+    colours = {"scoring": "#9ecae1", "body": "#1f77b4", "body-xla": "#08519c", "prompt": "#2ca02c"}
+    fig, ax = plt.subplots(figsize=(11, 6))
+    width = 0.8 / (len(calls) + 1)
+    for j, call in enumerate(calls):
+        xs = [i + (j - len(calls) / 2) * width for i in range(len(models))]
+        ys = [figs[f"{call}/{s['preset']}"]["ours"] for s in models]
+        ax.bar(xs, ys, width, label=f"ours, {CALL_LABELS[call]}", color=colours.get(call), edgecolor="black", linewidth=0.5)
+        for x, y in zip(xs, ys):
+            ax.text(x, y * 1.08, table4._fmt(y), ha="center", va="bottom", fontsize=8, rotation=90)
+    xs = [i + (len(calls) / 2) * width for i in range(len(models))]
+    ys = [s["paper"]["responsiveness_gpu"] for s in models]
+    ax.bar(xs, ys, width, label="paper (GPU)", color="#d62728", edgecolor="black", linewidth=0.5)
+    for x, y in zip(xs, ys):
+        ax.text(x, y * 1.08, table4._fmt(y), ha="center", va="bottom", fontsize=8, rotation=90)
+    ax.set_yscale("log")
+    values = [f["ours"] for f in result["figures"] if f["unit"] == "tokens/s"] + ys
+    ax.set_ylim(min(values) / 2, max(values) * 40)
+    ax.set_xticks(range(len(models)))
+    ax.set_xticklabels([f"{s['label']}\n(preset {s['preset']})" for s in models])
+    ax.set_ylabel("tokens / second (log scale)")
+    ax.grid(axis="y", alpha=0.3)
+    ax.legend(loc="upper left", fontsize=8, ncol=2)
+    lines = ["GCNN / LSTM, ours (CPU) vs paper (GPU):"]
+    for s in models[1:]:
+        key = s["preset"]
+        parts = [f"{CALL_LABELS[c]} {figs['ratio-' + c + '/' + key]['ours']:.1f}×" for c in calls]
+        lines.append(f"{s['short']}: " + ", ".join(parts) + f"; paper {PAPER_RATIO[s['preset']]:.1f}×")
+    ax.text(0.99, 0.985, "\n".join(lines), transform=ax.transAxes, ha="right", va="top", fontsize=8.5,
+            bbox={"boxstyle": "round", "facecolor": "white", "alpha": 0.9, "edgecolor": "0.7"})
+    quick = " — QUICK SMOKE TEST (tiny models)" if result.get("quick") else ""
+    m = result.get("machine", {})
+    ax.set_title(f"{result['paper']}: one sequence of {settings['responsiveness_tokens']:,} tokens{quick}\n"
+                 f"{m.get('cpu_model', '')}, {m.get('cores', '?')} cores; median of {settings['repeats']} repeats; "
+                 f"`{result['command']}`", fontsize=10)
+    fig.tight_layout()
+    fig.savefig(path, dpi=110)
+    plt.close(fig)
