@@ -1,5 +1,6 @@
 """The training-curve experiments of `zoo reproduce` (tools/reproduce/curves.py and their modules in
-tools/reproduce/experiments/): figure3, figure5, figure6, ptb-sentence and table7. Their --quick runs train tiny models on the treebank's first
+tools/reproduce/experiments/): figure3, figure5, figure6, ptb-sentence, table7, ptb-recipe, figure3-deep
+and depth-sweep. Their --quick runs train tiny models on the treebank's first
 lines (the CI smoke test of each); the orderings, the sweep and the resume logic are checked on
 made-up curves, without training."""
 
@@ -16,7 +17,7 @@ from zoo.tools.reproduce import curves
 from zoo.tools.reproduce.experiments import figure6, ptb_sentence
 
 PNG_SIGNATURE = b"\x89PNG\r\n\x1a\n"
-CURVE_EXPERIMENTS = ("figure3", "figure5", "figure6", "ptb-sentence", "table7")
+CURVE_EXPERIMENTS = ("figure3", "figure5", "figure6", "ptb-sentence", "table7", "ptb-recipe", "figure3-deep", "depth-sweep")
 
 
 @pytest.fixture(scope="module")
@@ -46,6 +47,32 @@ def test_gating_variants_keep_the_glu_models_parameter_count_within_1_percent(na
     for key, variant in variants.items():
         n = zoo.count_params(variant["preset"], **variant["overrides"])
         assert abs(n / glu - 1) <= 0.01, (key, n, glu)  # as the experiments' descriptions say
+
+
+@pytest.mark.parametrize("name", ["figure3-deep", "depth-sweep"])
+def test_deep_gating_variants_match_parameters_at_each_depth_and_see_30_tokens(name):
+    variants = reproduce.experiment(name).settings()["variants"]
+    for key, variant in variants.items():
+        glu = zoo.count_params("gcnn-ptb", **dict(variant["overrides"], activation="glu", blocks=[[[5, 128]]] * variant["depth"]))
+        n = zoo.count_params(variant["preset"], **variant["overrides"])
+        assert abs(n / glu - 1) <= 0.005, (key, n, glu)
+        model = zoo.load(variant["preset"], weights="random", **variant["overrides"])
+        assert len(model.blocks) == variant["depth"] and model.receptive_field == 1 + 4 * variant["depth"]
+        assert variant["minutes"] <= (30 if name == "figure3-deep" else 10)
+    if name == "figure3-deep":
+        assert {v["depth"] for v in variants.values()} == {8} and sorted(variants) == ["glu", "gtu", "relu", "tanh"]
+    else:
+        assert sorted(variants) == sorted(f"{a}-{d}" for a in ("glu", "tanh", "relu") for d in (4, 8, 12))
+
+
+def test_depth_sweep_reports_each_gap_to_glu(monkeypatch, tmp_path):
+    finals = {"glu-4": 150.0, "tanh-4": 140.0, "relu-4": 145.0, "glu-8": 140.0, "tanh-8": 154.0, "relu-8": 147.0,
+              "glu-12": 150.0, "tanh-12": None, "relu-12": 165.0}
+    result = run_with_fake_training(monkeypatch, tmp_path, "depth-sweep", finals)
+    figs = {f["id"]: f["ours"] for f in result["figures"]}
+    assert figs["gap/tanh-4"] == pytest.approx(140 / 150 - 1) and figs["gap/tanh-8"] == pytest.approx(0.1)
+    assert figs["gap/relu-12"] == pytest.approx(0.1) and figs["gap/tanh-12"] is None
+    assert "Tanh's validation perplexity above GLU's (positive: GLU lower): 4 blocks -6.7%, 8 blocks +10.0%." in result["notes"]
 
 
 def test_figure6_trains_without_weight_norm_at_the_sweeps_best_rate():
