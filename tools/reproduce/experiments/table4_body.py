@@ -33,23 +33,63 @@ PAPER = "Dauphin et al. 2016, §5.1, Table 4 (responsiveness)"
 
 CALLS = ("scoring", "body", "body-xla", "prompt")
 CALL_LABELS = {"scoring": "with scoring (table4)", "body": "body", "body-xla": "body, XLA", "prompt": "prompt pass"}
+# Table 4's LSTM-2048 itself: table4's LSTM preset with its recurrence unprojected (2,048 units, the
+# hidden state 2,048 wide); its body alone is timed (scoring a 2,048-wide state would only add the
+# output layer's cost, the same for every model).
+UNPROJECTED = "lstm-2048"
+UNPROJECTED_SPEC = {"preset": "lstm-2048-512", "label": "LSTM-2048 (unprojected)", "short": "LSTM-2048",
+                    "overrides": {"layers": [{"type": "lstm", "units": 2048}]},
+                    "quick": {"layers": [{"type": "lstm", "units": 32}]},
+                    "paper": {"responsiveness_gpu": 2_282}}
 GOAL = 10.0  # GCNN-8B body over the LSTM's, the issue's goal on this CPU
 PAPER_RATIO = {"gcnn-9": 29_116 / 2_282, "gcnn-8b": 45_878 / 2_282}
 
 
 def settings(quick=False, repeats=None):
     base = table4.settings(quick=quick, repeats=repeats)
-    return {key: base[key] for key in ("quick", "models", "overrides", "responsiveness_tokens", "repeats", "inputs",
-                                       "seed")} | {"calls": list(CALLS)}
+    out = {key: base[key] for key in ("quick", "models", "overrides", "responsiveness_tokens", "repeats", "inputs",
+                                      "seed")} | {"calls": list(CALLS)}
+    out["models"] = out["models"] + [UNPROJECTED]
+    if quick:  # the quick LSTM, unprojected
+        unprojected = dict(base["overrides"]["lstm-2048-512"], **UNPROJECTED_SPEC["quick"])
+    else:
+        unprojected = UNPROJECTED_SPEC["overrides"]
+    out["overrides"] = dict(out["overrides"], **{UNPROJECTED: unprojected})
+    out["calls_of"] = {UNPROJECTED: ["body"]}
+    return out
+
+
+def calls_of(settings, model):
+    return settings.get("calls_of", {}).get(model, settings["calls"])
+
+
+def pairs_of(settings):
+    return [(p, c) for p in settings["models"] for c in calls_of(settings, p)]
 
 
 def units(settings):
-    keys = [f"{p}/{c}/first-call" for p in settings["models"] for c in settings["calls"]]
-    keys += [f"{p}/{c}/{r}" for r in range(settings["repeats"]) for p in settings["models"] for c in settings["calls"]]
+    keys = [f"{p}/{c}/first-call" for p, c in pairs_of(settings)]
+    keys += [f"{p}/{c}/{r}" for r in range(settings["repeats"]) for p, c in pairs_of(settings)]
     return keys
 
 
+def spec_of(model):
+    return UNPROJECTED_SPEC if model == UNPROJECTED else table4.BY_PRESET[model]
+
+
 class Calls(table4.Bench):
+    def model(self, preset):
+        if preset == UNPROJECTED and preset not in self.models:
+            import keras
+
+            import zoo
+
+            keras.utils.set_random_seed(table4.SEED)
+            self.models[preset] = zoo.load(UNPROJECTED_SPEC["preset"], weights="random",
+                                           **self.settings["overrides"][UNPROJECTED])
+            self.log(f"  loaded {preset} ({self.models[preset].count_params():,} parameters)")
+        return super().model(preset)
+
     def body_call(self, preset, call):
         key = ("body", preset, call)
         if key not in self.calls:
@@ -86,7 +126,7 @@ def run(settings, pending, save, log, done=None):
     pending = set(pending)
     try:
         bench = Calls(settings, log)
-        pairs = [(p, c) for p in settings["models"] for c in settings["calls"]]
+        pairs = pairs_of(settings)
         body = {}
         for preset, call in pairs:
             key = f"{preset}/{call}/first-call"
@@ -105,7 +145,7 @@ def run(settings, pending, save, log, done=None):
                 pending.discard(key)
         tokens = settings["responsiveness_tokens"]
         for r in range(settings["repeats"]):
-            shift = len(settings["calls"]) * r % len(pairs)
+            shift = len(settings["calls"]) * r % len(pairs)  # each round starts one model later
             for preset, call in pairs[shift:] + pairs[:shift]:
                 key = f"{preset}/{call}/{r}"
                 if key not in pending:
@@ -132,19 +172,22 @@ def measured(settings, units, preset, call):
 def figures(settings, units):
     out = []
     lstm = settings["models"][0]
-    m = {(p, c): measured(settings, units, p, c) for p in settings["models"] for c in settings["calls"]}
-    for spec in table4.MODELS:
-        p = spec["preset"]
-        if p not in settings["models"]:
-            continue
-        for call in settings["calls"]:
+    m = {(p, c): measured(settings, units, p, c) for p, c in pairs_of(settings)}
+    for p in settings["models"]:
+        spec = spec_of(p)
+        for call in calls_of(settings, p):
             f = m[(p, call)]
             out.append({"id": f"{call}/{p}", "label": f"{spec['label']} responsiveness, {CALL_LABELS[call]}",
                         "unit": "tokens/s", "ours": f["tokens_per_s"], "ours_hardware": units[f"{p}/{call}/0"]["device"],
                         "paper": spec["paper"]["responsiveness_gpu"] if call == "body" else None,
                         "paper_hardware": "GPU" if call == "body" else None, "measured": f})
-        if p == lstm:
+        if p in (lstm, UNPROJECTED):
             continue
+        if UNPROJECTED in settings["models"]:
+            ratio = m[(p, "body")]["tokens_per_s"] / m[(UNPROJECTED, "body")]["tokens_per_s"]
+            out.append({"id": f"ratio-body-unprojected/{p}", "label": f"{spec['short']} / LSTM-2048 (unprojected, "
+                        "Table 4's LSTM) responsiveness, body", "unit": "x", "ours": ratio, "paper": PAPER_RATIO[p],
+                        "paper_hardware": "GPU", "goal": GOAL if p == "gcnn-8b" else None})
         for call in settings["calls"]:
             ratio = m[(p, call)]["tokens_per_s"] / m[(lstm, call)]["tokens_per_s"]
             out.append({"id": f"ratio-{call}/{p}", "label": f"{spec['short']} / LSTM responsiveness, {CALL_LABELS[call]}",
@@ -156,13 +199,14 @@ def figures(settings, units):
 
 def extras(settings, units):
     lstm = settings["models"][0]
-    m = {(p, c): measured(settings, units, p, c) for p in settings["models"] for c in settings["calls"]}
+    m = {(p, c): measured(settings, units, p, c) for p, c in pairs_of(settings)}
     trunk = {p: units[f"{p}/body/first-call"]["trunk_params"] for p in settings["models"]}
     checks = {f"{p}/{c}": units[f"{p}/{c}/first-call"]["max_abs_diff_vs_body"]
-              for p in settings["models"] for c in ("body-xla", "prompt") if "max_abs_diff_vs_body" in units[f"{p}/{c}/first-call"]}
-    rates = "; ".join(f"{table4.BY_PRESET[p]['short']} {m[(p, 'body')]['gflops']:.0f} GFLOP/s "
+              for p, c in pairs_of(settings) if "max_abs_diff_vs_body" in units[f"{p}/{c}/first-call"]}
+    rates = "; ".join(f"{spec_of(p)['short']} {m[(p, 'body')]['gflops']:.0f} GFLOP/s "
                       f"({trunk[p] / 1e6:.1f}M multiply-adds per token)" for p in settings["models"])
-    best = max(settings["models"][1:], key=lambda p: m[(p, "body")]["tokens_per_s"])
+    gcnns = [p for p in settings["models"] if p.startswith("gcnn")]
+    best = max(gcnns, key=lambda p: m[(p, "body")]["tokens_per_s"])
     share = statistics.median(u["cpu_seconds"] / u["seconds"] for k, u in units.items() if k.split("/")[-1].isdigit())
     notes = [
         f"Body: embedding and trunk over the {settings['responsiveness_tokens']:,} tokens in one graph, no output layer; scoring: table4's call "
@@ -178,6 +222,10 @@ def extras(settings, units):
         f"GCNN-8B body over the LSTM's: {m[('gcnn-8b', 'body')]['tokens_per_s'] / m[(lstm, 'body')]['tokens_per_s']:.1f}× "
         f"(goal {GOAL:g}×, paper {PAPER_RATIO['gcnn-8b']:.1f}× on a GPU); fastest GCNN body: {table4.BY_PRESET[best]['short']}.",
     ]
+    if UNPROJECTED in settings["models"]:
+        notes.append(f"Against Table 4's own LSTM-2048 (unprojected, body only): GCNN-8B "
+                     f"{m[('gcnn-8b', 'body')]['tokens_per_s'] / m[(UNPROJECTED, 'body')]['tokens_per_s']:.1f}×, GCNN-9 "
+                     f"{m[('gcnn-9', 'body')]['tokens_per_s'] / m[(UNPROJECTED, 'body')]['tokens_per_s']:.1f}×.")
     return {"trunk_params": trunk, "checks": checks, "notes": notes}
 
 
@@ -189,7 +237,7 @@ def plot(result, path):
 
     settings = result["settings"]
     figs = {f["id"]: f for f in result["figures"]}
-    models = [s for s in table4.MODELS if s["preset"] in settings["models"]]
+    models = [s for s in table4.MODELS if s["preset"] in settings["models"]]  # the unprojected LSTM: in the box
     calls = settings["calls"]
     colours = {"scoring": "#9ecae1", "body": "#1f77b4", "body-xla": "#08519c", "prompt": "#2ca02c"}
     fig, ax = plt.subplots(figsize=(11, 6))
@@ -218,6 +266,10 @@ def plot(result, path):
         key = s["preset"]
         parts = [f"{CALL_LABELS[c]} {figs['ratio-' + c + '/' + key]['ours']:.1f}×" for c in calls]
         lines.append(f"{s['short']}: " + ", ".join(parts) + f"; paper {PAPER_RATIO[s['preset']]:.1f}×")
+        if f"ratio-body-unprojected/{s['preset']}" in figs:
+            lines.append(f"    body over the unprojected LSTM-2048 "
+                         f"({table4._fmt(figs[f'body/{UNPROJECTED}']['ours'])} tokens/s): "
+                         f"{figs[f'ratio-body-unprojected/{key}']['ours']:.1f}×")
     ax.text(0.99, 0.985, "\n".join(lines), transform=ax.transAxes, ha="right", va="top", fontsize=8.5,
             bbox={"boxstyle": "round", "facecolor": "white", "alpha": 0.9, "edgecolor": "0.7"})
     quick = " — QUICK SMOKE TEST (tiny models)" if result.get("quick") else ""
