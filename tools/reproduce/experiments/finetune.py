@@ -2,7 +2,7 @@
 with `model.fit` on a source it never saw, against the same preset trained from scratch for the
 same minutes, on the held-out sources of `python -m zoo.tools.corpora english`.
 
-For each held-out domain (default: Shakespeare and the Python documentation) three units:
+For each held-out domain (default: Shakespeare, the Python documentation and the fortunes) four units:
 
 - `zero-shot`: the trained gcnn-en, not trained further: its per-word validation perplexity.
 - `pretrained`: the trained gcnn-en (weights and tokenizer), `fit` on the domain's training split.
@@ -28,7 +28,7 @@ DESCRIPTION = ("gcnn-en fine-tuned with model.fit on held-out sources against th
                "scratch for the same minutes (per-word validation perplexity), zero-shot beside them")
 PAPER = "zoo: transfer of the shipped gcnn-en (not a paper figure)"
 TIMED_BY_MINUTES = True
-DOMAINS = ("shakespeare", "python-docs")
+DOMAINS = ("shakespeare", "python-docs", "fortunes")
 ARMS = ("zero-shot", "pretrained", "scratch", "scratch-shared")
 TARGET = 0.30  # the pretrained run's perplexity at least this much below the scratch run's
 QUICK_WORDS = ("the of and to a in that is was he for it with as his on be at by i this had not are but from or "
