@@ -66,6 +66,13 @@ def tiny_gcnn():
     return model
 
 
+def tiny_tied_gcnn():
+    """A GCNN whose full softmax is its embedding, transposed (tie_embeddings), with embedding dropout."""
+    keras.utils.set_random_seed(0)
+    return GCNNLanguageModel(vocabulary_size=50, embedding_dim=8, blocks=[[[3, 8]], [[2, 8]]], tie_embeddings=True,
+                             embedding_dropout=0.2, dropout=0.1)
+
+
 def tiny_lstm():
     keras.utils.set_random_seed(0)
     return StackLanguageModel(vocabulary_size=50, embedding_dim=8, layers=[{"type": "lstm", "units": 8}] * 2,
@@ -86,7 +93,7 @@ def tiny_moe():
     return model
 
 
-FAMILIES = {"gcnn": tiny_gcnn, "lstm": tiny_lstm, "moe": tiny_moe}
+FAMILIES = {"gcnn": tiny_gcnn, "gcnn-tied": tiny_tied_gcnn, "lstm": tiny_lstm, "moe": tiny_moe}
 
 
 @pytest.fixture(scope="module")
