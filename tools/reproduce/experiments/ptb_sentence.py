@@ -169,6 +169,10 @@ class PTBRecipe(CurvesExperiment):
                             "label gives over the treebank's training text with Adam from 2e-3 on a cosine to 2% over "
                             "them (ptb-sentence's schedule, shortened), so a change is what that choice buys at that "
                             "budget.")
+        paired = [units[k]["label"] for k in settings["variants"] if units[k].get("threads") == 1]
+        if paired:
+            out["notes"].append("Trained two at a time on the 2 cores, one thread each (so their minutes are not "
+                                "comparable with the others'; their perplexities, by steps, are): " + "; ".join(paired) + ".")
         return out
 
     def plot(self, result, path):
