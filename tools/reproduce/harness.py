@@ -68,7 +68,7 @@ def _settings(exp, name, quick, repeats, minutes):
         return exp.settings(quick=quick, repeats=repeats, minutes=minutes)
     timed = ", ".join(n for n, e in experiments().items() if getattr(e, "TIMED_BY_MINUTES", False))
     raise ValueError(f"--minutes sets the training budget of a curve experiment ({timed}), "
-                     f"not of {name} (its runs are a number of passes over the data).")
+                     f"not of {name}, whose budget is not set in minutes.")
 
 
 def _resumed(partial_path, settings, log):
