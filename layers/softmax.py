@@ -104,10 +104,6 @@ class TiedSoftmax(FullSoftmax):
     def build(self, input_shape):
         self.bias = self.add_weight(name="bias", shape=(self.vocabulary_size,), initializer="zeros")
 
-    @property
-    def kernel(self):
-        return ops.transpose(self._embeddings())
-
     def logits(self, hidden):
         build_on_first_use(self, hidden)
         embeddings = ops.cast(self._embeddings(), self.compute_dtype)
