@@ -200,7 +200,7 @@ def test_quick_runs_write_curves_figures_and_plots(quick_runs):
 @pytest.mark.ci  # reads the quick runs
 def test_quick_ptb_sentence_scores_float16_weights_like_float32(quick_runs):
     _, results = quick_runs
-    for key in ("gcnn", "lstm"):
+    for key in ("gcnn", "gcnn-deep", "lstm"):
         u = results["ptb-sentence"]["units"][key]
         assert u["test_lines"] == curves.QUICK_LINES["test"]
         assert u["float16_test_sentence"] == pytest.approx(u["test_sentence"], rel=1e-3)
@@ -210,11 +210,12 @@ def test_quick_ptb_sentence_scores_float16_weights_like_float32(quick_runs):
         assert abs(u["float32_bytes"] - u["float16_bytes"] - 2 * u["params"]) < 0.02 * 2 * u["params"]
     figure = {f["id"]: f for f in results["ptb-sentence"]["figures"]}
     assert figure["test-sentence/gcnn"]["paper"] == 108.7 and figure["test-sentence/lstm"]["paper"] == 109.3
+    assert figure["test-sentence/gcnn-deep"]["paper"] == 108.7
 
 
 @pytest.mark.ci  # reads the quick runs
-def test_ptb_sentence_anneals_both_models_over_their_planned_steps(quick_runs):
-    for key in ("gcnn", "lstm"):
+def test_ptb_sentence_anneals_every_model_over_its_planned_steps(quick_runs):
+    for key in ("gcnn", "gcnn-deep", "lstm"):
         # the quick run anneals over its 4 steps: the last step's rate is the final fraction of Adam's 2e-3
         anneal = quick_runs[1]["ptb-sentence"]["units"][key]["anneal"]
         assert anneal["initial_learning_rate"] == pytest.approx(2e-3) and anneal["over"] == "4 steps"

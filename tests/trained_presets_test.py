@@ -15,6 +15,7 @@ from zoo.tools.reproduce.results import number
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 RESULT = os.path.join(ROOT, "results", "ptb-sentence.json")
+TREEBANK = ("gcnn-ptb", "gcnn-ptb-deep", "lstmp-ptb")  # trained by `zoo reproduce ptb-sentence`
 
 
 def shipped_units():
@@ -25,16 +26,16 @@ def shipped_units():
 
 
 def test_the_treebank_presets_ship_trained_weights_of_a_few_megabytes():
-    assert set(sources.TRAINED) == {"gcnn-ptb", "lstmp-ptb", "gcnn-en"}
+    assert set(sources.TRAINED) == {"gcnn-ptb", "gcnn-ptb-deep", "lstmp-ptb", "gcnn-en"}
     units = shipped_units()
-    for preset in ("gcnn-ptb", "lstmp-ptb"):
+    for preset in TREEBANK:
         path = sources.TRAINED[preset].path
         size = os.path.getsize(os.path.join(sources.PACKAGE_DIR, path))
         assert size == units[preset]["float16_bytes"] and size < 8e6
 
 
 @pytest.mark.ci  # scores the whole treebank test set
-@pytest.mark.parametrize("preset", ["gcnn-ptb", "lstmp-ptb"])
+@pytest.mark.parametrize("preset", TREEBANK)
 def test_trained_weights_score_the_test_set_at_the_stated_figure(preset):
     model = zoo.load(preset, weights="trained")
     lines = read_lines("ptb", "test")
@@ -43,7 +44,7 @@ def test_trained_weights_score_the_test_set_at_the_stated_figure(preset):
     assert ppl == pytest.approx(stated, rel=1e-4)
 
 
-@pytest.mark.parametrize("preset", ["gcnn-ptb", "lstmp-ptb"])
+@pytest.mark.parametrize("preset", TREEBANK)
 def test_the_pages_state_the_measured_figure(preset):
     stated = number(shipped_units()[preset]["float16_test_sentence"], "ppl")
     pages = {page: open(os.path.join(ROOT, page), encoding="utf-8").read()
@@ -68,7 +69,7 @@ def test_trained_presets_score_generate_and_export_by_name_from_the_command_line
     assert cli.main(["export", "lstmp-ptb", "--base", str(tmp_path / "exports")]) == 0
     assert os.path.isfile(tmp_path / "exports" / "lstmp-ptb" / "1" / "saved_model.pb")
     assert cli.main(["score", "gcnn-9", "the cat"]) == 2
-    assert "a preset with trained weights (gcnn-en, gcnn-ptb, lstmp-ptb)" in capsys.readouterr().err
+    assert "a preset with trained weights (gcnn-en, gcnn-ptb, gcnn-ptb-deep, lstmp-ptb)" in capsys.readouterr().err
 
 
 # ---- gcnn-en: the open-vocabulary English preset, shipped as a preset directory ----------------

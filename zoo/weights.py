@@ -69,12 +69,14 @@ class Trained(typing.NamedTuple):
     sha256: str
 
 
-# preset name -> Trained(path relative to the zoo package directory, sha256): the best treebank
-# GCNN and LSTM of `zoo reproduce ptb-sentence` (results/ptb-sentence.json), and gcnn-en, a preset
+# preset name -> Trained(path relative to the zoo package directory, sha256): the treebank GCNNs
+# and LSTM of `zoo reproduce ptb-sentence` (results/ptb-sentence.json), and gcnn-en, a preset
 # directory (docs/models/gcnn-en.md), all stored in float16.
 TRAINED = {
     "gcnn-ptb": Trained("trained_weights/gcnn-ptb.weights.h5",
                         "dab8fc1a65f9b1249fee8fe7a1d627559a1e70dab526efa4c5c36d82d6f610b6"),
+    "gcnn-ptb-deep": Trained("trained_weights/gcnn-ptb-deep.weights.h5",
+                             "a489073f0b886ef73ec17aceee835c0ee94de8cf761b5c6ae9fa0205466d2a51"),
     "lstmp-ptb": Trained("trained_weights/lstmp-ptb.weights.h5",
                          "372597f1ce0e25dcc5007b52c02559b37f18526482570946a615faecb493c643"),
     "gcnn-en": Trained("trained_weights/gcnn-en/model.weights.h5",

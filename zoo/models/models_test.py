@@ -60,7 +60,7 @@ def assert_causal(model, length=30, seed=0):
 def test_every_preset_is_tested():
     from zoo.models.stack_test import MOE_PTB, TABLE_7
 
-    assert set(zoo.presets()) == (set(TABLE_1) | {"gcnn-14", "gcnn-ptb", "lstm-ptb", "rnn-char", "gcnn-en"}
+    assert set(zoo.presets()) == (set(TABLE_1) | {"gcnn-14", "gcnn-ptb", "gcnn-ptb-deep", "lstm-ptb", "rnn-char", "gcnn-en"}
                                   | set(TABLE_7) | set(MOE_PTB))
 
 
@@ -94,7 +94,7 @@ def test_gcnn_14_full_size_is_causal():
     gc.collect()
 
 
-@pytest.mark.parametrize("name", ["gcnn-ptb", "lstm-ptb", "rnn-char", "gcnn-en"])
+@pytest.mark.parametrize("name", ["gcnn-ptb", "gcnn-ptb-deep", "lstm-ptb", "rnn-char", "gcnn-en"])
 def test_cpu_presets_are_causal(name):
     model = zoo.load(name, weights="random")
     assert model.get_config()["vocabulary_size"] == PRESETS[name].config["vocabulary_size"]
