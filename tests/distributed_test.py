@@ -323,3 +323,43 @@ def test_multi_worker_job_killed_and_restarted_ends_with_the_same_weights(corpus
     expected, got = _final_weights(reference), _final_weights(out)
     for name in expected:
         np.testing.assert_allclose(got[name], expected[name], rtol=0, atol=1e-6, err_msg=name)
+
+
+AVERAGING_SCRIPT = textwrap.dedent(
+    """
+    import json, sys
+    import numpy as np
+    import tensorflow as tf
+    cpu = tf.config.list_physical_devices("CPU")[0]
+    tf.config.set_logical_device_configuration(cpu, [tf.config.LogicalDeviceConfiguration()] * 2)
+    import zoo
+    from zoo.training import TrainConfig, train
+    corpus, out = sys.argv[1], sys.argv[2]
+    result = {}
+    for strategy in ("default", "mirrored"):
+        model, history = train("gcnn-ptb", data=corpus, out_dir=f"{out}/{strategy}", strategy=strategy,
+                               config=TrainConfig(steps=7, global_batch_size=4, seq_len=8, steps_per_epoch=3),
+                               overrides={"embedding_dim": 8, "blocks": [[[3, 8]]], "dropout": 0.0,
+                                          "optimizer": {"name": "adam", "learning_rate": 0.05, "use_ema": True,
+                                                        "ema_momentum": 0.6}},
+                               log=lambda m: None)
+        result[strategy] = {"final": [w.tolist() for w in zoo.load(f"{out}/{strategy}/final").get_weights()],
+                            "weights": [w.tolist() for w in model.get_weights()],
+                            "val": [h["val_perplexity"] for h in history]}
+    print(json.dumps(result))
+    """)
+
+
+@pytest.mark.ci  # two training runs in a subprocess with two logical CPUs
+def test_weight_averaging_under_mirrored_strategy_matches_one_device(corpus, tmp_path):
+    proc = subprocess.run([sys.executable, "-c", AVERAGING_SCRIPT, corpus, str(tmp_path)], capture_output=True,
+                          text=True, env=_env(), timeout=600)
+    assert proc.returncode == 0, proc.stderr[-4000:]
+    result = json.loads(proc.stdout.strip().splitlines()[-1])
+    one, two = result["default"], result["mirrored"]
+    np.testing.assert_allclose(two["val"], one["val"], rtol=1e-5)
+    for key in ("final", "weights"):
+        for a, b in zip(one[key], two[key], strict=True):
+            np.testing.assert_allclose(np.array(b), np.array(a), rtol=1e-5, atol=1e-6)
+    # the saved averages are not the weights the model ended with
+    assert max(np.abs(np.array(a) - np.array(b)).max() for a, b in zip(one["final"], one["weights"])) > 1e-3

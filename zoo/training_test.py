@@ -144,3 +144,54 @@ def test_random_states_are_the_seed_generators_and_not_weights():
     weights = {id(w) for w in model.weights}
     assert states and all(id(v) not in weights for v in states)
     assert all(v.path.endswith("seed_generator_state") for v in states)
+
+
+# ---- weight averaging (an optimizer with use_ema=True) ---------------------------------------
+
+def _tiny_corpus(path):
+    path.mkdir()
+    rng = np.random.default_rng(1)
+    for split, n in (("train", 40), ("valid", 8)):
+        (path / f"{split}.txt").write_text(
+            "\n".join(" ".join(rng.choice(list("abcdefgh"), size=6)) for _ in range(n)) + "\n")
+    return str(path)
+
+
+def _ema_run(corpus, out, steps, ema=None, callbacks=()):
+    optimizer = {"name": "adam", "learning_rate": 0.05}
+    if ema is not None:
+        optimizer.update(use_ema=True, ema_momentum=ema)
+    return train("gcnn-ptb", data=corpus, out_dir=out,
+                 config=TrainConfig(steps=steps, global_batch_size=4, seq_len=8, steps_per_epoch=3, tokenizer="word"),
+                 overrides={"embedding_dim": 8, "blocks": [[[3, 8]]], "dropout": 0.0, "optimizer": optimizer},
+                 log=lambda m: None, callbacks=list(callbacks))
+
+
+def test_weight_averaging_validates_and_saves_the_moving_average_and_resumes_exactly(tmp_path):
+    import zoo
+
+    corpus = _tiny_corpus(tmp_path / "corpus")
+    trajectory, models = [], []
+    record = Callback(on_train_begin=lambda trainer: models.append(trainer.model),
+                      on_step_end=lambda s, l: trajectory.append([w.copy() for w in models[0].get_weights()]))
+    plain, plain_history = _ema_run(corpus, str(tmp_path / "plain"), 7, callbacks=[record])
+    assert len(trajectory) == 7
+    averaged, history = _ema_run(corpus, str(tmp_path / "ema"), 7, ema=0.6)
+    # averaging does not change training: the model ends where the plain run ends
+    for a, b in zip(averaged.get_weights(), plain.get_weights(), strict=True):
+        np.testing.assert_allclose(a, b, rtol=1e-6, atol=1e-7)
+    # final/ holds Keras's moving average: the first step's weights, then 0.6 · average + 0.4 · weights
+    expected = trajectory[0]
+    for weights in trajectory[1:]:
+        expected = [0.6 * e + 0.4 * w for e, w in zip(expected, weights)]
+    final = zoo.load(str(tmp_path / "ema" / "final"))
+    for a, b in zip(final.get_weights(), expected, strict=True):
+        np.testing.assert_allclose(a, b, rtol=1e-5, atol=1e-6)
+    # validation scored the averaged weights, not the plain ones
+    assert [h["step"] for h in history] == [3, 6, 7]
+    assert all(abs(h["val_perplexity"] / p["val_perplexity"] - 1) > 1e-4 for h, p in zip(history, plain_history))
+    # stopped after 4 steps and resumed: the average lives in the checkpoint, so the end is the same
+    _ema_run(corpus, str(tmp_path / "resumed"), 4, ema=0.6)
+    _ema_run(corpus, str(tmp_path / "resumed"), 7, ema=0.6)
+    for a, b in zip(zoo.load(str(tmp_path / "resumed" / "final")).get_weights(), final.get_weights(), strict=True):
+        np.testing.assert_allclose(a, b, rtol=1e-6, atol=1e-7)

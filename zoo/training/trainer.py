@@ -101,6 +101,12 @@ class Trainer:
         with strategy.scope():
             self.step_variable = tf.Variable(0, dtype=tf.int64, trainable=False, name="step")
         self.shards = ExpertShards(model, optimizer, strategy)
+        # An optimizer built with `use_ema=True` keeps a moving average of the weights (Keras's
+        # `ema_momentum`); validation, `best/` and `final/` then use the averaged weights.
+        self.averaged = bool(getattr(optimizer, "use_ema", False))
+        if self.averaged and self.shards:
+            raise ValueError("Weight averaging (use_ema) is not supported with expert parallelism; "
+                             "drop use_ema or expert_parallel.")
         self._unsharded = None  # the one-device twin an expert-parallel model's presets are saved from
         self.checkpoint = training_checkpoint(model, optimizer, self.step_variable, self.shards.wholes)
         self.steps = step_functions(model, optimizer, strategy)
@@ -176,6 +182,19 @@ class Trainer:
         self._unsharded.set_weights(weights)
         self._unsharded.save_to_preset(path)
 
+    def swap_averaged_weights(self):
+        """Exchanges the model's trainable weights with the optimizer's moving averages of them
+        (a second call swaps them back); nothing when the optimizer keeps no averages."""
+        averages = getattr(self.optimizer, "_model_variables_moving_average", None) if self.averaged else None
+        if not averages:
+            return
+        for variable, average in zip(self.optimizer._trainable_variables, averages, strict=True):
+            if average is None:
+                continue
+            current = tf.identity(variable.value)
+            variable.assign(average.value)
+            average.assign(current)
+
     def train_step(self, iterator, step):
         """One optimiser step on the next global batch of `iterator`; returns its loss."""
         loss = float(self.steps.train(iterator))
@@ -240,8 +259,10 @@ class Trainer:
             if step % schedule.log_every == 0 or epoch_end:
                 progress(step, loss)
             if epoch_end:
+                self.swap_averaged_weights()
                 entry = self.validate(step, loss, budget.elapsed())
                 self.record(entry, summaries)
+                self.swap_averaged_weights()
                 for callback in self.callbacks:
                     callback.on_validation_end(step, entry)
                 progress.restart()  # the next rate leaves validation out
@@ -251,7 +272,9 @@ class Trainer:
                 callback.on_step_end(step, loss)
         if stopped:
             self.log(f"Stopped after {budget.max_minutes:g} minutes at step {step}.")
+        self.swap_averaged_weights()
         self.save_preset("final")
+        self.swap_averaged_weights()
         summaries.flush()
         for callback in self.callbacks:
             callback.on_train_end(self)
