@@ -6,6 +6,7 @@ step (`zoo.training.steps`) and the checkpoints are separate pieces, as in Model
 `base_trainer` and Orbit; `Trainer` only composes them.
 """
 
+import contextlib
 import dataclasses
 import json
 import math
@@ -182,18 +183,25 @@ class Trainer:
         self._unsharded.set_weights(weights)
         self._unsharded.save_to_preset(path)
 
-    def swap_averaged_weights(self):
+    def _swap_averaged_weights(self):
         """Exchanges the model's trainable weights with the optimizer's moving averages of them
         (a second call swaps them back); nothing when the optimizer keeps no averages."""
         averages = getattr(self.optimizer, "_model_variables_moving_average", None) if self.averaged else None
-        if not averages:
-            return
-        for variable, average in zip(self.optimizer._trainable_variables, averages, strict=True):
-            if average is None:
-                continue
-            current = tf.identity(variable.value)
-            variable.assign(average.value)
-            average.assign(current)
+        for variable, average in zip(self.optimizer._trainable_variables, averages or (), strict=bool(averages)):
+            if average is not None:
+                current = tf.identity(variable.value)
+                variable.assign(average.value)
+                average.assign(current)
+
+    @contextlib.contextmanager
+    def averaged_weights(self):
+        """Inside, the model holds the averaged weights (when the optimizer keeps them); they are
+        swapped back on the way out, an error included."""
+        self._swap_averaged_weights()
+        try:
+            yield
+        finally:
+            self._swap_averaged_weights()
 
     def train_step(self, iterator, step):
         """One optimiser step on the next global batch of `iterator`; returns its loss."""
@@ -259,10 +267,9 @@ class Trainer:
             if step % schedule.log_every == 0 or epoch_end:
                 progress(step, loss)
             if epoch_end:
-                self.swap_averaged_weights()
-                entry = self.validate(step, loss, budget.elapsed())
-                self.record(entry, summaries)
-                self.swap_averaged_weights()
+                with self.averaged_weights():
+                    entry = self.validate(step, loss, budget.elapsed())
+                    self.record(entry, summaries)
                 for callback in self.callbacks:
                     callback.on_validation_end(step, entry)
                 progress.restart()  # the next rate leaves validation out
@@ -272,9 +279,8 @@ class Trainer:
                 callback.on_step_end(step, loss)
         if stopped:
             self.log(f"Stopped after {budget.max_minutes:g} minutes at step {step}.")
-        self.swap_averaged_weights()
-        self.save_preset("final")
-        self.swap_averaged_weights()
+        with self.averaged_weights():
+            self.save_preset("final")
         summaries.flush()
         for callback in self.callbacks:
             callback.on_train_end(self)
