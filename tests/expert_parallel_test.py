@@ -114,6 +114,7 @@ def test_bad_input_is_one_sentence_each(corpus, start, tmp_path):
         "one_replica_train": ["more than one replica", "got 1"],
         "no_moe": ["SparseMoE", "'gcnn-ptb'"],
         "mixed_precision": ["mixed precision"],
+        "averaged": ["Weight averaging (use_ema)", "expert parallelism"],
     }
     for case, words in expected.items():
         message = e[case]

@@ -138,6 +138,9 @@ def _errors(strategy, corpus, out):
                                                  strategy=strategy, log=quiet, overrides=small,
                                                  config=_config(steps=1, expert_parallel=True,
                                                                 mixed_precision=True))),
+        "averaged": message(lambda: train("gcnn-moe-ptb", data=corpus, out_dir=os.path.join(out, "e4"),
+                                          strategy=strategy, log=quiet, config=_config(steps=1, expert_parallel=True),
+                                          overrides=dict(small, optimizer={"name": "adam", "use_ema": True}))),
         "untouched": sorted(os.listdir(out)),
     }
 

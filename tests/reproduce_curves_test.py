@@ -65,6 +65,23 @@ def test_deep_gating_variants_match_parameters_at_each_depth_and_see_30_tokens(n
         assert sorted(variants) == sorted(f"{a}-{d}" for a in ("glu", "tanh", "relu") for d in (4, 8, 12))
 
 
+def test_each_ptb_recipe_variant_changes_one_thing_from_the_one_it_names():
+    variants = reproduce.experiment("ptb-recipe").settings()["variants"]
+    for key, variant in variants.items():
+        if variant["before"] is None:
+            continue
+        before = variants[variant["before"]]
+        a, b = before["overrides"], variant["overrides"]
+        changed = {k for k in set(a) | set(b) if a.get(k) != b.get(k)}
+        changed |= {"passes"} if before["epochs"] != variant["epochs"] else set()
+        assert len(changed) == 1, (key, changed)
+    # weight averaging is the preset's optimiser keeping a moving average, nothing else
+    averaged = variants["tied-deep8-ema-20"]["overrides"]["optimizer"]
+    from zoo.registry import get_preset
+
+    assert averaged == dict(get_preset("gcnn-ptb").config["optimizer"], use_ema=True, ema_momentum=0.999)
+
+
 def test_depth_sweep_reports_each_gap_to_glu(monkeypatch, tmp_path):
     finals = {"glu-4": 150.0, "tanh-4": 140.0, "relu-4": 145.0, "glu-8": 140.0, "tanh-8": 154.0, "relu-8": 147.0,
               "glu-12": 150.0, "tanh-12": None, "relu-12": 165.0}

@@ -43,6 +43,12 @@ def read_lines(source, split="train"):
             lines = [l for i, l in enumerate(every) if i % 20 not in held_out.values()]
         else:
             lines = [l for i, l in enumerate(every) if i % 20 == held_out[split]]
+            if every and not lines:
+                raise ValueError(
+                    f"{source} has {len(every)} usable lines, too few for a {split} part (its lines "
+                    f"{held_out[split] + 1}, {held_out[split] + 21}, {held_out[split] + 41}, ...); give a longer "
+                    "file or a directory with train/valid/test files, or score the whole file (`zoo evaluate` "
+                    "without --split).")
         name = f"{source} ({split} part)"
     else:
         raise ValueError(
@@ -51,6 +57,18 @@ def read_lines(source, split="train"):
         )
     if not lines:
         raise ValueError(f"The corpus {name} is empty: it has no usable line (every line is blank or only "
+                         "control characters).")
+    return lines
+
+
+def read_file_lines(path):
+    """The non-empty, whitespace-stripped lines of one whole text file (no split held out): what
+    `zoo evaluate --data FILE` scores when no split is asked for."""
+    if not os.path.isfile(path):
+        raise ValueError(f"{path!r} is not a text file.")
+    lines = _clean(_read(path))
+    if not lines:
+        raise ValueError(f"The file {path} is empty: it has no usable line (every line is blank or only "
                          "control characters).")
     return lines
 

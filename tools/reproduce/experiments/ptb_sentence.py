@@ -4,6 +4,7 @@ of passes with the learning rate annealed, whose weights ship as the trained pre
 
 import os
 
+from zoo.models.gcnn_presets import PTB_OPTIMIZER
 from zoo.tools.reproduce.curve_plot import COLOURS, plot_curves
 from zoo.tools.reproduce.curves import QUICK_MODEL, CurvesExperiment, figure
 
@@ -143,6 +144,8 @@ PTB_SENTENCE = PTBSentence(
 
 # ---- ptb-recipe: what each choice of the GCNN's treebank recipe buys ----------------------------
 DEEP8 = [[[4, 128]]] * 8  # 8 blocks of kernel 4: receptive field 25 tokens (gcnn-ptb: 4 blocks, 13)
+# gcnn-ptb's optimiser keeping a moving average of the weights, which validation and best/ use
+AVERAGED = {**PTB_OPTIMIZER, "use_ema": True, "ema_momentum": 0.999}
 # (key, label, overrides, passes, the variant it adds one choice to)
 RECIPE_STEPS = (
     ("base-4", "gcnn-ptb (dropout 0.3), 4 passes", {"dropout": 0.3}, 4, None),
@@ -155,6 +158,10 @@ RECIPE_STEPS = (
     ("deep8-20", "8 blocks (receptive field 25), 20 passes", {"dropout": 0.3, "blocks": DEEP8}, 20, "base-20"),
     ("tied-deep8-20", "+ tied input and output embeddings, 20 passes",
      {"dropout": 0.3, "blocks": DEEP8, "tie_embeddings": True}, 20, "deep8-20"),
+    ("tied-deep8-ema-20", "+ weight averaging (moving average, momentum 0.999), 20 passes",
+     {"dropout": 0.3, "blocks": DEEP8, "tie_embeddings": True, "optimizer": AVERAGED}, 20, "tied-deep8-20"),
+    ("tied-deep8-ema-drop4-20", "+ dropout 0.4 instead of 0.3, 20 passes",
+     {"dropout": 0.4, "blocks": DEEP8, "tie_embeddings": True, "optimizer": AVERAGED}, 20, "tied-deep8-ema-20"),
 )
 
 
