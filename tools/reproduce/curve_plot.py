@@ -4,9 +4,10 @@ updates, one line per variant."""
 COLOURS = ["#1f77b4", "#d62728", "#2ca02c", "#ff7f0e", "#9467bd", "#8c564b", "#e377c2", "#7f7f7f"]
 
 
-def plot_curves(result, path, title, keys=None, paper_lines=(), log_y=True, extra=None):
+def plot_curves(result, path, title, keys=None, paper_lines=(), log_y=True, extra=None, y_max=None):
     """Validation perplexity against minutes (left) and against updates (right), one line per
-    variant; a diverged variant ends in a cross; `paper_lines` are `(value, label)` drawn dashed."""
+    variant; a diverged variant ends in a cross; `paper_lines` are `(value, label)` drawn dashed;
+    `y_max` cuts the axis above (early points of slow starters then leave the top)."""
     import matplotlib
 
     matplotlib.use("Agg")
@@ -14,8 +15,11 @@ def plot_curves(result, path, title, keys=None, paper_lines=(), log_y=True, extr
 
     units = result["units"]
     keys = keys or list(result["settings"]["variants"])
-    fig, axes = plt.subplots(1, 2, figsize=(12, 4.8), sharey=True)
+    many = len(keys) > 6  # the legend goes under the plots, two columns
+    fig, axes = plt.subplots(1, 2, figsize=(12, 4.8 + (0.2 * ((len(keys) + 1) // 2) if many else 0)), sharey=True)
     for i, key in enumerate(keys):
+        colour = COLOURS[i % len(COLOURS)]
+        style = ("-", "--", ":")[i // len(COLOURS) % 3]  # past the palette: the same colours, dashed
         u = units[key]
         xs_t = [c["seconds"] / 60 for c in u["curve"]]
         xs_s = [c["step"] for c in u["curve"]]
@@ -24,14 +28,14 @@ def plot_curves(result, path, title, keys=None, paper_lines=(), log_y=True, extr
         if u.get("diverged"):
             label += f", diverged at step {u['diverged']['step']}"
         for ax, xs in ((axes[0], xs_t), (axes[1], xs_s)):
-            ax.plot(xs, ys, marker="o" if ys else "x", markersize=3 if ys else 8, color=COLOURS[i % len(COLOURS)],
+            ax.plot(xs, ys, marker="o" if ys else "x", markersize=3 if ys else 8, color=colour, linestyle=style,
                     label=label)
             if u.get("diverged"):
                 x = u["diverged"]["seconds"] / 60 if ax is axes[0] else u["diverged"]["step"]
                 if ys:
-                    ax.plot([x], [ys[-1]], marker="x", markersize=10, color=COLOURS[i % len(COLOURS)])
+                    ax.plot([x], [ys[-1]], marker="x", markersize=10, color=colour)
                 else:  # diverged before its first validation: a cross at the top of the axes
-                    ax.plot([x], [0.97], marker="x", markersize=10, color=COLOURS[i % len(COLOURS)],
+                    ax.plot([x], [0.97], marker="x", markersize=10, color=colour,
                             transform=ax.get_xaxis_transform(), clip_on=False)
     for j, (value, label) in enumerate(paper_lines):  # labels alternate right and left: close values stay legible
         for ax in axes:
@@ -54,10 +58,17 @@ def plot_curves(result, path, title, keys=None, paper_lines=(), log_y=True, extr
             ax.yaxis.set_major_formatter(FuncFormatter(lambda y, _: f"{y:,.0f}"))
             ax.yaxis.set_minor_formatter(FuncFormatter(lambda y, _: ""))
         ax.grid(True, which="both", alpha=0.3)
-    axes[1].legend(fontsize=8, loc="best")
+        if y_max and not result["quick"]:
+            ax.set_ylim(top=y_max)
     if extra:
         extra(fig, axes)
     fig.suptitle(title + (" (--quick smoke test: says nothing about the paper)" if result["quick"] else ""))
-    fig.tight_layout()
+    if many:
+        handles, labels = axes[1].get_legend_handles_labels()
+        fig.legend(handles, labels, fontsize=8, loc="lower center", ncol=2)
+        fig.tight_layout(rect=(0, 0.045 * ((len(keys) + 1) // 2), 1, 1))
+    else:
+        axes[1].legend(fontsize=8, loc="best")
+        fig.tight_layout()
     fig.savefig(path, dpi=110)
     plt.close(fig)

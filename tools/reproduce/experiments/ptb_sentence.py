@@ -202,8 +202,9 @@ class PTBRecipe(CurvesExperiment):
         return out
 
     def plot(self, result, path):
+        # y_max: the averaged runs validate near-initial weights for their first passes (thousands)
         plot_curves(result, path, "gcnn-ptb's recipe, one choice at a time: validation perplexity on the Penn Treebank",
-                    paper_lines=[(PTB_PAPER["gcnn"], f"paper GCNN test {PTB_PAPER['gcnn']}")])
+                    paper_lines=[(PTB_PAPER["gcnn"], f"paper GCNN test {PTB_PAPER['gcnn']}")], y_max=400)
 
 
 PTB_RECIPE = PTBRecipe(
