@@ -145,22 +145,33 @@ def test_presets_params_prints_every_preset_with_its_unchanged_count(capsys):
     assert counts["gcnn-ptb"] == zoo.load("gcnn-ptb").count_params()
 
 
-def test_evaluate_scores_a_whole_file_and_names_a_missing_part(trained, tmp_path, capsys):
+def test_evaluate_scores_a_whole_file_with_split_all_and_names_a_missing_part(trained, tmp_path, capsys):
     lines = ["the red cat sat on the mat", "the big dog sat on the mat", "  ", "the small cat sat on the mat"]
     path = tmp_path / "mine.txt"
     path.write_text("\n".join(lines) + "\n")
-    # no --split on one text file: every usable line of it, not its 20th held out as "test"
-    assert main(["evaluate", os.path.join(trained, "best"), "--data", str(path), "--mode", "sentence"]) == 0
+    # --split all: every usable line of one file, not its 20th held out as "test"
+    assert main(["evaluate", os.path.join(trained, "best"), "--data", str(path), "--split", "all",
+                 "--mode", "sentence"]) == 0
     printed = capsys.readouterr().out.strip().split("\n")
     model = zoo.load(os.path.join(trained, "best"))
     expected = model.perplexity([l for l in lines if l.strip()], mode="sentence")
-    assert printed[0].startswith("file perplexity (sentence): ")
+    assert printed[0].startswith("all perplexity (sentence): ")
     assert float(printed[0].split(":")[-1]) == pytest.approx(float(expected), abs=0.005)
-    # an explicit split the file is too short to hold: one sentence saying so and what to do
-    assert main(["evaluate", os.path.join(trained, "best"), "--data", str(path), "--split", "test"]) == 2
-    err = capsys.readouterr().err
-    assert "has 3 usable lines, too few for a test part" in err and "without --split" in err
-    assert len(err.strip().split("\n")) == 1
+    (tmp_path / "one.txt").write_text("the red cat\n")
+    (tmp_path / "blank.txt").write_text("\n \n")
+    for argv, words in [
+        # the default split, test, of a file too short to hold one: one sentence saying so and what to do
+        (["--data", str(path)], ["has 3 usable lines, too few for a test part", "11th, 31st, 51st", "--split all"]),
+        (["--data", str(tmp_path / "one.txt"), "--split", "train"], ["has 1 usable line, too few for a train part"]),
+        (["--data", str(tmp_path / "blank.txt"), "--split", "all"], ["blank.txt is empty"]),
+        (["--split", "all"], ["--split all scores one whole text file, and --data 'ptb' is not one"]),
+        (["--data", str(tmp_path), "--split", "all"], ["is not one; give a file, or a split"]),
+    ]:
+        assert main(["evaluate", os.path.join(trained, "best"), *argv]) == 2, argv
+        err = capsys.readouterr().err
+        assert err.startswith("zoo: error: ") and len(err.strip().split("\n")) == 1, err
+        for word in words:
+            assert word in err, (word, err)
 
 
 @pytest.mark.parametrize(

@@ -73,7 +73,7 @@ def test_each_ptb_recipe_variant_changes_one_thing_from_the_one_it_names():
         before = variants[variant["before"]]
         a, b = before["overrides"], variant["overrides"]
         changed = {k for k in set(a) | set(b) if a.get(k) != b.get(k)}
-        changed |= {"passes"} if before["epochs"] != variant["epochs"] else set()
+        changed |= {field for field in ("epochs", "preset", "anneal") if before[field] != variant[field]}
         assert len(changed) == 1, (key, changed)
     # weight averaging is the preset's optimiser keeping a moving average, nothing else
     averaged = variants["tied-deep8-ema-20"]["overrides"]["optimizer"]

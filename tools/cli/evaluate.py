@@ -1,14 +1,16 @@
-"""`zoo evaluate`: the perplexity of a preset directory on a split of a corpus."""
+"""`zoo evaluate`: the perplexity of a preset directory on a split of a corpus, or on the whole of
+one text file."""
 
 from zoo.tools.cli.loading import load_model
 
 
 def add_parser(subparsers):
-    s = subparsers.add_parser("evaluate", help="perplexity of a preset directory on a split")
+    s = subparsers.add_parser("evaluate", help="perplexity of a preset directory on a split, or on a whole text file")
     s.add_argument("directory")
     s.add_argument("--data", default="ptb")
-    s.add_argument("--split", help="train, valid or test (default: test; for --data FILE, one text file, "
-                   "the whole file)")
+    s.add_argument("--split", default="test",
+                   help="train, valid or test (default test); `all` scores every line of --data, one text file "
+                        "(its training lines included, if a model was trained on it)")
     s.add_argument("--mode", default="stream", choices=["stream", "sentence"])
     s.set_defaults(func=run)
 
@@ -18,18 +20,16 @@ def run(args):
 
     from zoo.data.corpus import read_file_lines, read_lines, unknown_note
 
+    if args.split == "all" and (args.data == "ptb" or not os.path.isfile(args.data)):
+        raise ValueError(f"--split all scores one whole text file, and --data {args.data!r} is not one; give a "
+                         "file, or a split: train, valid or test.")
     model = load_model(args.directory)
-    if args.split is None and os.path.isfile(args.data):
-        # one file of the user's own text: all of it (its held-out parts are a 20th each)
-        part, lines = "file", read_file_lines(args.data)
-    else:
-        part = args.split or "test"
-        lines = read_lines(args.data, part)
+    lines = read_file_lines(args.data) if args.split == "all" else read_lines(args.data, args.split)
     ppl = model.perplexity(lines, mode=args.mode)
-    print(f"{part} perplexity ({args.mode}): {ppl:.2f}")
+    print(f"{args.split} perplexity ({args.mode}): {ppl:.2f}")
     # words plus one </s> per line, whatever the tokenizer: comparable across tokenizers
     per_word = model.perplexity(lines, mode=args.mode, per="word")
-    print(f"{part} perplexity per word ({args.mode}): {per_word:.2f}")
+    print(f"{args.split} perplexity per word ({args.mode}): {per_word:.2f}")
     unknown = unknown_note(per_word.unknown_share)
     if unknown:  # a closed vocabulary: how much of the per-word figure is the easy <unk>
-        print(f"{part} words: {unknown}")
+        print(f"{args.split} words: {unknown}")

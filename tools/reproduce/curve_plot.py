@@ -64,9 +64,11 @@ def plot_curves(result, path, title, keys=None, paper_lines=(), log_y=True, extr
         extra(fig, axes)
     fig.suptitle(title + (" (--quick smoke test: says nothing about the paper)" if result["quick"] else ""))
     if many:
+        if axes[1].get_legend():  # one legend, under the plots
+            axes[1].get_legend().remove()
         handles, labels = axes[1].get_legend_handles_labels()
         fig.legend(handles, labels, fontsize=8, loc="lower center", ncol=2)
-        fig.tight_layout(rect=(0, 0.045 * ((len(keys) + 1) // 2), 1, 1))
+        fig.tight_layout(rect=(0, 0.035 * ((len(keys) + 1) // 2), 1, 1))
     else:
         axes[1].legend(fontsize=8, loc="best")
         fig.tight_layout()

@@ -109,5 +109,6 @@ def redraw(name, out=DEFAULT_OUT, log=print):
     with open(path) as f:
         result = json.load(f)
     result.setdefault("redrawn", []).append({"at": now(), "git": git_state()})
+    result["description"] = exp.DESCRIPTION  # what the experiment now says it measures (new variants named)
     _write(exp, result, out, log)
     return result

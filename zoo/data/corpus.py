@@ -43,12 +43,14 @@ def read_lines(source, split="train"):
             lines = [l for i, l in enumerate(every) if i % 20 not in held_out.values()]
         else:
             lines = [l for i, l in enumerate(every) if i % 20 == held_out[split]]
-            if every and not lines:
-                raise ValueError(
-                    f"{source} has {len(every)} usable lines, too few for a {split} part (its lines "
-                    f"{held_out[split] + 1}, {held_out[split] + 21}, {held_out[split] + 41}, ...); give a longer "
-                    "file or a directory with train/valid/test files, or score the whole file (`zoo evaluate` "
-                    "without --split).")
+        if every and not lines:
+            which = ("every usable line but the 1st, 11th, 21st, 31st, ..." if split == "train" else
+                     f"its {_ordinal(held_out[split] + 1)}, {_ordinal(held_out[split] + 21)}, "
+                     f"{_ordinal(held_out[split] + 41)}, ... usable lines")
+            raise ValueError(
+                f"{source!r} has {len(every)} usable line{'s' if len(every) != 1 else ''}, too few for a {split} part "
+                f"({which}); give a longer file or a directory with train/valid/test files (or, to score the whole "
+                "file, e.g. `zoo evaluate --split all`).")
         name = f"{source} ({split} part)"
     else:
         raise ValueError(
@@ -61,9 +63,13 @@ def read_lines(source, split="train"):
     return lines
 
 
+def _ordinal(n):
+    return f"{n}{'th' if 10 <= n % 100 <= 20 else {1: 'st', 2: 'nd', 3: 'rd'}.get(n % 10, 'th')}"
+
+
 def read_file_lines(path):
-    """The non-empty, whitespace-stripped lines of one whole text file (no split held out): what
-    `zoo evaluate --data FILE` scores when no split is asked for."""
+    """The non-empty, whitespace-stripped lines of one whole text file (no part held out): what
+    `zoo evaluate --data FILE --split all` scores."""
     if not os.path.isfile(path):
         raise ValueError(f"{path!r} is not a text file.")
     lines = _clean(_read(path))

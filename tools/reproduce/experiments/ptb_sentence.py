@@ -210,7 +210,7 @@ class PTBRecipe(CurvesExperiment):
 PTB_RECIPE = PTBRecipe(
     "ptb-recipe", "what each choice of the GCNN's treebank recipe buys: gcnn-ptb with tied embeddings and embedding "
     "dropout added one at a time (4 annealed passes), with 8 blocks instead of 4 (8 and 20 passes), and the 8-block "
-    "model with tied embeddings (20 passes); validation perplexity",
+    "model with tied embeddings, then weight averaging and dropout 0.4 on it (20 passes); validation perplexity",
     "Dauphin et al. 2016, §5 (the GCNN's treebank figure): ablations of our recipe", recipe_variants, None,
     validate_every=200)
 
