@@ -182,11 +182,16 @@ def test_redraw_derives_the_same_figures_from_the_stored_units(quick_run, tmp_pa
     copy = str(tmp_path / "results")
     shutil.copytree(out, copy)
     os.remove(os.path.join(copy, "table4.png"))
+    stale = json.load(open(os.path.join(copy, "table4.json")))
+    stale["description"] = "what the experiment said before a variant was added"
+    with open(os.path.join(copy, "table4.json"), "w") as f:
+        json.dump(stale, f)
     assert cli.main(["reproduce", "table4", "--redraw", "--out", copy]) == 0
     with open(os.path.join(copy, "table4.json")) as f:
         redrawn = json.load(f)
     assert redrawn["figures"] == result["figures"] and redrawn["units"] == result["units"]
     assert len(redrawn["redrawn"]) == 1 and redrawn["command"] == result["command"]
+    assert redrawn["description"] == result["description"]  # the experiment's own, refreshed
     with open(os.path.join(copy, "table4.png"), "rb") as f:
         assert f.read(8) == PNG_SIGNATURE
 
