@@ -165,6 +165,7 @@ def test_evaluate_scores_a_whole_file_with_split_all_and_names_a_missing_part(tr
         (["--data", str(tmp_path / "one.txt"), "--split", "train"], ["has 1 usable line, too few for a train part"]),
         (["--data", str(tmp_path / "blank.txt"), "--split", "all"], ["blank.txt is empty"]),
         (["--split", "all"], ["--split all scores one whole text file, and --data 'ptb' is not one"]),
+        (["--split", "bogus"], ["Unknown split 'bogus'", "or all (every line"]),
         (["--data", str(tmp_path), "--split", "all"], ["is not one; give a file, or a split"]),
     ]:
         assert main(["evaluate", os.path.join(trained, "best"), *argv]) == 2, argv

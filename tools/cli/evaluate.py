@@ -20,6 +20,9 @@ def run(args):
 
     from zoo.data.corpus import read_file_lines, read_lines, unknown_note
 
+    if args.split != "all" and args.split not in ("train", "valid", "test", "validation", "dev"):
+        raise ValueError(f"Unknown split {args.split!r}; expected train, valid or test, or all (every line of one "
+                         "text file).")
     if args.split == "all" and (args.data == "ptb" or not os.path.isfile(args.data)):
         raise ValueError(f"--split all scores one whole text file, and --data {args.data!r} is not one; give a "
                          "file, or a split: train, valid or test.")
