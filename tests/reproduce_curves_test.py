@@ -89,7 +89,27 @@ def test_depth_sweep_reports_each_gap_to_glu(monkeypatch, tmp_path):
     figs = {f["id"]: f["ours"] for f in result["figures"]}
     assert figs["gap/tanh-4"] == pytest.approx(140 / 150 - 1) and figs["gap/tanh-8"] == pytest.approx(0.1)
     assert figs["gap/relu-12"] == pytest.approx(0.1) and figs["gap/tanh-12"] is None
-    assert "Tanh's validation perplexity above GLU's (positive: GLU lower): 4 blocks -6.7%, 8 blocks +10.0%." in result["notes"]
+    assert ("Tanh's validation perplexity above GLU's after the time budget (positive: GLU lower): 4 blocks -6.7%, "
+            "8 blocks +10.0%.") in result["notes"]
+    # the fake runs all stop at step 100: per update, the gap is the same
+    assert figs["gap-per-update/tanh-8"] == pytest.approx(0.1) and figs["gap-per-update/tanh-12"] is None
+    assert "Tanh above GLU at the same update (the last validation both reached): 4 blocks -6.7% (step 100), " \
+        "8 blocks +10.0% (step 100)." in result["notes"]
+
+
+def test_the_gap_per_update_is_read_at_the_last_validation_both_runs_reached():
+    from zoo.tools.reproduce.experiments.gating import gap_per_update
+
+    glu = {"curve": [{"step": 100, "val_perplexity": 300.0}, {"step": 200, "val_perplexity": 200.0},
+                     {"step": 300, "val_perplexity": 150.0}]}
+    # a faster run: more steps in the same minutes, lower at its end, but higher than GLU at step 300
+    tanh = {"curve": [{"step": 100, "val_perplexity": 280.0}, {"step": 300, "val_perplexity": 165.0},
+                      {"step": 400, "val_perplexity": 140.0}, {"step": 500, "val_perplexity": 130.0}]}
+    assert gap_per_update(glu, tanh) == (pytest.approx(165 / 150 - 1), 300)
+    assert gap_per_update(tanh, glu) == (pytest.approx(150 / 165 - 1), 300)
+    assert gap_per_update(glu, {"curve": [{"step": 50, "val_perplexity": 400.0}]}) == (None, None)
+    assert gap_per_update({}, tanh) == (None, None)
+    assert gap_per_update(glu, dict(tanh, diverged="loss NaN at step 600")) == (None, None)
 
 
 def test_figure6_trains_without_weight_norm_at_the_sweeps_best_rate():

@@ -57,9 +57,14 @@ def read_lines(source, split="train"):
             f"Data source {source!r} does not exist; expected 'ptb', a directory with "
             f"train/valid/test text files, or a text file."
         )
+    return _nonempty(lines, f"The corpus {name}")
+
+
+def _nonempty(lines, what):
+    """`lines`, or one sentence saying that `what` has no usable line."""
     if not lines:
-        raise ValueError(f"The corpus {name} is empty: it has no usable line (every line is blank or only "
-                         "control characters).")
+        raise ValueError(f"{what} is empty: it has no usable line (every line is blank or only control "
+                         "characters).")
     return lines
 
 
@@ -72,11 +77,7 @@ def read_file_lines(path):
     `zoo evaluate --data FILE --split all` scores."""
     if not os.path.isfile(path):
         raise ValueError(f"{path!r} is not a text file.")
-    lines = _clean(_read(path))
-    if not lines:
-        raise ValueError(f"The file {path} is empty: it has no usable line (every line is blank or only "
-                         "control characters).")
-    return lines
+    return _nonempty(_clean(_read(path)), f"The file {path}")
 
 
 def _find_split_file(directory, split):

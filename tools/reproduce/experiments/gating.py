@@ -59,7 +59,7 @@ FIGURE5 = CurvesExperiment(
 DEEP_KERNEL = 5  # 8 blocks of kernel 5: receptive field 33 tokens
 # The ungated width keeping each depth's parameter count within 0.5% of the gated model's (width 128).
 UNGATED_WIDTHS = {4: 148, 8: 158, 12: 164}
-DEEP_MINUTES = 25.0  # figure3-deep, each run
+DEEP_MINUTES = 20.0  # figure3-deep, each run
 SWEEP_MINUTES = 10.0  # depth-sweep, each run
 SWEEP_DEPTHS = (4, 8, 12)
 
@@ -83,24 +83,77 @@ def sweep_variants(quick):
     return {f"{a}-{d}": deep_variant(a, d, SWEEP_MINUTES, quick) for d in SWEEP_DEPTHS for a in ("glu", "tanh", "relu")}
 
 
+def gap_per_update(glu, other):
+    """Per update rather than per minute: `other`'s validation perplexity over GLU's minus one at
+    the last validation step both runs reached, and that step (None, None if they share none).
+    Unlike the gap after a time budget it does not depend on how fast the machine ran each. A run
+    that diverged has no gap."""
+    if glu.get("diverged") or other.get("diverged"):
+        return None, None
+    at = {c["step"]: c["val_perplexity"] for c in glu.get("curve", []) if c.get("val_perplexity")}
+    shared = [c["step"] for c in other.get("curve", []) if c.get("val_perplexity") and c["step"] in at]
+    if not shared:
+        return None, None
+    step = max(shared)
+    value = next(c["val_perplexity"] for c in other["curve"] if c["step"] == step)
+    return value / at[step] - 1, step
+
+
 class DepthSweep(CurvesExperiment):
     def figures(self, settings, units):
         out = super().figures(settings, units)
         for d in SWEEP_DEPTHS:
-            glu = units.get(f"glu-{d}", {}).get("final_val_perplexity")
+            glu = units.get(f"glu-{d}", {})
             for a in ("tanh", "relu"):
-                other = units.get(f"{a}-{d}", {}).get("final_val_perplexity")
-                gap = other / glu - 1 if glu and other else None
+                other = units.get(f"{a}-{d}", {})
+                g, o = glu.get("final_val_perplexity"), other.get("final_val_perplexity")
+                gap = o / g - 1 if g and o else None
                 out.append(figure(f"gap/{a}-{d}", f"{GATING_LABELS[a]} above GLU at {d} blocks", gap, unit="fraction"))
+                per_update, step = gap_per_update(glu, other)
+                out.append(figure(f"gap-per-update/{a}-{d}", f"{GATING_LABELS[a]} above GLU at {d} blocks, at the "
+                                  "same update", per_update, unit="fraction", step=step))
         return out
 
     def extras(self, settings, units):
         out = super().extras(settings, units)
-        gaps = {f["id"]: f["ours"] for f in self.figures(settings, units) if f["id"].startswith("gap/")}
+        figs = {f["id"]: f for f in self.figures(settings, units)}
         for a in ("tanh", "relu"):
-            moves = ", ".join(f"{d} blocks {gaps[f'gap/{a}-{d}']:+.1%}" for d in SWEEP_DEPTHS
-                              if gaps.get(f"gap/{a}-{d}") is not None)
-            out["notes"].append(f"{GATING_LABELS[a]}'s validation perplexity above GLU's (positive: GLU lower): {moves}.")
+            moves = ", ".join(f"{d} blocks {figs[f'gap/{a}-{d}']['ours']:+.1%}" for d in SWEEP_DEPTHS
+                              if figs[f"gap/{a}-{d}"]["ours"] is not None)
+            out["notes"].append(f"{GATING_LABELS[a]}'s validation perplexity above GLU's after the time budget "
+                                f"(positive: GLU lower): {moves}.")
+            moves = ", ".join(f"{d} blocks {figs[f'gap-per-update/{a}-{d}']['ours']:+.1%} (step "
+                              f"{figs[f'gap-per-update/{a}-{d}']['step']:,})" for d in SWEEP_DEPTHS
+                              if figs[f"gap-per-update/{a}-{d}"]["ours"] is not None)
+            out["notes"].append(f"{GATING_LABELS[a]} above GLU at the same update (the last validation both "
+                                f"reached): {moves}.")
+        return out
+
+
+class DeepFigure3(CurvesExperiment):
+    """figure3-deep: each ungated or GTU run's gap to GLU after the budget and at the same update."""
+    def figures(self, settings, units):
+        out = super().figures(settings, units)
+        glu = units.get("glu", {})
+        for a in ("gtu", "relu", "tanh"):
+            other = units.get(a, {})
+            g, o = glu.get("final_val_perplexity"), other.get("final_val_perplexity")
+            out.append(figure(f"gap/{a}", f"{GATING_LABELS[a]} above GLU", o / g - 1 if g and o else None,
+                              unit="fraction"))
+            per_update, step = gap_per_update(glu, other)
+            out.append(figure(f"gap-per-update/{a}", f"{GATING_LABELS[a]} above GLU at the same update", per_update,
+                              unit="fraction", step=step))
+        return out
+
+    def extras(self, settings, units):
+        out = super().extras(settings, units)
+        figs = {f["id"]: f for f in self.figures(settings, units)}
+        parts = [f"{GATING_LABELS[a]} {figs[f'gap/{a}']['ours']:+.1%} after the budget, "
+                 f"{figs[f'gap-per-update/{a}']['ours']:+.1%} at step {figs[f'gap-per-update/{a}']['step']:,}"
+                 for a in ("gtu", "relu", "tanh") if figs[f"gap/{a}"]["ours"] is not None
+                 and figs[f"gap-per-update/{a}"]["ours"] is not None]
+        if parts:
+            out["notes"].append("Above GLU's validation perplexity (positive: GLU lower): " + "; ".join(parts) + ".")
         return out
 
 
@@ -113,7 +166,7 @@ DEEP_NOTES = [
     "faster and lower than Tanh and GTU, and ahead of ReLU.",
 ]
 
-FIGURE3_DEEP = CurvesExperiment(
+FIGURE3_DEEP = DeepFigure3(
     "figure3-deep", f"the gating ablation of Figure 3 on a deep GCNN (8 residual blocks of kernel {DEEP_KERNEL}, "
     f"receptive field 33): GLU, GTU, ReLU and Tanh at matched parameters, {DEEP_MINUTES:g} minutes each",
     "Dauphin et al. 2016, §5.2, Figure 3 (deep model)", deep_variants, DEEP_MINUTES, notes=DEEP_NOTES,
