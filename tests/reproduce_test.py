@@ -223,14 +223,22 @@ def test_table4_body_quick_times_the_body_beside_the_scoring_and_checks_the_prom
     with open(os.path.join(out, "table4-body.json")) as f:
         result = json.load(f)
     figs = {f["id"]: f for f in result["figures"]}
+    calls = ("scoring", "body", "body-xla", "body-bf16", "prompt")
     for preset in ("lstm-2048-512", "gcnn-9", "gcnn-8b"):
-        for call in ("scoring", "body", "body-xla", "prompt"):
+        for call in calls:
             assert math.isfinite(figs[f"{call}/{preset}"]["ours"]) and figs[f"{call}/{preset}"]["ours"] > 0
-    for call in ("scoring", "body", "body-xla", "prompt"):
+    for call in calls:
         assert figs[f"ratio-{call}/gcnn-8b"]["ours"] == pytest.approx(
             figs[f"{call}/gcnn-8b"]["ours"] / figs[f"{call}/lstm-2048-512"]["ours"])
     # Table 4's own LSTM-2048, unprojected: its body alone, the GCNNs' bodies over it
-    assert "scoring/lstm-2048" not in figs and figs["body/lstm-2048"]["ours"] > 0
+    assert "scoring/lstm-2048" not in figs and figs["body/lstm-2048"]["ours"] > 0 and figs["body-bf16/lstm-2048"]["ours"] > 0
+    # each body at its fastest of plain, XLA and bfloat16, over the LSTM's at its fastest
+    fastest = {p: max(figs[f"{c}/{p}"]["ours"] for c in ("body", "body-xla", "body-bf16")) for p in ("lstm-2048-512", "gcnn-8b")}
+    assert figs["ratio-body-fastest/gcnn-8b"]["ours"] == pytest.approx(fastest["gcnn-8b"] / fastest["lstm-2048-512"])
+    assert figs["ratio-body-fastest/gcnn-8b"]["goal"] == 10
+    # the bfloat16 body is the float32 one to bfloat16's precision, and not the float32 one itself
+    assert set(result["bf16_checks"]) == {"lstm-2048-512", "gcnn-9", "gcnn-8b", "lstm-2048"}
+    assert all(0 < v < 0.05 for v in result["bf16_checks"].values()), result["bf16_checks"]
     assert figs["ratio-body-unprojected/gcnn-8b"]["ours"] == pytest.approx(
         figs["body/gcnn-8b"]["ours"] / figs["body/lstm-2048"]["ours"])
     assert result["trunk_params"]["lstm-2048"] > result["trunk_params"]["lstm-2048-512"]

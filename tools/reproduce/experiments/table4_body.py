@@ -11,6 +11,9 @@ each are timed side by side, their repeats interleaved:
 - `body`: the model body alone, `model(ids)` in one graph: embedding and trunk over the whole
   sequence, the hidden states out, no output layer (what "processing the sequence" means in §5.1);
 - `body-xla`: the same body compiled by XLA;
+- `body-bf16`: the same body computing in bfloat16 (Keras' `mixed_bfloat16` policy: the same
+  float32 weights, each layer's arithmetic in bfloat16), which CPUs with bfloat16 matrix units
+  run faster in matrix products but not in matrix-vector ones;
 - `prompt`: the prompt pass of generation (`zoo.models.generation.prefill`, the call `generate`
   and the served `generate` signature make before the first new token): the GCNN's convolutions
   over every position at once, the LSTM's recurrence over the prompt; the user-facing figure.
@@ -31,8 +34,10 @@ DESCRIPTION = ("responsiveness (one sequence of 15,000 tokens) of LSTM-2048, GCN
                "model body alone, XLA-compiled, the generation prompt pass, and with adaptive-softmax scoring")
 PAPER = "Dauphin et al. 2016, §5.1, Table 4 (responsiveness)"
 
-CALLS = ("scoring", "body", "body-xla", "prompt")
-CALL_LABELS = {"scoring": "with scoring (table4)", "body": "body", "body-xla": "body, XLA", "prompt": "prompt pass"}
+CALLS = ("scoring", "body", "body-xla", "body-bf16", "prompt")
+CALL_LABELS = {"scoring": "with scoring (table4)", "body": "body", "body-xla": "body, XLA", "body-bf16": "body, bfloat16",
+               "prompt": "prompt pass"}
+BODY_CALLS = ("body", "body-xla", "body-bf16")  # the sequence processed, no output layer
 # Table 4's LSTM-2048 itself: table4's LSTM preset with its recurrence unprojected (2,048 units, the
 # hidden state 2,048 wide); its body alone is timed (scoring a 2,048-wide state would only add the
 # output layer's cost, the same for every model).
@@ -55,7 +60,7 @@ def settings(quick=False, repeats=None):
     else:
         unprojected = UNPROJECTED_SPEC["overrides"]
     out["overrides"] = dict(out["overrides"], **{UNPROJECTED: unprojected})
-    out["calls_of"] = {UNPROJECTED: ["body"]}
+    out["calls_of"] = {UNPROJECTED: ["body", "body-bf16"]}
     return out
 
 
@@ -97,6 +102,19 @@ class Calls(table4.Bench):
             self.log(f"  loaded {preset} ({self.models[preset].count_params():,} parameters)")
         return super().model(preset)
 
+    def bf16_model(self, preset):
+        """The model again, built under `mixed_bfloat16`, holding the float32 model's weights."""
+        if ("bf16", preset) not in self.models:
+            import zoo
+            from zoo.training.precision import dtype_policy
+
+            name = UNPROJECTED_SPEC["preset"] if preset == UNPROJECTED else preset
+            with dtype_policy("mixed_bfloat16"):
+                model = zoo.load(name, weights="random", **self.settings["overrides"].get(preset, {}))
+            model.set_weights(self.model(preset).get_weights())
+            self.models[("bf16", preset)] = model
+        return self.models[("bf16", preset)]
+
     def body_call(self, preset, call):
         key = ("body", preset, call)
         if key not in self.calls:
@@ -111,6 +129,10 @@ class Calls(table4.Bench):
                 self.calls[key] = self.call("responsiveness", preset, "plain")
             elif call in ("body", "body-xla"):
                 forward = self.parts(preset)[0 if call == "body" else 1]
+                self.calls[key] = lambda: forward(ids).numpy()
+            elif call == "body-bf16":
+                bf16 = self.bf16_model(preset)
+                forward = tf.function(lambda ids: tf.cast(bf16(ids, training=False), tf.float32))
                 self.calls[key] = lambda: forward(ids).numpy()
             else:
                 lengths = tf.constant([ids.shape[1]], tf.int32)
@@ -146,6 +168,9 @@ def run(settings, pending, save, log, done=None):
                 # the prompt pass's hidden state is the body's at the last position
                 reference = body[preset] if call == "body-xla" else body[preset][:, -1]
                 record["max_abs_diff_vs_body"] = float(np.max(np.abs(out - reference)))
+            elif call == "body-bf16" and preset in body:
+                # bfloat16 keeps 8 bits of mantissa: the difference relative to the body's largest value
+                record["max_rel_diff_vs_body"] = float(np.max(np.abs(out - body[preset])) / np.max(np.abs(body[preset])))
             log(f"  {preset:14s} {call:8s} first call {seconds:8.2f} s")
             if key in pending:
                 save(key, record)
@@ -202,7 +227,21 @@ def figures(settings, units):
             out.append({"id": f"ratio-{call}/{p}", "label": f"{spec['short']} / LSTM-2048-512 responsiveness, "
                         f"{CALL_LABELS[call]}", "unit": "x", "ours": ratio, "ours_hardware": hardware, "paper": None,
                         "paper_hardware": None, "goal": GOAL if (p == "gcnn-8b" and call == "body") else None})
+        # each model's body at its fastest (plain, XLA or bfloat16), the LSTM's too
+        mine, theirs = fastest_body(settings, m, p), fastest_body(settings, m, lstm)
+        if mine and theirs:
+            out.append({"id": f"ratio-body-fastest/{p}", "label": f"{spec['short']} / LSTM-2048-512 responsiveness, "
+                        f"each body at its fastest ({CALL_LABELS[mine]} / {CALL_LABELS[theirs]})", "unit": "x",
+                        "ours": m[(p, mine)]["tokens_per_s"] / m[(lstm, theirs)]["tokens_per_s"],
+                        "ours_hardware": hardware, "paper": None, "paper_hardware": None,
+                        "goal": GOAL if p == "gcnn-8b" else None, "calls": [mine, theirs]})
     return out
+
+
+def fastest_body(settings, m, preset):
+    """The body call (plain, XLA or bfloat16) at which `preset` processed the most tokens/s."""
+    calls = [c for c in BODY_CALLS if c in calls_of(settings, preset)]
+    return max(calls, key=lambda c: m[(preset, c)]["tokens_per_s"]) if calls else None
 
 
 def extras(settings, units):
@@ -211,8 +250,11 @@ def extras(settings, units):
     trunk = {p: units[f"{p}/body/first-call"]["trunk_params"] for p in settings["models"]}
     checks = {f"{p}/{c}": units[f"{p}/{c}/first-call"]["max_abs_diff_vs_body"]
               for p, c in pairs_of(settings) if "max_abs_diff_vs_body" in units[f"{p}/{c}/first-call"]}
-    rates = "; ".join(f"{spec_of(p)['short']} {m[(p, 'body')]['gflops']:.0f} GFLOP/s "
-                      f"({trunk[p] / 1e6:.1f}M multiply-adds per token)" for p in settings["models"])
+    bf16_checks = {p: units[f"{p}/body-bf16/first-call"]["max_rel_diff_vs_body"] for p in settings["models"]
+                   if "max_rel_diff_vs_body" in units.get(f"{p}/body-bf16/first-call", {})}
+    rates = "; ".join(f"{spec_of(p)['short']} {m[(p, 'body')]['gflops']:.0f} GFLOP/s"
+                      + (f" (bfloat16 {m[(p, 'body-bf16')]['gflops']:.0f})" if (p, "body-bf16") in m else "")
+                      + f" ({trunk[p] / 1e6:.1f}M multiply-adds per token)" for p in settings["models"])
     gcnns = [p for p in settings["models"] if p.startswith("gcnn")]
     best = max(gcnns, key=lambda p: m[(p, "body")]["tokens_per_s"])
     share = statistics.median(u["cpu_seconds"] / u["seconds"] for k, u in units.items() if k.split("/")[-1].isdigit())
@@ -231,11 +273,21 @@ def extras(settings, units):
         f"{m[('gcnn-8b', 'body')]['tokens_per_s'] / m[(lstm, 'body')]['tokens_per_s']:.1f}× (goal {GOAL:g}×); "
         f"fastest GCNN body: {table4.BY_PRESET[best]['short']}.",
     ]
+    if bf16_checks:
+        mine, theirs = fastest_body(settings, m, "gcnn-8b"), fastest_body(settings, m, lstm)
+        notes.append(
+            "bfloat16 body: the same float32 weights, each layer computing in bfloat16 (Keras' mixed_bfloat16); its "
+            "largest difference from the float32 body, relative to the body's largest value: "
+            + ", ".join(f"{spec_of(p)['short']} {v:.2g}" for p, v in bf16_checks.items())
+            + f". GCNN-8B over LSTM-2048-512 in bfloat16: "
+            f"{m[('gcnn-8b', 'body-bf16')]['tokens_per_s'] / m[(lstm, 'body-bf16')]['tokens_per_s']:.1f}×; each body "
+            f"at its fastest (GCNN-8B {CALL_LABELS[mine]}, LSTM {CALL_LABELS[theirs]}): "
+            f"{m[('gcnn-8b', mine)]['tokens_per_s'] / m[(lstm, theirs)]['tokens_per_s']:.1f}× (goal {GOAL:g}×).")
     if UNPROJECTED in settings["models"]:
         notes.append(f"Against Table 4's own LSTM-2048 (unprojected, body only; the paper's 20.1× is against it, on a GPU): GCNN-8B "
                      f"{m[('gcnn-8b', 'body')]['tokens_per_s'] / m[(UNPROJECTED, 'body')]['tokens_per_s']:.1f}×, GCNN-9 "
                      f"{m[('gcnn-9', 'body')]['tokens_per_s'] / m[(UNPROJECTED, 'body')]['tokens_per_s']:.1f}×.")
-    return {"trunk_params": trunk, "checks": checks, "notes": notes}
+    return {"trunk_params": trunk, "checks": checks, "bf16_checks": bf16_checks, "notes": notes}
 
 
 def plot(result, path):
@@ -248,7 +300,7 @@ def plot(result, path):
     figs = {f["id"]: f for f in result["figures"]}
     models = [s for s in table4.MODELS if s["preset"] in settings["models"]]  # the unprojected LSTM: in the box
     calls = settings["calls"]
-    colours = {"scoring": "#9ecae1", "body": "#1f77b4", "body-xla": "#08519c", "prompt": "#2ca02c"}
+    colours = {"scoring": "#9ecae1", "body": "#1f77b4", "body-xla": "#08519c", "body-bf16": "#6a51a3", "prompt": "#2ca02c"}
     fig, ax = plt.subplots(figsize=(11, 7.4))
     width = 0.8 / (len(calls) + 1)
     for j, call in enumerate(calls):
@@ -274,6 +326,8 @@ def plot(result, path):
     for s in models[1:]:
         key = s["preset"]
         parts = [f"{CALL_LABELS[c]} {figs['ratio-' + c + '/' + key]['ours']:.1f}×" for c in calls]
+        if f"ratio-body-fastest/{key}" in figs:
+            parts.append(f"each body at its fastest {figs[f'ratio-body-fastest/{key}']['ours']:.1f}×")
         lines.append(f"{s['short']} / LSTM-2048-512: " + ", ".join(parts))
         if f"ratio-body-unprojected/{s['preset']}" in figs:
             lines.append(f"    body over Table 4's unprojected LSTM-2048 "
