@@ -4,10 +4,11 @@ updates, one line per variant."""
 COLOURS = ["#1f77b4", "#d62728", "#2ca02c", "#ff7f0e", "#9467bd", "#8c564b", "#e377c2", "#7f7f7f"]
 
 
-def plot_curves(result, path, title, keys=None, paper_lines=(), log_y=True, extra=None, y_max=None):
+def plot_curves(result, path, title, keys=None, paper_lines=(), log_y=True, extra=None, y_max=None, styles=None):
     """Validation perplexity against minutes (left) and against updates (right), one line per
     variant; a diverged variant ends in a cross; `paper_lines` are `(value, label)` drawn dashed;
-    `y_max` cuts the axis above (early points of slow starters then leave the top)."""
+    `y_max` cuts the axis above (early points of slow starters then leave the top); `styles` maps
+    a variant to its `(colour, line style)` instead of the palette's next."""
     import matplotlib
 
     matplotlib.use("Agg")
@@ -20,6 +21,8 @@ def plot_curves(result, path, title, keys=None, paper_lines=(), log_y=True, extr
     for i, key in enumerate(keys):
         colour = COLOURS[i % len(COLOURS)]
         style = ("-", "--", ":")[i // len(COLOURS) % 3]  # past the palette: the same colours, dashed
+        if styles and key in styles:
+            colour, style = styles[key]
         u = units[key]
         xs_t = [c["seconds"] / 60 for c in u["curve"]]
         xs_s = [c["step"] for c in u["curve"]]

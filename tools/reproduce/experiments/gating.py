@@ -2,6 +2,7 @@
 against GTU, ReLU and Tanh (Figure 3), and against linear and bilinear layers (Figure 5), in
 gcnn-ptb on the Penn Treebank under the same budget per variant."""
 
+from zoo.tools.reproduce.curve_plot import plot_curves
 from zoo.tools.reproduce.curves import QUICK_MODEL, CurvesExperiment, figure
 
 GATED_WIDTH = 128  # gcnn-ptb's blocks: 3,096,850 parameters with a gated activation
@@ -100,6 +101,16 @@ def gap_per_update(glu, other):
 
 
 class DepthSweep(CurvesExperiment):
+    COLOURS = {"glu": "#1f77b4", "tanh": "#d62728", "relu": "#2ca02c"}
+    LINES = {4: ":", 8: "--", 12: "-"}
+
+    def plot(self, result, path):
+        """One colour per activation, one line style per depth, cut at perplexity 300."""
+        variants = result["settings"]["variants"]
+        styles = {k: (self.COLOURS[v["activation"]], self.LINES.get(v["depth"], "-")) for k, v in variants.items()}
+        plot_curves(result, path, f"{self.PAPER}: validation perplexity on the Penn Treebank", y_max=300,
+                    styles=styles)
+
     def figures(self, settings, units):
         out = super().figures(settings, units)
         for d in SWEEP_DEPTHS:
