@@ -1,6 +1,6 @@
 """The training-curve experiments of `zoo reproduce` (tools/reproduce/curves.py and their modules in
-tools/reproduce/experiments/): figure3, figure5, figure6, ptb-sentence, table7, ptb-recipe, figure3-deep
-and depth-sweep. Their --quick runs train tiny models on the treebank's first
+tools/reproduce/experiments/): figure3, figure5, figure6, ptb-sentence, table7, ptb-recipe, figure3-deep,
+depth-sweep and table7-en. Their --quick runs train tiny models on the treebank's first
 lines (the CI smoke test of each); the orderings, the sweep and the resume logic are checked on
 made-up curves, without training."""
 
@@ -17,7 +17,8 @@ from zoo.tools.reproduce import curves
 from zoo.tools.reproduce.experiments import figure6, ptb_sentence
 
 PNG_SIGNATURE = b"\x89PNG\r\n\x1a\n"
-CURVE_EXPERIMENTS = ("figure3", "figure5", "figure6", "ptb-sentence", "table7", "ptb-recipe", "figure3-deep", "depth-sweep")
+CURVE_EXPERIMENTS = ("figure3", "figure5", "figure6", "ptb-sentence", "table7", "ptb-recipe", "figure3-deep", "depth-sweep",
+                     "table7-en")
 
 
 @pytest.fixture(scope="module")
@@ -215,6 +216,70 @@ def test_table7_trend_and_balance_statistics(monkeypatch, tmp_path):
     variants = result["settings"]["variants"]
     params = [zoo.count_params(variants[k]["preset"], **variants[k]["overrides"]) for k in ("moe-4", "moe-32", "moe-256")]
     assert params == sorted(set(params))
+
+
+def test_table7_en_writes_its_corpus_once_and_trains_every_model_one_pass_on_its_word_vocabulary(monkeypatch, tmp_path):
+    from zoo.tools.corpora import english
+    from zoo.tools.reproduce.experiments import table7
+
+    built, trained = [], []
+
+    def fake_build(out, sources, hold_out, one_document_per_line=False):
+        built.append((out, tuple(sources), tuple(hold_out)))
+        os.makedirs(out, exist_ok=True)
+        for split in ("train", "valid", "test"):
+            with open(os.path.join(out, f"{split}.txt"), "w") as f:
+                f.write("the cat sat\n")
+        return 3, {"train": 3, "valid": 3, "test": 3}
+
+    def fake_train(exp_name, key, variant, settings, run_dir, log):
+        trained.append((key, settings["data"], settings["train"], variant["epochs"]))
+        return fake_record(variant["label"], {"dense": 130.0, "moe-4": 125.0, "moe-32": 118.0, "moe-256": 112.0}[key])
+
+    monkeypatch.setattr(english, "build", fake_build)
+    monkeypatch.setattr(curves, "train_curve", fake_train)
+    corpus = str(tmp_path / "en")
+    monkeypatch.setenv("ZOO_ENGLISH_CORPUS", corpus)
+    monkeypatch.setenv("ZOO_REPRODUCE_RUNS", str(tmp_path / "runs"))
+    result = reproduce.reproduce("table7-en", out=str(tmp_path / "results"), log=lambda *a: None)
+    # every source in training, none held out, written where $ZOO_ENGLISH_CORPUS says
+    assert built == [(corpus, table7.ENGLISH_SOURCES, ())] and len(table7.ENGLISH_SOURCES) == 6
+    assert [k for k, *_ in trained] == ["dense", "moe-4", "moe-32", "moe-256"]
+    for _, data, train, epochs in trained:
+        assert data == corpus and train["tokenizer"] == "word" and train["max_vocabulary"] == 32_000 and epochs == 1
+    # the same four models as table7's: only the corpus and the number of passes differ
+    ptb = reproduce.experiment("table7").settings()["variants"]
+    assert {k: (v["preset"], v["overrides"]) for k, v in result["settings"]["variants"].items()} == \
+        {k: (v["preset"], v["overrides"]) for k, v in ptb.items()}
+    figure = {f["id"]: f for f in result["figures"]}
+    assert figure["val/moe-256"]["label"].endswith("validation perplexity after 1 epoch")
+    assert figure["val/moe-256"]["ours_hardware"] == "English corpus valid"
+    assert result["trend"] == {"falls_with_experts": True, "every_moe_beats_dense": True}
+    # measured again with the corpus in place: it is read, not written again
+    os.remove(tmp_path / "results" / "table7-en.json")
+    reproduce.reproduce("table7-en", out=str(tmp_path / "results"), log=lambda *a: None)
+    assert len(built) == 1 and len(trained) == 8
+
+
+@pytest.mark.ci  # two short training runs
+def test_a_curve_run_trains_on_the_word_vocabulary_its_settings_ask_for(tmp_path):
+    corpus = tmp_path / "text"
+    corpus.mkdir()
+    rng = np.random.default_rng(0)
+    words = [f"w{i}" for i in range(60)]
+    for split, n in (("train", 400), ("valid", 40), ("test", 40)):
+        (corpus / f"{split}.txt").write_text("\n".join(" ".join(rng.choice(words, 8)) for _ in range(n)) + "\n")
+    settings = reproduce.experiment("table7-en").settings(quick=True)
+    settings = dict(settings, data=str(corpus))
+    variant = settings["variants"]["dense"]
+    shares = {}
+    for size in (None, 20):
+        settings["train"] = dict(settings["train"], max_vocabulary=size)
+        unit = curves.train_curve("t", "dense", variant, settings, str(tmp_path / f"run-{size}"), lambda *a: None)
+        shares[size] = unit["curve"][-1]["unknown_share"]
+    assert shares[None] == 0.0  # every word of valid is in the training text
+    # 20 ids with the specials: most of the 60 words are <unk>
+    assert 0.5 < shares[20] < 1.0
 
 
 @pytest.mark.ci  # four quick training runs of every curve experiment

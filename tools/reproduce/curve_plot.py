@@ -4,7 +4,8 @@ updates, one line per variant."""
 COLOURS = ["#1f77b4", "#d62728", "#2ca02c", "#ff7f0e", "#9467bd", "#8c564b", "#e377c2", "#7f7f7f"]
 
 
-def plot_curves(result, path, title, keys=None, paper_lines=(), log_y=True, extra=None, y_max=None, styles=None):
+def plot_curves(result, path, title, keys=None, paper_lines=(), log_y=True, extra=None, y_max=None, styles=None,
+                data_label="Penn Treebank"):
     """Validation perplexity against minutes (left) and against updates (right), one line per
     variant; a diverged variant ends in a cross; `paper_lines` are `(value, label)` drawn dashed;
     `y_max` cuts the axis above (early points of slow starters then leave the top); `styles` maps
@@ -50,7 +51,7 @@ def plot_curves(result, path, title, keys=None, paper_lines=(), log_y=True, extr
     devices = sorted({units[k].get("device") or f"CPU ({cores} cores)" for k in keys})
     axes[0].set_xlabel(f"training time [minutes on {', '.join(devices)}, validation included]")
     axes[1].set_xlabel("updates [steps of 32 × 64 tokens]" if not result["settings"]["quick"] else "updates [steps]")
-    axes[0].set_ylabel("validation perplexity (Penn Treebank, per word)")
+    axes[0].set_ylabel(f"validation perplexity ({data_label}, per word)")
     from matplotlib.ticker import FuncFormatter, LogLocator
 
     for ax in axes:

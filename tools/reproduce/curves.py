@@ -78,11 +78,12 @@ _PASSES = {}
 def batches_per_pass(settings):
     """Global batches in one pass over the training split (an epoch), as `zoo.training` cuts it."""
     t = settings["train"]
-    key = (settings["data"], t["global_batch_size"], t["seq_len"])
+    key = (settings["data"], t["global_batch_size"], t["seq_len"], t.get("tokenizer"), t.get("max_vocabulary"))
     if key not in _PASSES:
         from zoo.training.data import TrainingWindows, load_corpus
 
-        lines, _, vocabulary = load_corpus(settings["data"], log=lambda *a: None)
+        lines, _, vocabulary = load_corpus(settings["data"], max_vocabulary=t.get("max_vocabulary"),
+                                           tokenizer=t.get("tokenizer"), log=lambda *a: None)
         _PASSES[key] = TrainingWindows.from_lines(lines, vocabulary, t["seq_len"], t["global_batch_size"],
                                                   t["seed"]).batches_per_pass
     return _PASSES[key]
@@ -106,7 +107,8 @@ def train_curve(name, key, variant, settings, run_dir, log):
     config = TrainConfig(global_batch_size=t["global_batch_size"], seq_len=t["seq_len"],
                          steps_per_epoch=t["validate_every"], seed=t["seed"],
                          max_minutes=None if settings["quick"] or steps else variant["minutes"],
-                         steps=steps, keep_checkpoints=1)
+                         steps=steps, keep_checkpoints=1, tokenizer=t.get("tokenizer"),
+                         max_vocabulary=t.get("max_vocabulary"))
     overrides, anneal = _annealed(name, key, variant, steps)
     progress = _Progress()
     lines = []
@@ -167,6 +169,7 @@ def _record(variant, settings, run_dir, progress, steps, diverged):
             history = json.load(f)
     curve = [{"step": h["step"], "seconds": h["seconds"], "val_perplexity": h["val_perplexity"],
               "train_perplexity": h.get("perplexity"),
+              **({"unknown_share": h["val_unknown_share"]} if h.get("val_unknown_share") is not None else {}),
               **{k: v for k, v in h.items() if k.endswith(BALANCE_METRICS)}} for h in history]
     finite = [c["val_perplexity"] for c in curve if math.isfinite(c["val_perplexity"])]
     return {

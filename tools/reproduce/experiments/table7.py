@@ -1,6 +1,9 @@
-"""table7 of `zoo reproduce`: Shazeer et al. (2017), Appendix C, Table 7's trend at treebank scale
+"""table7 and table7-en of `zoo reproduce`: Shazeer et al. (2017), Appendix C, Table 7's trend
 (validation perplexity falling as experts are added at the same computation per token) and Table
-6's balance statistics."""
+6's balance statistics, at treebank scale (table7) and on the 5M-word English corpus of
+`python -m zoo.tools.corpora english` with all six sources in training (table7-en)."""
+
+import os
 
 from zoo.tools.reproduce.curve_plot import plot_curves
 from zoo.tools.reproduce.curves import CurvesExperiment, figure
@@ -8,9 +11,21 @@ from zoo.tools.reproduce.curves import CurvesExperiment, figure
 TABLE7_PAPER = {"dense": 46.1, "moe-4": 45.0, "moe-32": 39.7, "moe-256": 35.7}  # 1B Word, test, 10 epochs
 TABLE6_PAPER = {"cv_importance": 0.06, "cv_load": 0.05, "max_load_ratio": 1.14}  # MoE-256, losses 0.1/0.1
 TABLE7_EPOCHS = 3
+# table7-en: every source of the English corpus in training (5.04M words), a word vocabulary as the
+# paper's (its most frequent words, the rest <unk>), one pass each
+ENGLISH_SOURCES = ("sotu", "wikipedia", "kjv", "shakespeare", "python-docs", "fortunes")
+ENGLISH_VOCABULARY = 32_000
+ENGLISH_EPOCHS = 1
+ENGLISH_VALIDATE_EVERY = 500
 
 
-def table7_variants(quick):
+def english_corpus():
+    """Where table7-en reads (and, when absent, writes) its corpus: $ZOO_ENGLISH_CORPUS, default
+    corpora/en-all."""
+    return os.environ.get("ZOO_ENGLISH_CORPUS", os.path.join("corpora", "en-all"))
+
+
+def table7_variants(quick, epochs=TABLE7_EPOCHS):
     from zoo.registry import get_preset
 
     def experts(n):
@@ -29,14 +44,18 @@ def table7_variants(quick):
         dense = {"embedding_dim": 16, "layers": [{"type": "lstm", "units": 16}, {"type": "ffn", "hidden_units": [32]},
                                                  {"type": "lstm", "units": 16}]}
     out = {"dense": {"label": "MoE-1-Wide (lstm-wide-ptb: dense, 1 × 1024)", "preset": "lstm-wide-ptb",
-                     "overrides": dense, "epochs": TABLE7_EPOCHS, "minutes": None}}
+                     "overrides": dense, "epochs": epochs, "minutes": None}}
     for n in (4, 32, 256):
         out[f"moe-{n}"] = {"label": f"MoE-{n} (lstm-moe-ptb, {n} experts of 256, k=4)", "preset": "lstm-moe-ptb",
-                           "overrides": experts(n), "epochs": TABLE7_EPOCHS, "minutes": None}
+                           "overrides": experts(n), "epochs": epochs, "minutes": None}
     return out
 
 
 class Table7(CurvesExperiment):
+    epochs = TABLE7_EPOCHS
+    data_name = "PTB valid"
+    scale = "treebank scale"
+    data_label = "Penn Treebank"
     def balance(self, unit):
         """Table 6's statistics averaged over the last validation interval's training batches."""
         last = unit["curve"][-1] if unit["curve"] else {}
@@ -50,9 +69,10 @@ class Table7(CurvesExperiment):
         out = []
         for key in settings["variants"]:
             u = units[key]
-            out.append(figure(f"val/{key}", f"{u['label']}: validation perplexity after {TABLE7_EPOCHS} epochs",
+            epochs = f"{self.epochs} epoch{'s' if self.epochs != 1 else ''}"
+            out.append(figure(f"val/{key}", f"{u['label']}: validation perplexity after {epochs}",
                               u.get("final_val_perplexity"), TABLE7_PAPER[key], comparable=False,
-                              paper_hardware="1B Word test, 10 epochs", ours_hardware="PTB valid",
+                              paper_hardware="1B Word test, 10 epochs", ours_hardware=self.data_name,
                               params=u["params"], steps=u["steps"]))
             if key != "dense":
                 b = self.balance(u)
@@ -71,9 +91,9 @@ class Table7(CurvesExperiment):
         result["trend"] = {"falls_with_experts": falls, "every_moe_beats_dense": beats}
         result["notes"] = [
             "The paper (Table 7, 1B Word, 10 epochs, test): MoE-1-Wide 46.1, MoE-4 45.0, MoE-32 39.7, MoE-256 35.7 "
-            "at 8.4M ops per timestep; here the treebank's validation set after "
-            f"{TABLE7_EPOCHS} epochs, the same computation per token in every model (k=4 experts of 256, or one "
-            "dense layer of 1024).",
+            f"at 8.4M ops per timestep; here {self.data_name} after {self.epochs} epoch"
+            f"{'s' if self.epochs != 1 else ''}, the same computation per token in every model (k=4 experts of 256, "
+            "or one dense layer of 1024).",
             "Trend: validation perplexity " + ("falls" if falls else "does not fall") + " from 4 to 32 to 256 experts; "
             + ("every MoE beats" if beats else "not every MoE beats") + " the dense baseline.",
             "Table 6's statistics are averaged over the training batches of the last validation interval "
@@ -82,7 +102,38 @@ class Table7(CurvesExperiment):
         return result
 
     def plot(self, result, path):
-        plot_curves(result, path, f"{self.PAPER}: the trend at treebank scale (validation, PTB)")
+        plot_curves(result, path, f"{self.PAPER}: the trend at {self.scale} (validation, {self.data_name})",
+                    data_label=self.data_label)
+
+
+class Table7English(Table7):
+    """table7-en: Table 7's four models on the English corpus, every source in training."""
+    epochs = ENGLISH_EPOCHS
+    data_name = "English corpus valid"
+    scale = "5M words"
+    data_label = "English corpus"
+
+    def settings(self, quick=False, repeats=None, minutes=None):
+        out = super().settings(quick=quick, repeats=repeats, minutes=minutes)
+        out["train"]["tokenizer"] = "word"
+        if not quick:
+            out["data"] = english_corpus()
+            out["train"]["max_vocabulary"] = ENGLISH_VOCABULARY
+            out["corpus"] = {"sources": list(ENGLISH_SOURCES), "hold_out": [],
+                             "built_by": "python -m zoo.tools.corpora english DIR --sources "
+                                         + ",".join(ENGLISH_SOURCES) + " --hold-out ''"}
+        return out
+
+    def run(self, settings, pending, save, log, done=None):
+        data = settings["data"]
+        if not settings["quick"] and not os.path.isfile(os.path.join(data, "train.txt")):
+            from zoo.tools.corpora import english
+
+            log(f"{self.NAME}: writing the English corpus into {data} (every source in training; "
+                "$ZOO_ENGLISH_CORPUS chooses another folder)")
+            documents, words = english.build(data, sources=ENGLISH_SOURCES, hold_out=())
+            log(f"{self.NAME}: {documents:,} documents; training words {words['train']:,}")
+        super().run(settings, pending, save, log, done)
 
 
 TABLE7 = Table7(
@@ -91,4 +142,11 @@ TABLE7 = Table7(
     "balance statistics", "Shazeer et al. 2017, Appendix C, Tables 6 and 7", table7_variants, None,
     validate_every=150)
 
-EXPERIMENTS = (TABLE7,)
+TABLE7_EN = Table7English(
+    "table7-en", f"Table 7's trend on the 5M-word English corpus (python -m zoo.tools.corpora english, all six "
+    f"sources in training, its {ENGLISH_VOCABULARY:,} most frequent words): lstm-moe-ptb with 4, 32 and 256 experts "
+    f"(k=4, the same computation per token) and the dense lstm-wide-ptb, {ENGLISH_EPOCHS} epoch each, with Table 6's "
+    "balance statistics", "Shazeer et al. 2017, Appendix C, Tables 6 and 7", lambda quick: table7_variants(
+        quick, ENGLISH_EPOCHS), None, validate_every=ENGLISH_VALIDATE_EVERY)
+
+EXPERIMENTS = (TABLE7, TABLE7_EN)
