@@ -111,6 +111,9 @@ def test_the_gap_per_update_is_read_at_the_last_validation_both_runs_reached():
     assert gap_per_update(glu, {"curve": [{"step": 50, "val_perplexity": 400.0}]}) == (None, None)
     assert gap_per_update({}, tanh) == (None, None)
     assert gap_per_update(glu, dict(tanh, diverged="loss NaN at step 600")) == (None, None)
+    # a validation that was not finite is skipped: the last finite one both reached counts
+    inf = {"curve": tanh["curve"][:1] + [{"step": 300, "val_perplexity": math.inf}]}
+    assert gap_per_update(glu, inf) == (pytest.approx(280 / 300 - 1), 100)
 
 
 def test_figure6_trains_without_weight_norm_at_the_sweeps_best_rate():
@@ -230,11 +233,15 @@ def test_table7_en_writes_its_corpus_once_and_trains_every_model_one_pass_on_its
         for split in ("train", "valid", "test"):
             with open(os.path.join(out, f"{split}.txt"), "w") as f:
                 f.write("the cat sat\n")
+        roles = {n: "training" for n in sources} | {n: "held out" for n in hold_out}
+        with open(os.path.join(out, "corpus.json"), "w") as f:
+            json.dump({"sources": {n: {"role": r} for n, r in roles.items()}, "one_document_per_line": False}, f)
         return 3, {"train": 3, "valid": 3, "test": 3}
 
     def fake_train(exp_name, key, variant, settings, run_dir, log):
         trained.append((key, settings["data"], settings["train"], variant["epochs"]))
-        return fake_record(variant["label"], {"dense": 130.0, "moe-4": 125.0, "moe-32": 118.0, "moe-256": 112.0}[key])
+        return fake_record(variant["label"], {"dense": 130.0, "moe-4": 125.0, "moe-32": 118.0, "moe-256": 112.0}[key],
+                           unknown_share=0.0312)
 
     monkeypatch.setattr(english, "build", fake_build)
     monkeypatch.setattr(curves, "train_curve", fake_train)
@@ -255,10 +262,27 @@ def test_table7_en_writes_its_corpus_once_and_trains_every_model_one_pass_on_its
     assert figure["val/moe-256"]["label"].endswith("validation perplexity after 1 epoch")
     assert figure["val/moe-256"]["ours_hardware"] == "English corpus valid"
     assert result["trend"] == {"falls_with_experts": True, "every_moe_beats_dense": True}
+    assert ("3.12% of the validation words are <unk> (outside the vocabulary of 32,000 ids), each scored as one "
+            "token, the same in every model.") in result["notes"]
     # measured again with the corpus in place: it is read, not written again
     os.remove(tmp_path / "results" / "table7-en.json")
     reproduce.reproduce("table7-en", out=str(tmp_path / "results"), log=lambda *a: None)
     assert len(built) == 1 and len(trained) == 8
+    # a folder holding another corpus (sources held out) or text of its own is refused, not trained on
+    other = str(tmp_path / "en-three")
+    fake_build(other, ["sotu", "wikipedia", "kjv"], ["shakespeare", "python-docs", "fortunes"])
+    os.remove(os.path.join(other, "train.txt"))  # ready or not, its manifest decides
+    monkeypatch.setenv("ZOO_ENGLISH_CORPUS", other)
+    with pytest.raises(ValueError, match=r"en-three' holds an English corpus of other sources \(training: kjv, sotu, "
+                                         r"wikipedia; held out: fortunes, python-docs, shakespeare\); table7-en needs"):
+        reproduce.reproduce("table7-en", out=str(tmp_path / "other"), log=lambda *a: None)
+    plain = tmp_path / "mine"
+    plain.mkdir()
+    (plain / "train.txt").write_text("my own text\n")
+    monkeypatch.setenv("ZOO_ENGLISH_CORPUS", str(plain))
+    with pytest.raises(ValueError, match="holds a train.txt but no corpus.json"):
+        reproduce.reproduce("table7-en", out=str(tmp_path / "mine-results"), log=lambda *a: None)
+    assert len(built) == 2 and len(trained) == 8 and not os.path.exists(tmp_path / "other" / "table7-en.json")
 
 
 @pytest.mark.ci  # two short training runs

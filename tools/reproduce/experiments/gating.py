@@ -1,6 +1,9 @@
-"""figure3 and figure5 of `zoo reproduce`: Dauphin et al. (2016) §5.2, the gating ablations: GLU
-against GTU, ReLU and Tanh (Figure 3), and against linear and bilinear layers (Figure 5), in
-gcnn-ptb on the Penn Treebank under the same budget per variant."""
+"""figure3, figure5, figure3-deep and depth-sweep of `zoo reproduce`: Dauphin et al. (2016) §5.2,
+the gating ablations: GLU against GTU, ReLU and Tanh (Figure 3), and against linear and bilinear
+layers (Figure 5), in gcnn-ptb on the Penn Treebank under the same budget per variant; Figure 3
+again on an 8-block GCNN, and GLU against Tanh and ReLU at 4, 8 and 12 blocks."""
+
+import math
 
 from zoo.tools.reproduce.curve_plot import plot_curves
 from zoo.tools.reproduce.curves import QUICK_MODEL, CurvesExperiment, figure
@@ -91,8 +94,11 @@ def gap_per_update(glu, other):
     that diverged has no gap."""
     if glu.get("diverged") or other.get("diverged"):
         return None, None
-    at = {c["step"]: c["val_perplexity"] for c in glu.get("curve", []) if c.get("val_perplexity")}
-    shared = [c["step"] for c in other.get("curve", []) if c.get("val_perplexity") and c["step"] in at]
+    def finite(c):
+        return c.get("val_perplexity") is not None and math.isfinite(c["val_perplexity"])
+
+    at = {c["step"]: c["val_perplexity"] for c in glu.get("curve", []) if finite(c)}
+    shared = [c["step"] for c in other.get("curve", []) if finite(c) and c["step"] in at]
     if not shared:
         return None, None
     step = max(shared)
@@ -131,13 +137,15 @@ class DepthSweep(CurvesExperiment):
         for a in ("tanh", "relu"):
             moves = ", ".join(f"{d} blocks {figs[f'gap/{a}-{d}']['ours']:+.1%}" for d in SWEEP_DEPTHS
                               if figs[f"gap/{a}-{d}"]["ours"] is not None)
-            out["notes"].append(f"{GATING_LABELS[a]}'s validation perplexity above GLU's after the time budget "
-                                f"(positive: GLU lower): {moves}.")
+            if moves:
+                out["notes"].append(f"{GATING_LABELS[a]}'s validation perplexity above GLU's after the time budget "
+                                    f"(positive: GLU lower): {moves}.")
             moves = ", ".join(f"{d} blocks {figs[f'gap-per-update/{a}-{d}']['ours']:+.1%} (step "
                               f"{figs[f'gap-per-update/{a}-{d}']['step']:,})" for d in SWEEP_DEPTHS
                               if figs[f"gap-per-update/{a}-{d}"]["ours"] is not None)
-            out["notes"].append(f"{GATING_LABELS[a]} above GLU at the same update (the last validation both "
-                                f"reached): {moves}.")
+            if moves:
+                out["notes"].append(f"{GATING_LABELS[a]} above GLU at the same update (the last validation both "
+                                    f"reached): {moves}.")
         return out
 
 

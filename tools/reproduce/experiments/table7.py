@@ -3,6 +3,7 @@
 6's balance statistics, at treebank scale (table7) and on the 5M-word English corpus of
 `python -m zoo.tools.corpora english` with all six sources in training (table7-en)."""
 
+import json
 import os
 
 from zoo.tools.reproduce.curve_plot import plot_curves
@@ -23,6 +24,30 @@ def english_corpus():
     """Where table7-en reads (and, when absent, writes) its corpus: $ZOO_ENGLISH_CORPUS, default
     corpora/en-all."""
     return os.environ.get("ZOO_ENGLISH_CORPUS", os.path.join("corpora", "en-all"))
+
+
+def english_corpus_ready(data):
+    """Whether `data` holds table7-en's corpus (False: nothing there yet, it is to be written);
+    a folder holding other text is refused in one sentence rather than trained on."""
+    manifest_path = os.path.join(data, "corpus.json")
+    build = ("python -m zoo.tools.corpora english DIR --sources " + ",".join(ENGLISH_SOURCES) + " --hold-out ''")
+    if not os.path.isfile(manifest_path):
+        if os.path.exists(os.path.join(data, "train.txt")):
+            raise ValueError(f"{data!r} holds a train.txt but no corpus.json, so it is not a corpus written by "
+                             "zoo.tools.corpora; table7-en needs the English corpus with every source in training: "
+                             f"point $ZOO_ENGLISH_CORPUS at an empty or new folder, or write one with `{build}`.")
+        return False
+    with open(manifest_path) as f:
+        manifest = json.load(f)
+    sources = manifest.get("sources", {})
+    training = sorted(n for n, s in sources.items() if s.get("role") == "training")
+    held_out = sorted(n for n, s in sources.items() if s.get("role") != "training")
+    if training != sorted(ENGLISH_SOURCES) or held_out or manifest.get("one_document_per_line"):
+        raise ValueError(f"{data!r} holds an English corpus of other sources (training: {', '.join(training) or 'none'}; "
+                         f"held out: {', '.join(held_out) or 'none'}{'; one document per line' if manifest.get('one_document_per_line') else ''}); "
+                         f"table7-en needs all six in training, one paragraph per line: point $ZOO_ENGLISH_CORPUS at "
+                         f"an empty or new folder, or write one with `{build}`.")
+    return True
 
 
 def table7_variants(quick, epochs=TABLE7_EPOCHS):
@@ -69,7 +94,8 @@ class Table7(CurvesExperiment):
         out = []
         for key in settings["variants"]:
             u = units[key]
-            epochs = f"{self.epochs} epoch{'s' if self.epochs != 1 else ''}"
+            n = settings["variants"][key].get("epochs", self.epochs)
+            epochs = f"{n:g} epoch{'s' if n != 1 else ''}"
             out.append(figure(f"val/{key}", f"{u['label']}: validation perplexity after {epochs}",
                               u.get("final_val_perplexity"), TABLE7_PAPER[key], comparable=False,
                               paper_hardware="1B Word test, 10 epochs", ours_hardware=self.data_name,
@@ -124,9 +150,19 @@ class Table7English(Table7):
                                          + ",".join(ENGLISH_SOURCES) + " --hold-out ''"}
         return out
 
+    def extras(self, settings, units):
+        result = super().extras(settings, units)
+        shares = [c["unknown_share"] for u in units.values() for c in u.get("curve", [])[-1:] if "unknown_share" in c]
+        if shares:
+            size = settings["train"].get("max_vocabulary")
+            result["notes"].append(f"{shares[0]:.2%} of the validation words are <unk> (outside the vocabulary"
+                                   + (f" of {size:,} ids" if size else "") + "), each scored as one token, the same "
+                                   "in every model.")
+        return result
+
     def run(self, settings, pending, save, log, done=None):
         data = settings["data"]
-        if not settings["quick"] and not os.path.isfile(os.path.join(data, "train.txt")):
+        if not settings["quick"] and not english_corpus_ready(data):
             from zoo.tools.corpora import english
 
             log(f"{self.NAME}: writing the English corpus into {data} (every source in training; "
@@ -144,7 +180,7 @@ TABLE7 = Table7(
 
 TABLE7_EN = Table7English(
     "table7-en", f"Table 7's trend on the 5M-word English corpus (python -m zoo.tools.corpora english, all six "
-    f"sources in training, its {ENGLISH_VOCABULARY:,} most frequent words): lstm-moe-ptb with 4, 32 and 256 experts "
+    f"sources in training, a word vocabulary of {ENGLISH_VOCABULARY:,} ids): lstm-moe-ptb with 4, 32 and 256 experts "
     f"(k=4, the same computation per token) and the dense lstm-wide-ptb, {ENGLISH_EPOCHS} epoch each, with Table 6's "
     "balance statistics", "Shazeer et al. 2017, Appendix C, Tables 6 and 7", lambda quick: table7_variants(
         quick, ENGLISH_EPOCHS), None, validate_every=ENGLISH_VALIDATE_EVERY)
