@@ -98,6 +98,19 @@ def test_depth_sweep_reports_each_gap_to_glu(monkeypatch, tmp_path):
         "8 blocks +10.0% (step 100)." in result["notes"]
 
 
+def test_figure3_deep_reports_each_gap_to_glu_and_the_best_along_each_run(monkeypatch, tmp_path):
+    result = run_with_fake_training(monkeypatch, tmp_path, "figure3-deep",
+                                    {"glu": 125.0, "gtu": 130.0, "relu": 137.5, "tanh": None})
+    figs = {f["id"]: f["ours"] for f in result["figures"]}
+    assert figs["gap/gtu"] == pytest.approx(0.04) and figs["gap-per-update/relu"] == pytest.approx(0.1)
+    assert figs["gap/tanh"] is None and figs["gap-per-update/tanh"] is None  # diverged
+    assert ("Above GLU's validation perplexity (positive: GLU lower): GTU +4.0% after the budget, +4.0% at step 100; "
+            "ReLU +10.0% after the budget, +10.0% at step 100.") in result["notes"]
+    # the made-up diverged run's best is its one validation, 1.5 × 500
+    assert result["notes"][-1].endswith("the best along each run: GLU, 8 blocks 125.0, GTU, 8 blocks 130.0, "
+                                        "ReLU, 8 blocks 137.5, Tanh, 8 blocks 750.0.")
+
+
 def test_the_gap_per_update_is_read_at_the_last_validation_both_runs_reached():
     from zoo.tools.reproduce.experiments.gating import gap_per_update
 

@@ -173,6 +173,11 @@ class DeepFigure3(CurvesExperiment):
                  and figs[f"gap-per-update/{a}"]["ours"] is not None]
         if parts:
             out["notes"].append("Above GLU's validation perplexity (positive: GLU lower): " + "; ".join(parts) + ".")
+        best = [f"{units[k]['label']} {units[k]['best_val_perplexity']:.1f}" for k in settings["variants"]
+                if units.get(k, {}).get("best_val_perplexity") is not None]
+        if best:
+            out["notes"].append("At a constant learning rate the validation perplexity moves by a few percent from one "
+                                "validation to the next; the best along each run: " + ", ".join(best) + ".")
         return out
 
 
