@@ -14,7 +14,7 @@ each are timed side by side, their repeats interleaved:
 - `body-bf16`: the same body computing in bfloat16 (Keras' `mixed_bfloat16` policy: the same
   float32 weights, each layer's arithmetic in bfloat16), which CPUs with bfloat16 matrix units
   run faster in matrix products but not in matrix-vector ones (each model's copy holds its own
-  float32 weights: about twice the models' memory; the whole experiment peaked at 18.5 GB);
+  float32 weights: the experiment needs about twice the models' memory);
 - `prompt`: the prompt pass of generation (`zoo.models.generation.prefill`, the call `generate`
   and the served `generate` signature make before the first new token): the GCNN's convolutions
   over every position at once, the LSTM's recurrence over the prompt; the user-facing figure.
