@@ -106,6 +106,15 @@ def gap_per_update(glu, other):
     return value / at[step] - 1, step
 
 
+def gap_figures(glu, other, suffix, label):
+    """`other`'s two gaps to GLU as figures: after the time budget (`gap/SUFFIX`) and at the same
+    update (`gap-per-update/SUFFIX`)."""
+    g, o = glu.get("final_val_perplexity"), other.get("final_val_perplexity")
+    per_update, step = gap_per_update(glu, other)
+    return [figure(f"gap/{suffix}", label, o / g - 1 if g and o else None, unit="fraction"),
+            figure(f"gap-per-update/{suffix}", f"{label}, at the same update", per_update, unit="fraction", step=step)]
+
+
 class DepthSweep(CurvesExperiment):
     COLOURS = {"glu": "#1f77b4", "tanh": "#d62728", "relu": "#2ca02c"}
     LINES = {4: ":", 8: "--", 12: "-"}
@@ -120,15 +129,9 @@ class DepthSweep(CurvesExperiment):
     def figures(self, settings, units):
         out = super().figures(settings, units)
         for d in SWEEP_DEPTHS:
-            glu = units.get(f"glu-{d}", {})
             for a in ("tanh", "relu"):
-                other = units.get(f"{a}-{d}", {})
-                g, o = glu.get("final_val_perplexity"), other.get("final_val_perplexity")
-                gap = o / g - 1 if g and o else None
-                out.append(figure(f"gap/{a}-{d}", f"{GATING_LABELS[a]} above GLU at {d} blocks", gap, unit="fraction"))
-                per_update, step = gap_per_update(glu, other)
-                out.append(figure(f"gap-per-update/{a}-{d}", f"{GATING_LABELS[a]} above GLU at {d} blocks, at the "
-                                  "same update", per_update, unit="fraction", step=step))
+                out += gap_figures(units.get(f"glu-{d}", {}), units.get(f"{a}-{d}", {}), f"{a}-{d}",
+                                   f"{GATING_LABELS[a]} above GLU at {d} blocks")
         return out
 
     def extras(self, settings, units):
@@ -153,15 +156,8 @@ class DeepFigure3(CurvesExperiment):
     """figure3-deep: each ungated or GTU run's gap to GLU after the budget and at the same update."""
     def figures(self, settings, units):
         out = super().figures(settings, units)
-        glu = units.get("glu", {})
         for a in ("gtu", "relu", "tanh"):
-            other = units.get(a, {})
-            g, o = glu.get("final_val_perplexity"), other.get("final_val_perplexity")
-            out.append(figure(f"gap/{a}", f"{GATING_LABELS[a]} above GLU", o / g - 1 if g and o else None,
-                              unit="fraction"))
-            per_update, step = gap_per_update(glu, other)
-            out.append(figure(f"gap-per-update/{a}", f"{GATING_LABELS[a]} above GLU at the same update", per_update,
-                              unit="fraction", step=step))
+            out += gap_figures(units.get("glu", {}), units.get(a, {}), a, f"{GATING_LABELS[a]} above GLU")
         return out
 
     def extras(self, settings, units):

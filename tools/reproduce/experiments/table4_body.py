@@ -110,9 +110,8 @@ class Calls(table4.Bench):
             import zoo
             from zoo.training.precision import dtype_policy
 
-            name = UNPROJECTED_SPEC["preset"] if preset == UNPROJECTED else preset
             with dtype_policy("mixed_bfloat16"):
-                model = zoo.load(name, weights="random", **self.settings["overrides"].get(preset, {}))
+                model = zoo.load(preset, weights="random", **self.settings["overrides"].get(preset, {}))
             model.set_weights(self.model(preset).get_weights())
             self.models[("bf16", preset)] = model
         return self.models[("bf16", preset)]
