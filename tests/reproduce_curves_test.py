@@ -74,13 +74,31 @@ def test_each_ptb_recipe_variant_changes_one_thing_from_the_one_it_names():
         before = variants[variant["before"]]
         a, b = before["overrides"], variant["overrides"]
         changed = {k for k in set(a) | set(b) if a.get(k) != b.get(k)}
-        changed |= {field for field in ("epochs", "preset", "anneal") if before[field] != variant[field]}
+        changed |= {field for field in ("epochs", "preset", "anneal", "train") if before.get(field) != variant.get(field)}
         assert len(changed) == 1, (key, changed)
     # weight averaging is the preset's optimiser keeping a moving average, nothing else
     averaged = variants["tied-deep8-ema-20"]["overrides"]["optimizer"]
     from zoo.registry import get_preset
 
     assert averaged == dict(get_preset("gcnn-ptb").config["optimizer"], use_ema=True, ema_momentum=0.999)
+
+
+def test_a_variant_with_its_own_batch_trains_and_plans_its_passes_with_it(monkeypatch, tmp_path):
+    corpus = tmp_path / "text"
+    corpus.mkdir()
+    rng = np.random.default_rng(0)
+    for split, n in (("train", 3000), ("valid", 20), ("test", 20)):
+        (corpus / f"{split}.txt").write_text("\n".join(" ".join(rng.choice(list("abcdefgh"), 9)) for _ in range(n)) + "\n")
+    settings = dict(reproduce.experiment("ptb-recipe").settings(), data=str(corpus))
+    own, base = settings["variants"]["tied-deep8-b16-20"], settings["variants"]["tied-deep8-20"]
+    assert own["train"] == {"global_batch_size": 16, "validate_every": 400}
+    # the stream of 3,000 lines cuts into 516 windows of 64 tokens: 16 batches of 32 a pass, 32 of 16
+    assert curves.planned_steps(settings, base) == 20 * 16 and curves.planned_steps(settings, own) == 20 * 32
+    seen = []
+    monkeypatch.setattr("zoo.training.train", lambda preset, config, **kw: seen.append(config))
+    unit = curves.train_curve("t", "b16", own, settings, str(tmp_path / "run"), lambda *a: None)
+    assert (seen[0].global_batch_size, seen[0].steps_per_epoch, seen[0].steps) == (16, 400, 20 * 32)
+    assert unit["planned_steps"] == 20 * 32
 
 
 def test_depth_sweep_reports_each_gap_to_glu(monkeypatch, tmp_path):

@@ -75,9 +75,15 @@ BALANCE_METRICS = ("_cv_importance", "_cv_load", "_max_load_ratio", "_dropped")
 _PASSES = {}
 
 
-def batches_per_pass(settings):
+def variant_train(settings, variant):
+    """The training settings of one variant: the experiment's, with the variant's own `train`
+    entries (a batch size, a validation interval) in their place."""
+    return dict(settings["train"], **(variant.get("train") or {}))
+
+
+def batches_per_pass(settings, variant=None):
     """Global batches in one pass over the training split (an epoch), as `zoo.training` cuts it."""
-    t = settings["train"]
+    t = variant_train(settings, variant or {})
     key = (settings["data"], t["global_batch_size"], t["seq_len"], t.get("tokenizer"), t.get("max_vocabulary"))
     if key not in _PASSES:
         from zoo.training.data import TrainingWindows, load_corpus
@@ -102,7 +108,7 @@ def train_curve(name, key, variant, settings, run_dir, log):
     from zoo.training import TrainConfig, train
 
     shutil.rmtree(run_dir, ignore_errors=True)
-    t = settings["train"]
+    t = variant_train(settings, variant)
     steps = planned_steps(settings, variant)
     config = TrainConfig(global_batch_size=t["global_batch_size"], seq_len=t["seq_len"],
                          steps_per_epoch=t["validate_every"], seed=t["seed"],
@@ -137,7 +143,7 @@ def planned_steps(settings, variant):
     if settings["quick"]:
         return settings["train"]["steps"]
     if variant.get("epochs"):
-        return round(variant["epochs"] * batches_per_pass(settings))
+        return round(variant["epochs"] * batches_per_pass(settings, variant))
     return None
 
 
@@ -161,7 +167,7 @@ def _annealed(name, key, variant, steps):
 
 def _record(variant, settings, run_dir, progress, steps, diverged):
     """A trained variant's unit: its curve read from the run's history.json, and how it went."""
-    t = settings["train"]
+    t = variant_train(settings, variant)
     history = []
     path = os.path.join(run_dir, "history.json")
     if os.path.exists(path):

@@ -6,7 +6,7 @@ import os
 
 from zoo.models.gcnn_presets import PTB_OPTIMIZER
 from zoo.tools.reproduce.curve_plot import COLOURS, plot_curves
-from zoo.tools.reproduce.curves import QUICK_MODEL, CurvesExperiment, figure
+from zoo.tools.reproduce.curves import QUICK_MODEL, CurvesExperiment, figure, variant_train
 
 PTB_PAPER = {"gcnn": 108.7, "lstm": 109.3}  # §5, Penn Treebank test perplexity, each sentence alone
 PTB_FINAL_FRACTION = 0.02  # Adam's 2e-3 falls along a cosine to 2% of it over the planned steps
@@ -162,7 +162,15 @@ RECIPE_STEPS = (
      {"dropout": 0.3, "blocks": DEEP8, "tie_embeddings": True, "optimizer": AVERAGED}, 20, "tied-deep8-20"),
     ("tied-deep8-ema-drop4-20", "+ dropout 0.4 instead of 0.3, 20 passes",
      {"dropout": 0.4, "blocks": DEEP8, "tie_embeddings": True, "optimizer": AVERAGED}, 20, "tied-deep8-ema-20"),
+    ("tied-deep8-drop2-20", "+ dropout 0.2 instead of 0.3, 20 passes",
+     {"dropout": 0.2, "blocks": DEEP8, "tie_embeddings": True}, 20, "tied-deep8-20"),
+    ("tied-deep8-b16-20", "+ batches of 16 × 64 tokens instead of 32 × 64 (twice the updates), 20 passes",
+     {"dropout": 0.3, "blocks": DEEP8, "tie_embeddings": True}, 20, "tied-deep8-20"),
 )
+# Variants trained with other settings than the experiment's batch of 32 × 64 tokens validated
+# every 200 steps: the same validations per token.
+RECIPE_TRAIN = {"tied-deep8-b16-20": {"global_batch_size": 16, "validate_every": 400}}
+QUICK_RECIPE_TRAIN = {"tied-deep8-b16-20": {"global_batch_size": 2}}
 
 
 def recipe_variants(quick):
@@ -172,6 +180,9 @@ def recipe_variants(quick):
             overrides = dict(overrides, embedding_dim=16, blocks=[[[4, 16]]] * (3 if "blocks" in overrides else 2))
         out[key] = {"label": label, "preset": "gcnn-ptb", "overrides": overrides, "epochs": passes,
                     "minutes": None, "anneal": PTB_FINAL_FRACTION, "before": before}
+        train = (QUICK_RECIPE_TRAIN if quick else RECIPE_TRAIN).get(key)
+        if train:
+            out[key]["train"] = train
     return out
 
 
@@ -195,6 +206,12 @@ class PTBRecipe(CurvesExperiment):
                             "label gives over the treebank's training text with Adam from 2e-3 on a cosine to 2% over "
                             "them (ptb-sentence's schedule, shortened), so a change is what that choice buys at that "
                             "budget.")
+        own = [f"{units[k]['label']} (batch {t['global_batch_size']} × {t['seq_len']}, validated every "
+               f"{t['validate_every']} steps)" for k, v in settings["variants"].items() if v.get("train")
+               for t in [variant_train(settings, v)]]
+        if own:
+            out["notes"].append("With their own batch and validation interval (the same validations per token; the "
+                                "updates panel counts their steps): " + "; ".join(own) + ".")
         paired = [units[k]["label"] for k in settings["variants"] if units[k].get("threads") == 1]
         if paired:
             out["notes"].append("Trained two at a time on the 2 cores, one thread each (so their minutes are not "
