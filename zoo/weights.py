@@ -76,7 +76,7 @@ TRAINED = {
     "gcnn-ptb": Trained("trained_weights/gcnn-ptb.weights.h5",
                         "dab8fc1a65f9b1249fee8fe7a1d627559a1e70dab526efa4c5c36d82d6f610b6"),
     "gcnn-ptb-deep": Trained("trained_weights/gcnn-ptb-deep.weights.h5",
-                             "2965718ee9823342b50c5cfe23aa1039a50155699577ed36f30b176cbe2bf61b"),
+                             "b183c35a13337f4dad9d189c1df755490a2743cfef183a4b228d33db3d5320f7"),
     "lstmp-ptb": Trained("trained_weights/lstmp-ptb.weights.h5",
                          "372597f1ce0e25dcc5007b52c02559b37f18526482570946a615faecb493c643"),
     "gcnn-en": Trained("trained_weights/gcnn-en/model.weights.h5",
