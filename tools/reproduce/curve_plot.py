@@ -50,8 +50,10 @@ def plot_curves(result, path, title, keys=None, paper_lines=(), log_y=True, extr
     cores = result.get("machine", {}).get("cores", "?")
     devices = sorted({units[k].get("device") or f"CPU ({cores} cores)" for k in keys})
     axes[0].set_xlabel(f"training time [minutes on {', '.join(devices)}, validation included]")
+    from zoo.tools.reproduce.curves import variant_train
+
     batches = {(t["global_batch_size"], t["seq_len"]) for v in result["settings"]["variants"].values()
-               for t in [dict(result["settings"]["train"], **(v.get("train") or {}))]}
+               for t in [variant_train(result["settings"], v)]}
     axes[1].set_xlabel(f"updates [steps of {'{} × {}'.format(*batches.pop())} tokens]"
                        if len(batches) == 1 and not result["settings"]["quick"] else "updates [steps]")
     axes[0].set_ylabel(f"validation perplexity ({data_label}, per word)")

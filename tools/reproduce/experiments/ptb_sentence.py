@@ -16,10 +16,11 @@ PTB_FINAL_FRACTION = 0.02  # Adam's 2e-3 falls along a cosine to 2% of it over t
 # the recipe ptb-recipe's ablations chose (8 blocks instead of 4, tied embeddings).
 PTB_EPOCHS = {"gcnn": 20, "gcnn-deep": 20, "lstm": 20}
 PTB_DROPOUT = {"gcnn": 0.3, "gcnn-deep": 0.3, "lstm": 0.25}
-# gcnn-deep trains in batches of 16 × 64 tokens (twice the updates of 32 × 64 in the same passes:
-# ptb-recipe's tied-deep8-b16-20), validated every 400 steps (as often per token as the others).
-PTB_TRAIN = {"gcnn-deep": {"global_batch_size": 16, "validate_every": 400}}
-QUICK_PTB_TRAIN = {"gcnn-deep": {"global_batch_size": 2}}
+# Half the experiments' batch of 32 × 64 tokens (twice the updates in the same passes), validated
+# every 400 steps (as often per token as every 200 at 32): ptb-recipe's tied-deep8-b16-20, and so
+# gcnn-deep's training. (train settings, its --quick version)
+HALF_BATCH = ({"global_batch_size": 16, "validate_every": 400}, {"global_batch_size": 2})
+PTB_TRAIN = {"gcnn-deep": HALF_BATCH}
 # (key, label, preset, the paper's model it is set against)
 PTB_MODELS = (("gcnn", "GCNN (gcnn-ptb)", "gcnn-ptb", "gcnn"),
               ("gcnn-deep", "GCNN, 8 blocks, tied embeddings (gcnn-ptb-deep)", "gcnn-ptb-deep", "gcnn"),
@@ -35,9 +36,8 @@ def ptb_variants(quick):
         overrides = quick_overrides[key] if quick else {}
         out[key] = {"label": label, "preset": preset, "overrides": dict(overrides, dropout=PTB_DROPOUT[key]),
                     "epochs": PTB_EPOCHS[key], "minutes": None, "anneal": PTB_FINAL_FRACTION, "paper": paper}
-        train = (QUICK_PTB_TRAIN if quick else PTB_TRAIN).get(key)
-        if train:
-            out[key]["train"] = train
+        if key in PTB_TRAIN:
+            out[key]["train"] = PTB_TRAIN[key][bool(quick)]
     return out
 
 
@@ -175,9 +175,8 @@ RECIPE_STEPS = (
      {"dropout": 0.3, "blocks": DEEP8, "tie_embeddings": True}, 20, "tied-deep8-20"),
 )
 # Variants trained with other settings than the experiment's batch of 32 × 64 tokens validated
-# every 200 steps: the same validations per token.
-RECIPE_TRAIN = {"tied-deep8-b16-20": {"global_batch_size": 16, "validate_every": 400}}
-QUICK_RECIPE_TRAIN = {"tied-deep8-b16-20": {"global_batch_size": 2}}
+# every 200 steps.
+RECIPE_TRAIN = {"tied-deep8-b16-20": HALF_BATCH}
 
 
 def recipe_variants(quick):
@@ -187,9 +186,8 @@ def recipe_variants(quick):
             overrides = dict(overrides, embedding_dim=16, blocks=[[[4, 16]]] * (3 if "blocks" in overrides else 2))
         out[key] = {"label": label, "preset": "gcnn-ptb", "overrides": overrides, "epochs": passes,
                     "minutes": None, "anneal": PTB_FINAL_FRACTION, "before": before}
-        train = (QUICK_RECIPE_TRAIN if quick else RECIPE_TRAIN).get(key)
-        if train:
-            out[key]["train"] = train
+        if key in RECIPE_TRAIN:
+            out[key]["train"] = RECIPE_TRAIN[key][bool(quick)]
     return out
 
 
