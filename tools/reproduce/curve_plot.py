@@ -4,6 +4,12 @@ updates, one line per variant."""
 COLOURS = ["#1f77b4", "#d62728", "#2ca02c", "#ff7f0e", "#9467bd", "#8c564b", "#e377c2", "#7f7f7f"]
 
 
+def variant_train(settings, variant):
+    """The training settings of one variant: the experiment's, with the variant's own `train`
+    entries (a batch size, a validation interval) in their place."""
+    return dict(settings["train"], **(variant.get("train") or {}))
+
+
 def plot_curves(result, path, title, keys=None, paper_lines=(), log_y=True, extra=None, y_max=None, styles=None,
                 data_label="Penn Treebank"):
     """Validation perplexity against minutes (left) and against updates (right), one line per
@@ -50,8 +56,6 @@ def plot_curves(result, path, title, keys=None, paper_lines=(), log_y=True, extr
     cores = result.get("machine", {}).get("cores", "?")
     devices = sorted({units[k].get("device") or f"CPU ({cores} cores)" for k in keys})
     axes[0].set_xlabel(f"training time [minutes on {', '.join(devices)}, validation included]")
-    from zoo.tools.reproduce.curves import variant_train
-
     batches = {(t["global_batch_size"], t["seq_len"]) for v in result["settings"]["variants"].values()
                for t in [variant_train(result["settings"], v)]}
     axes[1].set_xlabel(f"updates [steps of {'{} × {}'.format(*batches.pop())} tokens]"

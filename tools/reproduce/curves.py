@@ -21,7 +21,7 @@ import shutil
 import tempfile
 import time
 
-from zoo.tools.reproduce.curve_plot import plot_curves
+from zoo.tools.reproduce.curve_plot import plot_curves, variant_train
 
 QUICK_LINES = {"train": 300, "valid": 40, "test": 40}  # the treebank's first lines, for --quick runs
 QUICK_MODEL = {"embedding_dim": 16}  # the tiny model of a --quick run (with the experiment's own blocks)
@@ -73,12 +73,6 @@ class _Progress:
 
 BALANCE_METRICS = ("_cv_importance", "_cv_load", "_max_load_ratio", "_dropped")
 _PASSES = {}
-
-
-def variant_train(settings, variant):
-    """The training settings of one variant: the experiment's, with the variant's own `train`
-    entries (a batch size, a validation interval) in their place."""
-    return dict(settings["train"], **(variant.get("train") or {}))
 
 
 def batches_per_pass(settings, variant=None):
