@@ -273,7 +273,7 @@ class CurvesExperiment:
         for key in settings["variants"]:
             u = units[key]
             out.append(figure(f"val/{key}", f"{u['label']}: validation perplexity after "
-                              + (f"{settings['variants'][key]['minutes']:g} min" if not settings["quick"] else "the quick run")
+                              + (_budget(settings["variants"][key]) if not settings["quick"] else "the quick run")
                               + (f" (diverged at step {u['diverged']['step']})" if u.get("diverged") else ""),
                               u.get("final_val_perplexity"), steps=u["steps"], params=u["params"],
                               tokens_per_second=u["tokens_per_second"]))
@@ -295,6 +295,13 @@ class CurvesExperiment:
     def plot(self, result, path):
         plot_curves(result, path, f"{self.PAPER}: validation perplexity on the Penn Treebank",
                     paper_lines=self._paper_lines)
+
+
+def _budget(variant):
+    """A variant's training budget in words: its minutes, or its passes over the training text."""
+    if variant.get("minutes") is not None:
+        return f"{variant['minutes']:g} min"
+    return f"{variant['epochs']:g} passes"
 
 
 def _ppl(x):

@@ -1,7 +1,7 @@
-"""figure3, figure5, figure3-deep and depth-sweep of `zoo reproduce`: Dauphin et al. (2016) §5.2,
+"""figure3, figure5, figure3-deep, depth-sweep and figure5-deep of `zoo reproduce`: Dauphin et al. (2016) §5.2,
 the gating ablations: GLU against GTU, ReLU and Tanh (Figure 3), and against linear and bilinear
-layers (Figure 5), in gcnn-ptb on the Penn Treebank under the same budget per variant; Figure 3
-again on an 8-block GCNN, and GLU against Tanh and ReLU at 4, 8 and 12 blocks."""
+layers (Figure 5), in gcnn-ptb on the Penn Treebank under the same budget per variant; Figures 3
+and 5 again on an 8-block GCNN, and GLU against Tanh and ReLU at 4, 8 and 12 blocks."""
 
 import math
 
@@ -66,6 +66,7 @@ UNGATED_WIDTHS = {4: 148, 8: 158, 12: 164}
 DEEP_MINUTES = 20.0  # figure3-deep, each run
 SWEEP_MINUTES = 10.0  # depth-sweep, each run
 SWEEP_DEPTHS = (4, 8, 12)
+DEEP_FIGURE5_PASSES = 6  # figure5-deep, each run: 6 passes over the treebank at a constant learning rate
 
 
 def deep_variant(activation, depth, minutes, quick):
@@ -81,6 +82,12 @@ def deep_variant(activation, depth, minutes, quick):
 
 def deep_variants(quick):
     return {a: deep_variant(a, 8, DEEP_MINUTES, quick) for a in ("glu", "gtu", "relu", "tanh")}
+
+
+def deep_figure5_variants(quick):
+    """figure5-deep trains a number of passes, not minutes: the same updates for every variant
+    whatever the shared machine's speed, past step 2,000, where figure3-deep's GLU overtook ReLU."""
+    return {a: dict(deep_variant(a, 8, None, quick), epochs=DEEP_FIGURE5_PASSES) for a in ("linear", "bilinear", "glu")}
 
 
 def sweep_variants(quick):
@@ -152,11 +159,14 @@ class DepthSweep(CurvesExperiment):
         return out
 
 
-class DeepFigure3(CurvesExperiment):
-    """figure3-deep: each ungated or GTU run's gap to GLU after the budget and at the same update."""
+class DeepGating(CurvesExperiment):
+    """figure3-deep and figure5-deep: each other run's gap to GLU after the budget and at the same
+    update; `OTHERS` are the variants set against GLU."""
+    OTHERS = ("gtu", "relu", "tanh")
+
     def figures(self, settings, units):
         out = super().figures(settings, units)
-        for a in ("gtu", "relu", "tanh"):
+        for a in self.OTHERS:
             out += gap_figures(units.get("glu", {}), units.get(a, {}), a, f"{GATING_LABELS[a]} above GLU")
         return out
 
@@ -165,7 +175,7 @@ class DeepFigure3(CurvesExperiment):
         figs = {f["id"]: f for f in self.figures(settings, units)}
         parts = [f"{GATING_LABELS[a]} {figs[f'gap/{a}']['ours']:+.1%} after the budget, "
                  f"{figs[f'gap-per-update/{a}']['ours']:+.1%} at step {figs[f'gap-per-update/{a}']['step']:,}"
-                 for a in ("gtu", "relu", "tanh") if figs[f"gap/{a}"]["ours"] is not None
+                 for a in self.OTHERS if figs[f"gap/{a}"]["ours"] is not None
                  and figs[f"gap-per-update/{a}"]["ours"] is not None]
         if parts:
             out["notes"].append("Above GLU's validation perplexity (positive: GLU lower): " + "; ".join(parts) + ".")
@@ -186,16 +196,34 @@ DEEP_NOTES = [
     "faster and lower than Tanh and GTU, and ahead of ReLU.",
 ]
 
-FIGURE3_DEEP = DeepFigure3(
+FIGURE3_DEEP = DeepGating(
     "figure3-deep", f"the gating ablation of Figure 3 on a deep GCNN (8 residual blocks of kernel {DEEP_KERNEL}, "
     f"receptive field 33): GLU, GTU, ReLU and Tanh at matched parameters, {DEEP_MINUTES:g} minutes each",
     "Dauphin et al. 2016, §5.2, Figure 3 (deep model)", deep_variants, DEEP_MINUTES, notes=DEEP_NOTES,
     ordering=_order_check(("GLU, 8 blocks", "ReLU, 8 blocks", "GTU, 8 blocks", "Tanh, 8 blocks"),
                           "Figure 3, lowest perplexity first"))
 
+
+
+class DeepFigure5(DeepGating):
+    OTHERS = ("bilinear", "linear")
+
+
+FIGURE5_DEEP = DeepFigure5(
+    "figure5-deep", f"the linear-to-GLU ablation of Figure 5 on the deep GCNN of figure3-deep (8 residual blocks of "
+    f"kernel {DEEP_KERNEL}): linear, bilinear and GLU blocks at matched parameters, {DEEP_FIGURE5_PASSES} passes each",
+    "Dauphin et al. 2016, §5.2, Figure 5 (deep model)", deep_figure5_variants, None,
+    notes=DEEP_NOTES[:1] + ["The paper's Figure 5 (Google Billion Word): GLU lowest, then bilinear, then linear. "
+                            f"Each run here trains {DEEP_FIGURE5_PASSES} passes at a constant learning rate (the same "
+                            "updates for every variant), so the gap after the budget and the gap at the same update "
+                            "are one figure; figure3-deep's GLU ran with the same settings for 20 minutes, a measure "
+                            "of the run-to-run noise at the steps both reached."],
+    ordering=_order_check(("GLU, 8 blocks", "Bilinear, 8 blocks", "Linear, 8 blocks"),
+                          "Figure 5, lowest perplexity first"))
+
 DEPTH_SWEEP = DepthSweep(
     "depth-sweep", f"GLU against Tanh and ReLU at 4, 8 and 12 residual blocks (kernel {DEEP_KERNEL}, matched "
     f"parameters), {SWEEP_MINUTES:g} minutes each: how the gating gaps move with depth",
     "Dauphin et al. 2016, §5.2 (Figure 3's gaps against depth)", sweep_variants, SWEEP_MINUTES, notes=DEEP_NOTES)
 
-EXPERIMENTS = (FIGURE3, FIGURE5, FIGURE3_DEEP, DEPTH_SWEEP)
+EXPERIMENTS = (FIGURE3, FIGURE5, FIGURE3_DEEP, DEPTH_SWEEP, FIGURE5_DEEP)
