@@ -216,8 +216,8 @@ FIGURE5_DEEP = DeepFigure5(
     notes=DEEP_NOTES[:1] + ["The paper's Figure 5 (Google Billion Word): GLU lowest, then bilinear, then linear. "
                             f"Each run here trains {DEEP_FIGURE5_PASSES} passes at a constant learning rate (the same "
                             "updates for every variant), so the gap after the budget and the gap at the same update "
-                            "are one figure; figure3-deep's GLU ran with the same settings for 20 minutes, a measure "
-                            "of the run-to-run noise at the steps both reached."],
+                            "are one figure. figure3-deep's GLU ran with the same settings for 20 minutes: a check "
+                            "that the runs repeat, step for step, where both reached."],
     ordering=_order_check(("GLU, 8 blocks", "Bilinear, 8 blocks", "Linear, 8 blocks"),
                           "Figure 5, lowest perplexity first"))
 
