@@ -86,7 +86,7 @@ def deep_variants(quick):
 
 def deep_figure5_variants(quick):
     """figure5-deep trains a number of passes, not minutes: the same updates for every variant
-    whatever the shared machine's speed, past step 2,000, where figure3-deep's GLU overtook ReLU."""
+    whatever the shared machine's speed."""
     return {a: dict(deep_variant(a, 8, None, quick), epochs=DEEP_FIGURE5_PASSES) for a in ("linear", "bilinear", "glu")}
 
 
@@ -202,7 +202,6 @@ FIGURE3_DEEP = DeepGating(
     "Dauphin et al. 2016, §5.2, Figure 3 (deep model)", deep_variants, DEEP_MINUTES, notes=DEEP_NOTES,
     ordering=_order_check(("GLU, 8 blocks", "ReLU, 8 blocks", "GTU, 8 blocks", "Tanh, 8 blocks"),
                           "Figure 3, lowest perplexity first"))
-
 
 
 class DeepFigure5(DeepGating):
