@@ -5,8 +5,8 @@ import pytest
 import tensorflow as tf
 import keras
 
-from zoo.layers import sparse_moe
-from zoo.layers.sparse_moe import SparseMoE, cv_squared, segment_matmul
+from zoo.layers import segment_ops, sparse_moe
+from zoo.layers.sparse_moe import SparseMoE, cv_squared
 from tests.layer_checks import check_gradients
 from zoo.tools.benchmarks.moe import all_experts  # [tokens, experts, out]: the dense reference of equation 1
 
@@ -149,45 +149,6 @@ def test_gradients_match_finite_differences(experts, groups, k):
         check_gradients(loss, gate_vars, rng)
 
 
-# ---- 2b. segment_matmul's hand-written gradient --------------------------------------------------
-def segment_reference(rows, sizes, kernels):
-    """Every row times its own segment's kernel through a gather, differentiated by TensorFlow."""
-    ids = tf.repeat(tf.range(len(sizes)), sizes)
-    return tf.einsum("na,nab->nb", rows, tf.gather(kernels, ids))
-
-
-@pytest.mark.parametrize("sizes", [
-    [3, 0, 5, 1],  # an empty segment
-    [0, 9, 0, 0],  # every row in one segment
-    [600, 0, 700, 5],  # mean segment size over SMALL_SEGMENT_ROWS: the other row-gradient branch
-])
-@pytest.mark.parametrize("graph", [False, True])
-def test_segment_matmul_gradients_equal_the_gather_reference(sizes, graph):
-    rng = np.random.default_rng(0)
-    rows = tf.constant(rng.normal(size=(sum(sizes), 5)))
-    kernels = tf.constant(rng.normal(size=(len(sizes), 5, 3)))
-    upstream = tf.constant(rng.normal(size=(sum(sizes), 3)))
-
-    def both(rows, sizes, kernels):
-        results = []
-        for fn in (segment_matmul, segment_reference):
-            with tf.GradientTape() as tape:
-                tape.watch([rows, kernels])
-                out = fn(rows, sizes, kernels)
-            grads = tape.gradient(out, [rows, kernels], output_gradients=upstream)
-            results.append([out] + [tf.convert_to_tensor(g) for g in grads])
-        return results
-
-    if graph:  # the number of rows and the sizes unknown while tracing
-        both = tf.function(both, input_signature=[
-            tf.TensorSpec((None, 5), tf.float64), tf.TensorSpec((len(sizes),), tf.int32),
-            tf.TensorSpec((len(sizes), 5, 3), tf.float64)])
-    ours, reference = both(rows, tf.constant(sizes, tf.int32), kernels)
-    for a, b in zip(ours, reference):
-        np.testing.assert_allclose(a.numpy(), b.numpy(), rtol=1e-12, atol=1e-12)
-    assert np.abs(ours[2].numpy()[np.array(sizes) == 0]).max(initial=0.0) == 0.0  # empty: zero gradient
-
-
 def test_both_row_gradient_branches_give_the_same_layer_gradients(monkeypatch):
     layer = make()
     x = tf.constant(tokens(40))
@@ -200,9 +161,9 @@ def test_both_row_gradient_branches_give_the_same_layer_gradients(monkeypatch):
             loss = tf.reduce_sum(tf.square(y)) + tf.add_n(layer.losses)
         return tape.gradient(loss, layer.trainable_variables + [x])
 
-    monkeypatch.setattr(sparse_moe, "SMALL_SEGMENT_ROWS", 0)  # never "small"
+    monkeypatch.setattr(segment_ops, "SMALL_SEGMENT_ROWS", 0)  # never "small"
     large = grads()
-    monkeypatch.setattr(sparse_moe, "SMALL_SEGMENT_ROWS", 10**6)  # always "small"
+    monkeypatch.setattr(segment_ops, "SMALL_SEGMENT_ROWS", 10**6)  # always "small"
     small = grads()
     for a, b in zip(large, small):
         np.testing.assert_allclose(tf.convert_to_tensor(b).numpy(), tf.convert_to_tensor(a).numpy(),
