@@ -46,6 +46,7 @@ from keras import ops
 
 from zoo import compat, optimizers, preset_directory, registry
 from zoo import metrics as zoo_metrics
+from zoo.deprecation import warn
 from zoo.layers import AdaptiveSoftmax, FullSoftmax
 from zoo.models.generation import Generation
 from zoo.models.inference import Inference
@@ -101,8 +102,22 @@ class LanguageModel(Inference, Generation, keras.Model):
         super().__init__(**kwargs)
         self.vocabulary_size = vocabulary_size
         self.optimizer_config = optimizer
-        self.vocabulary = None
-        self.perplexity_tracker = zoo_metrics.Perplexity(name="perplexity")
+        self.tokenizer = None  # a `zoo.data.tokenizers` tokenizer, set by `zoo.load`
+        self.perplexity_tracker = zoo_metrics.PerplexityMetric(name="perplexity")
+
+    # `vocabulary`, the former name of `tokenizer`, reads and sets it with a warning. It is not a
+    # property: Keras' saving reads every attribute `dir(model)` lists, and would warn each time.
+    def __getattr__(self, name):
+        if name == "vocabulary":
+            warn("model.vocabulary", "model.tokenizer")
+            return self.tokenizer
+        raise AttributeError(f"{type(self).__name__!r} object has no attribute {name!r}")
+
+    def __setattr__(self, name, value):
+        if name == "vocabulary":
+            warn("model.vocabulary", "model.tokenizer")
+            name = "tokenizer"
+        super().__setattr__(name, value)
 
     def make_head(self, cutoffs=None, factor=4):
         """The output layer: a full softmax, or an adaptive softmax when `cutoffs` are given."""

@@ -9,6 +9,7 @@ import tensorflow as tf
 
 from zoo.data import pipeline
 from zoo.data.corpus import read_lines, scored_words, unknown_share
+from zoo.deprecation import warn
 
 
 # A line longer than this many characters is scored alone under mode="sentence" (not padded into
@@ -64,10 +65,16 @@ class Inference:
             )
         return ids.astype("int32")
 
+    def require_tokenizer(self):
+        """`self.tokenizer`; a model without one is refused in one sentence."""
+        if self.tokenizer is None:
+            raise ValueError("This model has no tokenizer: give token ids, or load a preset directory with one.")
+        return self.tokenizer
+
     def require_vocabulary(self):
-        if self.vocabulary is None:
-            raise ValueError("This model has no vocabulary: give token ids, or load a preset directory with one.")
-        return self.vocabulary
+        """Deprecated: the former name of `require_tokenizer`."""
+        warn("LanguageModel.require_vocabulary()", "LanguageModel.require_tokenizer()")
+        return self.require_tokenizer()
 
     def log_probs(self, token_ids):
         """`[batch, time, vocabulary]` log-probabilities of the token after each position."""
@@ -113,7 +120,7 @@ class Inference:
         items = list(texts_or_ids)
         tokenizer = None
         if items and isinstance(items[0], str):
-            tokenizer = self.require_vocabulary()
+            tokenizer = self.require_tokenizer()
             sequences = [tokenizer.encode(t) for t in items]
         else:
             sequences = [list(self.check_ids(s).reshape(-1)) for s in items]
@@ -165,7 +172,7 @@ class Inference:
             lines = list(data)
             if not lines:
                 raise ValueError("Nothing to evaluate: the list of lines is empty.")
-            vocab = self.require_vocabulary()
+            vocab = self.require_tokenizer()
             if mode == "stream":
                 datasets = [pipeline.stream_dataset(lines, vocab, batch_size, seq_len, context=self.stream_context)]
             else:
@@ -180,7 +187,7 @@ class Inference:
             raise ValueError("Nothing to evaluate: no token has a non-zero weight.")
         if per == "word":
             count = scored_words(lines)
-        share = None if isinstance(data, tf.data.Dataset) else unknown_share(lines, self.vocabulary)
+        share = None if isinstance(data, tf.data.Dataset) else unknown_share(lines, self.tokenizer)
         return Perplexity(math.exp(total / count), per, share)
 
     def _sentence_datasets(self, lines, vocab, batch_size, seq_len):
