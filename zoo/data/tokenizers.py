@@ -41,11 +41,9 @@ import unicodedata
 import numpy as np
 
 from zoo.data.graph_tokenizers import SubwordGraphTokenizer
-from zoo.data.vocab import BOS, EOS, PAD, CharTokenizer, WordTokenizer, _text, load_word_or_char
+from zoo.data.vocab import BOS, EOS, PAD, CharTokenizer, WordTokenizer, _text, load_word_or_char  # noqa: F401
 from zoo.data.vocab import FILENAME as VOCABULARY_FILE
 from zoo.errors import reason
-
-__all__ = ["WordTokenizer", "CharTokenizer", "SubwordTokenizer", "load_tokenizer", "normalize_subword"]
 
 RESERVED = (PAD, BOS, EOS)
 MODEL_FILE = "tokenizer.model"   # the SentencePiece model (a serialised ModelProto)
