@@ -57,10 +57,10 @@ def _check_arguments(model, name, version, max_tokens, max_new_tokens=DEFAULT_MA
         check_int("The version", version, minimum=1)
     check_int("max_tokens", max_tokens, minimum=1)
     check_int("max_new_tokens", max_new_tokens, minimum=1)
-    vocabulary = getattr(model, "vocabulary", None)
+    vocabulary = getattr(model, "tokenizer", None)
     if vocabulary is None:
         raise ValueError("The model has no vocabulary to tokenise text with: load it from a preset "
-                         "directory that has one, or set model.vocabulary, before exporting.")
+                         "directory that has one, or set model.tokenizer, before exporting.")
     if len(vocabulary) != model.vocabulary_size:
         raise ValueError(f"The model's vocabulary has {len(vocabulary)} tokens but the model predicts "
                          f"{model.vocabulary_size} ids; they must agree to export.")
@@ -120,7 +120,7 @@ def _write(model, path, name, version, max_tokens, max_new_tokens=DEFAULT_MAX_NE
         # The tokenizer in the graph. A word / character vocabulary writes its file into
         # `staging`, the asset's source, copied into the SavedModel's assets/ by the save; a
         # subword tokenizer embeds its SentencePiece model and writes nothing.
-        tokenizer = model.vocabulary.graph_tokenizer(staging)
+        tokenizer = model.tokenizer.graph_tokenizer(staging)
         signatures = Signatures(model, tokenizer, max_tokens, max_new_tokens)
         root = tf.Module()
         # The model's variables, which the traced functions capture, as the plain tf.Variables

@@ -1,11 +1,19 @@
-"""Metrics computed the way the papers compute them."""
+"""Metrics computed the way the papers compute them.
+
+`PerplexityMetric` is the Keras metric that accumulates a perplexity during `fit` (its former
+name `Perplexity` still works for one release, and warns); the number `LanguageModel.perplexity`
+returns is a `zoo.models.inference.Perplexity`, a float.
+"""
 
 import keras
 from keras import ops
 
+from zoo.deprecation import former_name
 
-@keras.saving.register_keras_serializable(package="zoo")
-class Perplexity(keras.metrics.Metric):
+
+# Registered under its former name, so that what Keras writes of it reads as before.
+@keras.saving.register_keras_serializable(package="zoo", name="Perplexity")
+class PerplexityMetric(keras.metrics.Metric):
     """`exp(Σ NLL / N)` over every scored token seen since the last reset (§4.1 of the GCNN
     paper). Accumulates the summed negative log-likelihood and the token count, so batches
     with different numbers of real tokens are weighted by tokens, not by batch."""
@@ -21,3 +29,10 @@ class Perplexity(keras.metrics.Metric):
 
     def result(self):
         return ops.exp(self.total / ops.maximum(self.count, 1.0))
+
+
+DEPRECATED = {"Perplexity": ("zoo.metrics.PerplexityMetric", PerplexityMetric)}
+
+
+def __getattr__(name):
+    return former_name(__name__, name, DEPRECATED)

@@ -6,6 +6,10 @@
 
 as keras-hub's preset directories hold a config, weights and the tokenizer's assets. Which class a
 `class_name` means is the registry's business (`zoo.registry.model_config`).
+
+`load_model` is `zoo.load`'s last step: it builds the model, fills in its weights and attaches
+the tokenizer `resolve_tokenizer` chooses, the one place that decides where a loaded model's
+tokenizer comes from.
 """
 
 import json
@@ -13,9 +17,11 @@ import os
 import shutil
 import tempfile
 
+from zoo.data.datasets import ptb_vocabulary
 from zoo.data.tokenizers import CONFIG_FILE as TOKENIZER_FILE
 from zoo.data.tokenizers import load_tokenizer
 from zoo.data.vocab import FILENAME as VOCABULARY_FILE
+from zoo.deprecation import former_name
 from zoo.errors import reason
 
 CONFIG_FILE = "config.json"
@@ -36,8 +42,8 @@ def save(model, directory):
         with open(os.path.join(tmp, CONFIG_FILE), "w") as f:
             json.dump(config, f, indent=2)
         model.save_weights(os.path.join(tmp, WEIGHTS_FILE))
-        if model.vocabulary is not None:
-            model.vocabulary.save(tmp)
+        if model.tokenizer is not None:
+            model.tokenizer.save(tmp)
         if os.path.isdir(directory):
             old = directory + ".old"
             shutil.rmtree(old, ignore_errors=True)
@@ -79,10 +85,61 @@ def load_weights(model, source):
         raise ValueError(f"{path!r} is not a readable weights file ({reason(e)}).") from None
 
 
-def load_vocabulary(directory):
-    """The tokenizer saved in the preset directory `directory` (any kind:
-    `zoo.data.tokenizers.load_tokenizer`), or None when it has none; a tokenizer file that is
-    missing its partner or corrupt raises one sentence naming the file."""
-    if any(os.path.exists(os.path.join(directory, name)) for name in (TOKENIZER_FILE, VOCABULARY_FILE)):
-        return load_tokenizer(directory)
+def build_model(cls, config):
+    """`cls(**config)`, built (a family's `__init__` ends by building; one that does not is built
+    here), with its initial weights and no tokenizer."""
+    model = cls(**config)
+    if not model.built:
+        model.build()
+    return model
+
+
+def load_model(cls, config, weights=None, directory=None, preset=None):
+    """`zoo.load`'s model: `cls(**config)` built, with the weights of `weights` (a local
+    `.weights.h5` file or preset directory, or None for the initial ones) and the tokenizer
+    `resolve_tokenizer(preset, vocabulary_size, directory, weights)` chooses.
+
+    `directory` is the preset directory being loaded, `preset` the `zoo.registry.Preset` being
+    loaded by name (one of them is None)."""
+    model = build_model(cls, config)
+    if weights is not None:
+        load_weights(model, weights)
+    model.tokenizer = resolve_tokenizer(preset, model.vocabulary_size, directory, weights)
+    return model
+
+
+def resolve_tokenizer(preset=None, vocabulary_size=None, directory=None, weights=None):
+    """The tokenizer of a loaded model, from the first of these sources that has one:
+
+    1. the weights' preset directory (`weights`, when it is a directory: a preset directory
+       given as `weights=`, or the directory of trained weights that ship whole, `gcnn-en`);
+    2. the preset directory being loaded (`directory`);
+    3. the preset's own (`preset`, a `zoo.registry.Preset`): the Penn Treebank's 10k-word
+       tokenizer for `tokenizer="ptb"` when `vocabulary_size` is the preset's;
+    4. none: None.
+
+    A tokenizer file that is missing its partner or corrupt raises one sentence naming it
+    (`zoo.data.tokenizers.load_tokenizer`)."""
+    for candidate in (weights, directory):
+        if candidate is not None and os.path.isdir(candidate) and _has_tokenizer(candidate):
+            return load_tokenizer(candidate)
+    if (preset is not None and preset.tokenizer == "ptb"
+            and vocabulary_size == preset.config.get("vocabulary_size")):
+        return ptb_vocabulary()
     return None
+
+
+def _has_tokenizer(directory):
+    return any(os.path.exists(os.path.join(directory, name)) for name in (TOKENIZER_FILE, VOCABULARY_FILE))
+
+
+def _saved_tokenizer(directory):
+    return resolve_tokenizer(directory=directory)
+
+
+# Former names, kept for one release: each warns, naming the new one.
+DEPRECATED = {"load_vocabulary": ("zoo.preset_directory.resolve_tokenizer(directory=)", _saved_tokenizer)}
+
+
+def __getattr__(name):
+    return former_name(__name__, name, DEPRECATED)

@@ -7,14 +7,15 @@ are a plain dict registered against its class, as keras-hub does:
     register_presets({"gru-small": {"description": "...", "config": {...}}}, GRULanguageModel)
 
 Every preset has the fields of `Preset`, checked when registered: an unknown field, a config key
-the family's `__init__` does not take, or an unknown vocabulary kind is refused in one sentence.
+the family's `__init__` does not take, or an unknown tokenizer kind is refused in one sentence.
 
-`load(name_or_dir, weights=..., weights_sha256=...)` builds the model and fills its weights from
-the source `zoo.weights` resolves to a local file: random (a preset name's default, announced
-once on stderr), the trained weights that ship for a preset (`zoo.weights.TRAINED`), a local or
-`tf.io.gfile` path, or an https address checked against its SHA-256 and cached.
+`load(name_or_dir, weights=..., weights_sha256=...)` hands its arguments along four modules, each
+entered once (docs/architecture.md draws the walk): this one says what to build, `zoo.weights`
+finds the weights as a local file, `zoo.preset_directory` builds the model, fills in its weights
+and attaches the tokenizer that `zoo.preset_directory.resolve_tokenizer` chooses.
 """
 
+import contextlib
 import dataclasses
 import difflib
 import inspect
@@ -22,15 +23,15 @@ import os
 
 import tensorflow as tf
 
+import zoo.weights
 from zoo import preset_directory
-from zoo import weights as sources
-from zoo.data.datasets import ptb_vocabulary
+from zoo.deprecation import former_name, warn
 
-# What a preset's `vocabulary` field says about its tokens.
-VOCABULARIES = {
-    "ptb": "words; zoo.load attaches the Penn Treebank's own 10k vocabulary",
-    "word": "words; the vocabulary is built from the training corpus",
-    "char": "characters; the vocabulary is built from the training corpus",
+# What a preset's `tokenizer` field says about its tokens.
+TOKENIZERS = {
+    "ptb": "words; zoo.load attaches the Penn Treebank's own 10k-word tokenizer",
+    "word": "words; the tokenizer's vocabulary is built from the training corpus",
+    "char": "characters; the tokenizer's vocabulary is built from the training corpus",
     "subword": "subwords; the trained weights bring their tokenizer, else one is learned from the corpus",
 }
 TRAIN_FIELDS = ("batch_size", "seq_len")
@@ -48,7 +49,8 @@ class Preset:
 
     name: what `zoo.load(name)` takes. model_class: the family. config: the family's `__init__`
     arguments. description: one line for `zoo presets`. paper: where the configuration comes from.
-    vocabulary: a key of `VOCABULARIES`. train: `zoo train`'s defaults for the preset
+    tokenizer: a key of `TOKENIZERS` (the field was called `vocabulary` before; that spelling
+    still works for one release, and warns). train: `zoo train`'s defaults for the preset
     (`batch_size`, `seq_len`).
     """
 
@@ -57,13 +59,19 @@ class Preset:
     config: dict
     description: str
     paper: str = ""
-    vocabulary: str = "word"
+    tokenizer: str = "word"
     train: dict = dataclasses.field(default_factory=dict)
 
     @property
+    def vocabulary(self):
+        """Deprecated: the former name of `tokenizer`."""
+        warn("Preset.vocabulary", "Preset.tokenizer")
+        return self.tokenizer
+
+    @property
     def token_kind(self):
-        """"char" or "word": what a vocabulary built for this preset from a corpus holds."""
-        return "char" if self.vocabulary == "char" else "word"
+        """"char" or "word": what a tokenizer built for this preset from a corpus holds."""
+        return "char" if self.tokenizer == "char" else "word"
 
     @property
     def batch_size(self):
@@ -117,6 +125,13 @@ def register_presets(presets, model_class):
             raise ValueError(f"A preset name must be a non-empty string that is not a path, got {name!r}.")
         if not isinstance(spec, dict):
             raise ValueError(f"{where} must be a dict of {sorted(fields)}, got {type(spec).__name__}.")
+        kind_field = "tokenizer"
+        if "vocabulary" in spec:  # the field's former name
+            if "tokenizer" in spec:
+                raise ValueError(f"{where} has both 'tokenizer' and its former name 'vocabulary'; keep 'tokenizer'.")
+            warn(f"The preset field 'vocabulary' (in {where})", "'tokenizer'")
+            spec = {("tokenizer" if key == "vocabulary" else key): value for key, value in spec.items()}
+            kind_field = "vocabulary"
         unknown = sorted(set(spec) - fields)
         if unknown:
             raise ValueError(f"{where} has unknown field(s) {unknown}; a preset has {sorted(fields)}.")
@@ -127,8 +142,8 @@ def register_presets(presets, model_class):
         if bad:
             raise ValueError(f"{where} has config key(s) {bad} that {model_class.__name__} does not take; "
                              f"it takes {sorted(init_arguments(model_class))}.")
-        if spec.get("vocabulary", "word") not in VOCABULARIES:
-            raise ValueError(f"{where} has vocabulary {spec['vocabulary']!r}; expected one of {list(VOCABULARIES)}.")
+        if spec.get("tokenizer", "word") not in TOKENIZERS:
+            raise ValueError(f"{where} has {kind_field} {spec['tokenizer']!r}; expected one of {list(TOKENIZERS)}.")
         bad = sorted(set(spec.get("train", {})) - set(TRAIN_FIELDS))
         if bad:
             raise ValueError(f"{where} has train field(s) {bad}; expected some of {list(TRAIN_FIELDS)}.")
@@ -160,14 +175,22 @@ def get_preset(name):
 
 def model_config(name_or_dir, **overrides):
     """`(model class, config)` for a preset name or a preset directory, with `overrides` applied."""
+    cls, config, _, _ = _blueprint(name_or_dir, overrides)
+    return cls, config
+
+
+def _blueprint(name_or_dir, overrides):
+    """`(model class, config, preset, directory)` of a preset name (`directory` None) or a preset
+    directory (`preset` None), with `overrides` applied to the config."""
     if os.path.isdir(str(name_or_dir)):
+        preset, directory = None, name_or_dir
         class_name, config = preset_directory.read_config(name_or_dir)
         cls, translate = family_of(class_name, os.path.join(name_or_dir, preset_directory.CONFIG_FILE))
         config = translate(config)
     elif isinstance(name_or_dir, str) and (os.sep in name_or_dir or name_or_dir.startswith(".")):
         raise ValueError(f"The preset directory {name_or_dir!r} does not exist.")
     else:
-        preset = get_preset(name_or_dir)
+        preset, directory = get_preset(name_or_dir), None
         cls, config = preset.model_class, dict(preset.config)
     unknown = sorted(set(overrides) - init_arguments(cls))
     if unknown:
@@ -175,69 +198,63 @@ def model_config(name_or_dir, **overrides):
             f"Unknown config key(s) {unknown} for {cls.__name__}; accepted: {sorted(init_arguments(cls))}."
         )
     config.update(overrides)
-    return cls, config
+    return cls, config, preset, directory
 
 
-def load(name_or_dir, weights=None, weights_sha256=None, **overrides):
+def load(name_or_dir: "str | os.PathLike", weights: "str | os.PathLike | None" = None,
+         weights_sha256: "str | None" = None, **overrides) -> "zoo.models.LanguageModel":
     """A built model from a preset name or from a preset directory written by `save_to_preset`.
 
-    `weights` (the sources are described in `zoo.weights`):
+    The model comes with its weights and, where one is found, its tokenizer (`model.tokenizer`):
+    the weights' preset directory's, else `name_or_dir`'s when it is a directory, else the
+    preset's own (the Penn Treebank's for `gcnn-ptb` when `vocabulary_size` is not overridden),
+    else none (`zoo.preset_directory.resolve_tokenizer`).
 
-    - None: a preset name gets random weights, and prints one line saying so on stderr (once per
-      name per process); a preset directory gets its own weights.
-    - "random": random weights without that line (a preset directory still brings its vocabulary).
-    - "trained": the trained weights that ship for the preset (`zoo.weights.TRAINED`); a preset
-      without them is refused in one sentence naming the presets that have them.
-    - a path: a `.weights.h5` file or a preset directory (whose vocabulary comes with it), local
-      (`file://` too) or anywhere `tf.io.gfile` reads (`gs://...`).
-    - an `https://` address of a `.weights.h5` file, with `weights_sha256` (required): downloaded
-      once into `$ZOO_CACHE_DIR` (default `~/.cache/zoo/weights`) and checked.
+    Args:
+        name_or_dir: a preset name (`zoo.presets()`) or a preset directory.
+        weights: where the weights come from (`zoo.weights` describes the sources):
+            None: a preset name gets random weights, and prints one line saying so on stderr
+            (once per name per process); a preset directory gets its own weights.
+            "random": random weights without that line (a preset directory still brings its
+            tokenizer).
+            "trained": the trained weights that ship for the preset (`zoo.weights.TRAINED`); a
+            preset without them is refused in one sentence naming the presets that have them.
+            A path: a `.weights.h5` file or a preset directory (whose tokenizer comes with it),
+            local (`file://` too) or anywhere `tf.io.gfile` reads (`gs://...`).
+            An `https://` address of a `.weights.h5` file, with `weights_sha256` (required):
+            downloaded once into `$ZOO_CACHE_DIR` (default `~/.cache/zoo/weights`) and checked.
+        weights_sha256: 64 hex digits that the weights file must hash to (SHA-256); it also
+            checks a local or gfile weights file.
+        **overrides: config keys to replace, e.g. `vocabulary_size=` or `dropout=`; the weights
+            must fit the resulting config.
 
-    `weights_sha256` (64 hex digits) also checks a local or gfile weights file. `overrides` replace
-    config keys, e.g. `vocabulary_size=` or `dropout=`; the weights must fit the resulting config.
-    The vocabulary is the weights' preset directory's, else `name_or_dir`'s when it is a directory,
-    else the preset's own (the treebank's for `gcnn-ptb` when `vocabulary_size` is not overridden).
+    Returns:
+        The family's `zoo.models.LanguageModel`, built: it takes `<int32>[batch, time]` token ids
+        and `log_probs` gives `<float32>[batch, time, vocabulary_size]`.
+
+    Raises:
+        ValueError: in one sentence, for an unknown preset, a config key the family does not
+            take, or weights that are missing, unreadable, mis-hashed or do not fit.
+
+    Example:
+
+    >>> import zoo
+    >>> lm = zoo.load("gcnn-ptb", weights="trained")
+    >>> lm.vocabulary_size, len(lm.tokenizer), lm.tokenizer.kind
+    (10002, 10002, 'word')
     """
-    cls, config = model_config(name_or_dir, **overrides)
-    is_directory = os.path.isdir(str(name_or_dir))
-    source = name_or_dir if weights is None and is_directory else weights
-    with sources.local_source(source, weights_sha256, preset=None if is_directory else name_or_dir) as local:
-        model = _built(cls, config)
-        vocabulary = None
-        if local is not None:
-            preset_directory.load_weights(model, local)
-            if os.path.isdir(local):
-                vocabulary = preset_directory.load_vocabulary(local)
-    if vocabulary is None and is_directory and source is not name_or_dir:
-        vocabulary = preset_directory.load_vocabulary(name_or_dir)
-    if vocabulary is None and not is_directory:
-        vocabulary = default_vocabulary(get_preset(name_or_dir), model.vocabulary_size)
-    if vocabulary is not None:
-        model.vocabulary = vocabulary
-    if weights is None and not is_directory:
-        sources.notice_random_weights(name_or_dir)
-    return model
+    # The walk (docs/architecture.md): each step is one call into a module not yet entered.
+    cls, config, preset, directory = _blueprint(name_or_dir, overrides)
+    with contextlib.ExitStack() as scratch:  # a temporary local copy of remote weights lives here
+        local = zoo.weights.fetch(weights, weights_sha256, preset=preset and preset.name,
+                                  directory=directory, scratch=scratch)
+        return preset_directory.load_model(cls, config, local, directory=directory, preset=preset)
 
 
 def build(name_or_dir, **overrides):
     """The model of a preset name or a preset directory, with `overrides` of its config, built
-    from that config alone: its initial weights, no vocabulary (`load` adds both)."""
-    return _built(*model_config(name_or_dir, **overrides))
-
-
-def _built(cls, config):
-    model = cls(**config)
-    if not model.built:  # a family's __init__ ends with build(); one that does not is built here
-        model.build()
-    return model
-
-
-def default_vocabulary(preset, vocabulary_size):
-    """The vocabulary a preset comes with: the treebank's own for `vocabulary="ptb"` (when the
-    size was not overridden), else none."""
-    if preset.vocabulary == "ptb" and vocabulary_size == preset.config.get("vocabulary_size"):
-        return ptb_vocabulary()
-    return None
+    from that config alone: its initial weights, no tokenizer (`load` adds both)."""
+    return preset_directory.build_model(*model_config(name_or_dir, **overrides))
 
 
 def count_params(name_or_dir, **overrides):
@@ -248,3 +265,17 @@ def count_params(name_or_dir, **overrides):
     allocated, so even Table 7's 5-billion-parameter models are counted without their memory."""
     with tf.Graph().as_default():
         return build(name_or_dir, **overrides).count_params()
+
+
+def _default_tokenizer(preset, vocabulary_size):
+    return preset_directory.resolve_tokenizer(preset=preset, vocabulary_size=vocabulary_size)
+
+
+# Former names, kept for one release: each warns, naming the new one.
+DEPRECATED = {"VOCABULARIES": ("zoo.registry.TOKENIZERS", TOKENIZERS),
+              "default_vocabulary": ("zoo.preset_directory.resolve_tokenizer(preset=, vocabulary_size=)",
+                                     _default_tokenizer)}
+
+
+def __getattr__(name):
+    return former_name(__name__, name, DEPRECATED)

@@ -1,13 +1,14 @@
-"""Where a model's weights come from: `zoo.load(name_or_dir, weights=..., weights_sha256=...)`.
+"""Where a model's weights come from: `zoo.load(name_or_dir, weights=..., weights_sha256=...)`,
+found as a local file or directory by `fetch`.
 
 `weights` is one of:
 
 - None (the default): a preset name gets random weights, and says so once per name per process
   on stderr (`notice_random_weights`); a preset directory gets its own `model.weights.h5`.
-- "random": random weights, silently (a preset directory still brings its vocabulary).
+- "random": random weights, silently (a preset directory still brings its tokenizer).
 - "trained": the preset's trained weights that ship inside the package (`TRAINED` below),
   checked against their SHA-256 before loading.
-- A local path: a `.weights.h5` file or a preset directory (its vocabulary comes with it).
+- A local path: a `.weights.h5` file or a preset directory (its tokenizer comes with it).
   `file://` addresses are local paths.
 - Any other address `tf.io.gfile` reads (`gs://bucket/run/best`, `ram://...`): the file, or the
   top-level files of a preset directory, are copied to a temporary local directory first (Keras'
@@ -252,11 +253,17 @@ def _gfile_copy(source, directory):
         raise ValueError(f"Could not read the weights at {source}: {reason(e)}.") from None
 
 
-@contextlib.contextmanager
-def local_source(weights, weights_sha256=None, preset=None):
-    """Yields a local file or preset directory holding `weights` (see the module docstring), or
-    None for random weights; `preset` is the preset name when `zoo.load` was given one. A
-    temporary copy is deleted on exit."""
+def fetch(weights, weights_sha256=None, preset=None, directory=None, scratch=None):
+    """The local file or preset directory holding `weights` (see the module docstring), or None
+    for random weights.
+
+    `preset` is the preset name `zoo.load` was given, `directory` the preset directory it was
+    given (weights=None then means the directory's own). A preset name loaded with weights=None
+    gets the one-line random-weights notice (`notice_random_weights`). Weights that must be
+    copied to be read locally (a `tf.io.gfile` address) are copied into a temporary directory
+    that `scratch`, a `contextlib.ExitStack`, deletes when it closes."""
+    if weights is None and directory is not None:
+        weights = directory
     if weights is None or weights in ("random", "trained"):
         if weights_sha256 is not None:
             what = "the trained weights carry their own" if weights == "trained" else "there is no weights file to check"
@@ -265,10 +272,10 @@ def local_source(weights, weights_sha256=None, preset=None):
             if preset is None:
                 raise ValueError('weights="trained" takes a preset name (the trained weights ship per preset), '
                                  "not a preset directory.")
-            yield trained_source(preset)
-        else:
-            yield None
-        return
+            return trained_source(preset)
+        if weights is None and preset is not None:
+            notice_random_weights(preset)
+        return None
     if not isinstance(weights, (str, os.PathLike)):
         raise ValueError('weights must be "trained", "random", a path or an address, '
                          f"got {type(weights).__name__}.")
@@ -279,17 +286,18 @@ def local_source(weights, weights_sha256=None, preset=None):
         if sha256 is None:
             raise ValueError(f"Weights from an address need their checksum: zoo.load(..., weights={source!r}, "
                              "weights_sha256=<64 hex digits of the file's SHA-256>).")
-        yield download(source, sha256)
-    elif scheme in ("", "file"):
+        return download(source, sha256)
+    if scheme in ("", "file"):
         if scheme == "file":
             source = urllib.request.url2pathname(urllib.parse.urlsplit(source).path)
         _check_local_file(source, sha256)
-        yield source
-    else:
-        with tempfile.TemporaryDirectory(prefix="zoo-weights-") as directory:
-            local = _gfile_copy(source, directory)
-            _check_local_file(local, sha256)
-            yield local
+        return source
+    if scratch is None:
+        raise ValueError(f"Weights at {source!r} are copied to a temporary directory first: give fetch a "
+                         "contextlib.ExitStack as scratch to delete it.")
+    local = _gfile_copy(source, scratch.enter_context(tempfile.TemporaryDirectory(prefix="zoo-weights-")))
+    _check_local_file(local, sha256)
+    return local
 
 
 def save_float16(source, destination):

@@ -20,7 +20,7 @@ import tensorflow as tf
 import zoo
 from zoo import registry
 from zoo import weights as sources
-from zoo.data import Vocabulary
+from zoo.data import WordTokenizer
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
@@ -205,16 +205,16 @@ def test_local_paths_file_addresses_and_gfile_paths(served, tmp_path):
     with pytest.raises(ValueError, match=f"has SHA-256 {digest}, not the expected {'ab' * 32}\\.$"):
         tiny(weights=remote, weights_sha256="ab" * 32)
 
-    # a preset directory on gfile brings its vocabulary too
-    vocab = Vocabulary.build(["the cat sat", "a dog ran"])
-    expected.vocabulary = vocab
+    # a preset directory on gfile brings its tokenizer too
+    vocab = WordTokenizer.build(["the cat sat", "a dog ran"])
+    expected.tokenizer = vocab
     directory = expected.save_to_preset(str(tmp_path / "preset"))
-    expected.vocabulary = None
+    expected.tokenizer = None
     tf.io.gfile.makedirs("ram://zoo-weights-test/preset")
     for name in os.listdir(directory):
         tf.io.gfile.copy(os.path.join(directory, name), f"ram://zoo-weights-test/preset/{name}", overwrite=True)
     model = tiny(weights="ram://zoo-weights-test/preset")
-    assert same_weights(model, expected) and model.vocabulary == vocab
+    assert same_weights(model, expected) and model.tokenizer == vocab
 
     with pytest.raises(ValueError) as error:
         tiny(weights="ram://zoo-weights-test/missing.weights.h5")
@@ -227,13 +227,13 @@ def test_local_paths_file_addresses_and_gfile_paths(served, tmp_path):
 
 def test_a_preset_directory_with_a_weights_file_keeps_its_vocabulary(served, tmp_path):
     model = tiny()
-    model.vocabulary = Vocabulary.build(["the cat sat"])
+    model.tokenizer = WordTokenizer.build(["the cat sat"])
     directory = model.save_to_preset(str(tmp_path / "preset"))
     loaded = zoo.load(directory, weights=str(served["root"] / "tiny.weights.h5"))
     assert same_weights(loaded, served["models"]["/tiny.weights.h5"])
-    assert loaded.vocabulary == model.vocabulary
+    assert loaded.tokenizer == model.tokenizer
     fresh = zoo.load(directory, weights="random")
-    assert not same_weights(fresh, model) and fresh.vocabulary == model.vocabulary
+    assert not same_weights(fresh, model) and fresh.tokenizer == model.tokenizer
 
 
 def test_trained_weights_are_refused_in_one_sentence_when_none_ship(monkeypatch):

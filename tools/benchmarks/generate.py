@@ -73,7 +73,7 @@ def previous_generate(model, prompt_ids, max_length, temperature, top_k, seed, s
         raise ValueError(f"top_k must be in [1, {self.vocabulary_size}], got {top_k}.")
     as_text = isinstance(prompt, str)
     if as_text:
-        ids = self.require_vocabulary().encode(prompt, add_eos=False)
+        ids = self.require_tokenizer().encode(prompt, add_eos=False)
     else:
         ids = [int(i) for i in self.check_ids(prompt).reshape(-1)]
     rng = np.random.default_rng(seed)
@@ -81,7 +81,7 @@ def previous_generate(model, prompt_ids, max_length, temperature, top_k, seed, s
     for token in ids:
         log_probs, state = self.decode_step([token], state)
     out = []
-    eos = self.vocabulary.eos_id if self.vocabulary is not None else None
+    eos = self.tokenizer.eos_id if self.tokenizer is not None else None
     for _ in range(max_length):
         lp = log_probs.numpy()[0].astype("float64")
         lp[:2] = -np.inf  # never emit <pad> or <s>
@@ -99,7 +99,7 @@ def previous_generate(model, prompt_ids, max_length, temperature, top_k, seed, s
             break
         log_probs, state = self.decode_step([token], state)
     if as_text:
-        return self.vocabulary.decode(ids + out)
+        return self.tokenizer.decode(ids + out)
     return ids + out
 
 
@@ -134,7 +134,7 @@ def build_model(preset, small):
 def text_ids(model, count, use_treebank=True):
     """`(ids, where they come from)`: `count` ids of running text, `<s>` first. The Penn Treebank
     test lines, each ended by `</s>`; without the treebank, the vocabulary's words cycled."""
-    vocabulary = model.require_vocabulary()
+    vocabulary = model.require_tokenizer()
     if use_treebank:
         try:
             from zoo.data.corpus import read_lines
@@ -377,7 +377,7 @@ def main(argv):
     cases = []
     for name in models:
         model = build_model(name, args.small)
-        if model.vocabulary is not None and args.top_k > model.vocabulary_size:
+        if model.tokenizer is not None and args.top_k > model.vocabulary_size:
             raise ValueError(f"--top-k {args.top_k} is larger than {name}'s vocabulary ({model.vocabulary_size}).")
         cases.append(Case(name, model, args))
         print(f"  {name}: {model.count_params():,} parameters{' (tiny config, random weights)' if args.small else ''}",

@@ -73,12 +73,12 @@ def build_model(preset, small, configs=None, weights=None):
     random), or with `small` a tiny config of it from `configs` (default `SMALL_CONFIGS`: random
     weights, a 50-word vocabulary `w0 …`). `zoo benchmark generate` builds its models here too."""
     import zoo
-    from zoo.data.vocab import SPECIALS, Vocabulary
+    from zoo.data.vocab import SPECIALS, WordTokenizer
 
     configs = SMALL_CONFIGS if configs is None else configs
     if not small:
         model = zoo.load(preset, weights=weights) if weights else zoo.load(preset)
-        if model.vocabulary is None:
+        if model.tokenizer is None:
             raise ValueError(f"The preset {preset!r} has no default vocabulary to serve text with.")
         return model
     if preset not in configs:
@@ -87,7 +87,7 @@ def build_model(preset, small, configs=None, weights=None):
 
     keras.utils.set_random_seed(SEED)
     model = zoo.load(preset, **SMALL, **configs[preset])
-    model.vocabulary = Vocabulary(list(SPECIALS) + [f"w{i}" for i in range(SMALL["vocabulary_size"] - 4)])
+    model.tokenizer = WordTokenizer(list(SPECIALS) + [f"w{i}" for i in range(SMALL["vocabulary_size"] - 4)])
     return model
 
 
@@ -98,7 +98,7 @@ class InProcess:
         import tensorflow as tf
 
         self.model, self.tf = model, tf
-        self.vocabulary = model.vocabulary
+        self.vocabulary = model.tokenizer
         # What `model.score`'s tf.function becomes once it has seen sentences of two lengths
         # (reduce_retracing generalises the time axis): the same graph, traced for [1, None].
         spec = tf.TensorSpec([1, None], tf.int32)
@@ -149,8 +149,8 @@ def measure(preset, args, log=print):
 
     model = build_model(preset, args.small)
     local = InProcess(model)
-    one = sentences(model.vocabulary, 1, seed=SEED)
-    batch = sentences(model.vocabulary, BATCH, seed=SEED + 1)
+    one = sentences(model.tokenizer, 1, seed=SEED)
+    batch = sentences(model.tokenizer, BATCH, seed=SEED + 1)
     # In-process functions traced before the SavedModel is loaded (warm-up).
     want_one = local.score(one)[0]
     np.testing.assert_allclose(local.score_general(one)[0], want_one, atol=1e-5)
@@ -192,7 +192,7 @@ def measure(preset, args, log=print):
                     continue
                 throughput[name].append(_time(paths[name])[0])
         generate = tf.saved_model.load(path).signatures["generate"]
-        prompt = sentences(model.vocabulary, 1, words=10, seed=SEED + 2)
+        prompt = sentences(model.tokenizer, 1, words=10, seed=SEED + 2)
         settings = {"max_new_tokens": tf.constant(args.new_tokens), "temperature": tf.constant(0.8),
                     "top_k": tf.constant(40), "top_p": tf.constant(1.0), "seed": tf.constant(0)}
         paths = {"saved": lambda: generate(text=tf.constant(prompt), **settings)["text"].numpy()[0].decode(),

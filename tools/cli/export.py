@@ -32,7 +32,7 @@ def run(args):
     from zoo.export import export_saved_model
 
     model = load_model(args.directory)
-    if model.vocabulary is None:
+    if model.tokenizer is None:
         raise ValueError(f"The preset directory {args.directory!r} has no vocabulary, which the exported "
                          "model needs to tokenise text.")
     print(export_saved_model(model, args.base, args.name or default_export_name(args.directory),

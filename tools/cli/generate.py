@@ -57,7 +57,7 @@ def run(args):
         raise ValueError(f"--batch-size must be >= 1, got {args.batch_size}.")
     prompts = read_prompts(args)
     model = load_model(args.directory)
-    model.require_vocabulary()
+    model.require_tokenizer()
     options = dict(max_length=args.max_length, sampler=args.sampler, temperature=args.temperature,
                    top_k=args.top_k, top_p=args.top_p, num_beams=args.num_beams, length_penalty=args.length_penalty,
                    no_repeat_ngram_size=args.no_repeat_ngram_size, seed=args.seed,

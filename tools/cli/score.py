@@ -12,7 +12,7 @@ def add_parser(subparsers):
 
 def run(args):
     model = load_model(args.directory)
-    tokenizer = model.require_vocabulary()
+    tokenizer = model.require_tokenizer()
     for text in args.text:
         if not text.strip():
             raise ValueError("Cannot score an empty text; give at least one word.")

@@ -39,7 +39,7 @@ def evaluate(model, folder, split):
     lines = read_lines(folder, split)
     start = time.monotonic()
     ppl = float(model.perplexity(lines, per="word"))
-    tokens = sum(len(model.vocabulary.encode(line)) - 1 for line in lines)  # each line's pieces and </s>
+    tokens = sum(len(model.tokenizer.encode(line)) - 1 for line in lines)  # each line's pieces and </s>
     return {"per_word": ppl, "tokens_per_word": tokens / scored_words(lines), "lines": len(lines),
             "scored_words": scored_words(lines),
             "seconds": round(time.monotonic() - start, 1)}
@@ -68,15 +68,15 @@ def main(argv=None):
     args = p.parse_args(argv)
 
     import zoo
-    from zoo import weights as sources
+    import zoo.weights
 
-    shipped = os.path.join(sources.PACKAGE_DIR, "trained_weights", args.preset)
+    shipped = os.path.join(zoo.weights.PACKAGE_DIR, "trained_weights", args.preset)
     if args.ship:
-        digest = sources.save_trained_directory(os.path.join(args.run, "best"), shipped)
+        digest = zoo.weights.save_trained_directory(os.path.join(args.run, "best"), shipped)
         print(f"shipped {shipped}; its TRAINED entry: Trained(\"trained_weights/{args.preset}/model.weights.h5\", "
               f"\"{digest}\")")
-    entry = sources.TRAINED.get(args.preset)
-    digest = sources.file_sha256(os.path.join(shipped, "model.weights.h5"))
+    entry = zoo.weights.TRAINED.get(args.preset)
+    digest = zoo.weights.file_sha256(os.path.join(shipped, "model.weights.h5"))
     if entry is not None and entry.sha256 == digest:
         model = zoo.load(args.preset, weights="trained")
     else:
@@ -99,7 +99,7 @@ def main(argv=None):
     write_json(args.out, {
         "preset": args.preset, "measured_at": now(), "git": git_state(), "machine": machine(),
         "command": "python -m zoo.tools.reproduce.model_card " + " ".join(argv if argv is not None else sys.argv[1:]),
-        "params": model.count_params(), "vocabulary": len(model.vocabulary), "sha256": digest,
+        "params": model.count_params(), "vocabulary": len(model.tokenizer), "sha256": digest,
         "file_bytes": sizes, "corpus": {k: manifest[k] for k in ("training_words", "total_words", "split")},
         "sources": {n: {k: s[k] for k in ("role", "kind", "package", "license", "documents", "words")}
                     for n, s in manifest["sources"].items()},

@@ -1,12 +1,20 @@
-"""Corpora, vocabularies and tf.data pipelines."""
+"""Corpora, tokenizers and tf.data pipelines."""
 
 from zoo.data.corpus import read_lines
 from zoo.data.datasets import build_vocabulary, ptb_vocabulary
 from zoo.data.pipeline import sentence_dataset, stream_dataset
 from zoo.data.tokenizers import (CharTokenizer, SubwordTokenizer, WordTokenizer, load_tokenizer,
                                  normalize_subword)
-from zoo.data.vocab import CharacterVocabulary, Vocabulary
+from zoo.deprecation import former_name
 
 __all__ = ["read_lines", "build_vocabulary", "ptb_vocabulary", "sentence_dataset",
-           "stream_dataset", "CharacterVocabulary", "Vocabulary", "CharTokenizer", "SubwordTokenizer",
+           "stream_dataset", "CharTokenizer", "SubwordTokenizer",
            "WordTokenizer", "load_tokenizer", "normalize_subword"]
+
+# Former names, kept for one release: each warns, naming the new one.
+DEPRECATED = {"Vocabulary": ("zoo.data.WordTokenizer", WordTokenizer),
+              "CharacterVocabulary": ("zoo.data.CharTokenizer", CharTokenizer)}
+
+
+def __getattr__(name):
+    return former_name(__name__, name, DEPRECATED)

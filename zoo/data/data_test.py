@@ -3,44 +3,45 @@
 import numpy as np
 import pytest
 
-from zoo.data import CharacterVocabulary, Vocabulary, read_lines, sentence_dataset, stream_dataset
+from zoo.data import CharTokenizer, WordTokenizer, read_lines, sentence_dataset, stream_dataset
 from zoo.data.pipeline import stream_ids, stream_windows
-from zoo.data.vocab import SPECIALS, load_vocabulary
+from zoo.data.tokenizers import load_tokenizer
+from zoo.data.vocab import SPECIALS
 
 LINES = ["b a c", "a b", "a", "e d"]  # a:3 b:2 c:1 d:1 e:1
 
 
-# ---- Vocabulary -----------------------------------------------------------------------
+# ---- WordTokenizer -----------------------------------------------------------------------
 def test_build_sorts_by_frequency_after_specials():
-    vocab = Vocabulary.build(LINES)
+    vocab = WordTokenizer.build(LINES)
     assert vocab.tokens == ["<pad>", "<s>", "</s>", "<unk>", "a", "b", "c", "d", "e"]
     assert (vocab.pad_id, vocab.bos_id, vocab.eos_id, vocab.unk_id) == (0, 1, 2, 3)
     assert len(vocab) == 9
 
 
 def test_build_ignores_specials_in_text():
-    vocab = Vocabulary.build(["a <unk> <s> a </s> b"])
+    vocab = WordTokenizer.build(["a <unk> <s> a </s> b"])
     assert vocab.tokens == list(SPECIALS) + ["a", "b"]
 
 
 def test_build_min_count():
-    assert Vocabulary.build(LINES, min_count=2).tokens == list(SPECIALS) + ["a", "b"]
-    assert Vocabulary.build(LINES, min_count=3).tokens == list(SPECIALS) + ["a"]
-    assert Vocabulary.build(LINES, min_count=4).tokens == list(SPECIALS)
+    assert WordTokenizer.build(LINES, min_count=2).tokens == list(SPECIALS) + ["a", "b"]
+    assert WordTokenizer.build(LINES, min_count=3).tokens == list(SPECIALS) + ["a"]
+    assert WordTokenizer.build(LINES, min_count=4).tokens == list(SPECIALS)
 
 
 def test_build_max_size_counts_specials():
-    vocab = Vocabulary.build(LINES, max_size=6)
+    vocab = WordTokenizer.build(LINES, max_size=6)
     assert vocab.tokens == list(SPECIALS) + ["a", "b"]
     assert len(vocab) == 6
     # ties (c, d, e all once) are broken alphabetically
-    assert Vocabulary.build(LINES, max_size=7).tokens[-1] == "c"
+    assert WordTokenizer.build(LINES, max_size=7).tokens[-1] == "c"
     with pytest.raises(ValueError, match="max_size must be > 4"):
-        Vocabulary.build(LINES, max_size=4)
+        WordTokenizer.build(LINES, max_size=4)
 
 
 def test_encode_and_decode():
-    vocab = Vocabulary.build(LINES)
+    vocab = WordTokenizer.build(LINES)
     assert vocab.encode("a zzz c") == [1, 4, 3, 6, 2]
     assert vocab.encode("a b", add_bos=False) == [4, 5, 2]
     assert vocab.encode("a b", add_eos=False) == [1, 4, 5]
@@ -50,30 +51,30 @@ def test_encode_and_decode():
 
 def test_vocabulary_rejects_bad_token_lists():
     with pytest.raises(ValueError, match="must start with"):
-        Vocabulary(["a", "b"])
+        WordTokenizer(["a", "b"])
     with pytest.raises(ValueError, match="Repeated tokens"):
-        Vocabulary(list(SPECIALS) + ["a", "a"])
+        WordTokenizer(list(SPECIALS) + ["a", "a"])
 
 
 def test_save_load_round_trip(tmp_path):
-    vocab = Vocabulary.build(LINES + ["x y z"])
+    vocab = WordTokenizer.build(LINES + ["x y z"])
     path = vocab.save(str(tmp_path))
     assert path.endswith("vocabulary.txt")
-    assert Vocabulary.load(str(tmp_path)) == vocab
-    assert Vocabulary.load(path) == vocab
-    assert load_vocabulary(str(tmp_path)) == vocab
-    assert type(load_vocabulary(str(tmp_path))) is Vocabulary
+    assert WordTokenizer.load(str(tmp_path)) == vocab
+    assert WordTokenizer.load(path) == vocab
+    assert load_tokenizer(str(tmp_path)) == vocab
+    assert type(load_tokenizer(str(tmp_path))) is WordTokenizer
 
 
 def test_character_vocabulary_round_trip(tmp_path):
-    vocab = CharacterVocabulary.build(["ab a", "ba"])
+    vocab = CharTokenizer.build(["ab a", "ba"])
     assert vocab.tokens == list(SPECIALS) + ["a", "b", "\u2581"]
     ids = vocab.encode("ab a")
     assert ids == [1, 4, 5, 6, 4, 2]
     assert vocab.decode(ids) == "ab a"
     vocab.save(str(tmp_path))
-    loaded = load_vocabulary(str(tmp_path))
-    assert isinstance(loaded, CharacterVocabulary)
+    loaded = load_tokenizer(str(tmp_path))
+    assert isinstance(loaded, CharTokenizer)
     assert loaded == vocab
     assert loaded.decode(loaded.encode("ba ab")) == "ba ab"
 
@@ -108,7 +109,7 @@ def test_stream_windows_rejects_short_stream():
 
 def test_stream_dataset_matches_windows():
     lines = ["a b c", "d", "b c a d e"]
-    vocab = Vocabulary.build(lines)
+    vocab = WordTokenizer.build(lines)
     ids = stream_ids(lines, vocab)
     assert ids.tolist() == [i for line in lines for i in vocab.encode(line)]
     expected = stream_windows(ids, 4, 3, vocab.bos_id)
@@ -128,7 +129,7 @@ def _varied_corpus(n=300, seed=0):
 
 def test_sentence_dataset_counts_every_target_once():
     lines = _varied_corpus()
-    vocab = Vocabulary.build(lines)
+    vocab = WordTokenizer.build(lines)
     total_weight, seen = 0.0, []
     for x, y, w in sentence_dataset(lines, vocab, batch_size=8):
         x, y, w = x.numpy(), y.numpy(), w.numpy()
@@ -147,7 +148,7 @@ def test_sentence_dataset_counts_every_target_once():
 
 def test_sentence_dataset_padding_is_small():
     lines = _varied_corpus()
-    vocab = Vocabulary.build(lines)
+    vocab = WordTokenizer.build(lines)
     real = padded = 0
     for _, _, w in sentence_dataset(lines, vocab, batch_size=8):
         real += w.numpy().sum()
@@ -158,7 +159,7 @@ def test_sentence_dataset_padding_is_small():
 
 
 def test_sentence_dataset_max_length():
-    vocab = Vocabulary.build(["a b c d e f"])
+    vocab = WordTokenizer.build(["a b c d e f"])
     (x, y, w), = list(sentence_dataset(["a b c d e f"], vocab, batch_size=4, max_length=3))
     assert x.shape == (1, 3)
     np.testing.assert_array_equal(x.numpy()[0], vocab.encode("a b c")[:3])
@@ -223,9 +224,9 @@ def test_read_lines_drops_lines_of_control_characters_and_says_when_none_is_left
 def test_unknown_share_counts_the_words_a_closed_vocabulary_reads_as_unk():
     from zoo.data.corpus import unknown_note, unknown_share
 
-    vocab = Vocabulary.build(["the cat sat", "the dog"])
+    vocab = WordTokenizer.build(["the cat sat", "the dog"])
     # 2 of 8 words are not in the vocabulary, and "<unk>" written in the text is one too
     assert unknown_share(["the cat flew", "a dog sat <unk> the"], vocab) == 3 / 8
     assert unknown_share(["the cat"], vocab) == 0.0
-    assert unknown_share(["the cat"], CharacterVocabulary.build(["the cat"])) is None
+    assert unknown_share(["the cat"], CharTokenizer.build(["the cat"])) is None
     assert unknown_note(3 / 8).startswith("37.50% of the words are <unk>") and unknown_note(None) == ""

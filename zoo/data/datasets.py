@@ -1,21 +1,21 @@
-"""Named corpora: their lines and their vocabularies."""
+"""Named corpora: their lines and the tokenizers of their vocabularies."""
 
 import functools
 
 from zoo.data.corpus import read_lines
-from zoo.data.vocab import CharacterVocabulary, Vocabulary
+from zoo.data.vocab import CharTokenizer, WordTokenizer
 
 
 @functools.lru_cache(maxsize=1)
 def ptb_vocabulary():
     """The Penn Treebank's own 10k vocabulary (every training word type), sorted by frequency."""
-    return Vocabulary.build(read_lines("ptb", "train"))
+    return WordTokenizer.build(read_lines("ptb", "train"))
 
 
 def build_vocabulary(source, kind="word", min_count=1, max_size=None):
     """The vocabulary of a corpus' training split: the treebank's own for "ptb"."""
     if kind == "char":
-        return CharacterVocabulary.build(read_lines(source, "train"), min_count, max_size)
+        return CharTokenizer.build(read_lines(source, "train"), min_count, max_size)
     if source == "ptb" and min_count == 1 and max_size is None:
         return ptb_vocabulary()
-    return Vocabulary.build(read_lines(source, "train"), min_count, max_size)
+    return WordTokenizer.build(read_lines(source, "train"), min_count, max_size)

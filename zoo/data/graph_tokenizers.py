@@ -2,8 +2,8 @@
 so that an export (`zoo.export`) tokenises inside the graph TF Serving runs. A tokenizer's
 `graph_tokenizer(asset_dir)` returns one of these; this module imports nothing of the zoo.
 
-`zoo.data.vocab.Vocabulary.encode` splits a line with Python's `str.split()`, and
-`CharacterVocabulary.encode` takes the characters of `line.strip()` (a space becoming U+2581,
+`zoo.data.vocab.WordTokenizer.encode` splits a line with Python's `str.split()`, and
+`CharTokenizer.encode` takes the characters of `line.strip()` (a space becoming U+2581,
 any other whitespace character dropped). The ops here reproduce both exactly:
 
 - the input bytes are first decoded as UTF-8 with every invalid sequence replaced by U+FFFD,
@@ -28,12 +28,13 @@ Serving's model server links them in; in Python, `import tensorflow_text` before
 
 import functools
 import sys
+import warnings
 
 import numpy as np
 import tensorflow as tf
 
 REPLACEMENT_CHARACTER = 0xFFFD
-SPACE_MARK = "\u2581"  # CharacterVocabulary's stand-in for a space
+SPACE_MARK = "\u2581"  # CharTokenizer's stand-in for a space
 
 
 @functools.cache  # one scan of every code point per process
@@ -76,7 +77,7 @@ def split_words(text):
 
 
 def split_characters(text):
-    """`CharacterVocabulary`'s tokens of each line: the characters of `line.strip()`, a space as
+    """`CharTokenizer`'s tokens of each line: the characters of `line.strip()`, a space as
     U+2581, any other whitespace character dropped → ragged [batch, characters]."""
     chars = tf.strings.unicode_split(decode_utf8(text), "UTF-8")
     is_space = tf.strings.regex_full_match(chars.flat_values, WHITESPACE)
@@ -96,7 +97,7 @@ class Tokenizer:
     """Words (or characters) → ids and ids → words, from a vocabulary file, in the graph.
 
     `vocabulary_file` holds one token per line, a token's id being its line number, as
-    `Vocabulary.save` writes it. The two lookup tables (`tables`) must be tracked by the object
+    `WordTokenizer.save` writes it. The two lookup tables (`tables`) must be tracked by the object
     saved with `tf.saved_model.save` (`zoo.export.saved_model` sets them as an attribute of its
     `tf.Module` root), so that the save ships the file as an asset (`assets/vocabulary.txt`) and
     the loaded tables read it from there.
@@ -204,9 +205,9 @@ class GraphTokenizer:
 SUBWORD_SPACES = _character_class(python_whitespace() + (ord(SPACE_MARK),))
 
 
-def normalize_subword(text):
-    """`zoo.data.tokenizers.normalize_subword` for a string tensor: invalid UTF-8 replaced by
-    U+FFFD, Unicode NFC, runs of whitespace (or U+2581) as one space, stripped."""
+def normalize_subword_in_graph(text):
+    """`zoo.data.tokenizers.normalize_subword` as TensorFlow ops, for a string tensor: invalid
+    UTF-8 replaced by U+FFFD, Unicode NFC, runs of whitespace (or U+2581) as one space, stripped."""
     import tensorflow_text as tft  # its ops are loaded for subword models only
 
     text = tft.normalize_utf8(decode_utf8(text), "NFC")
@@ -247,7 +248,7 @@ class SubwordGraphTokenizer:
         return [self.sentencepiece]
 
     def encode(self, text):
-        pieces = self.sentencepiece.tokenize(normalize_subword(tf.reshape(text, [-1])))
+        pieces = self.sentencepiece.tokenize(normalize_subword_in_graph(tf.reshape(text, [-1])))
         return pieces.with_flat_values(tf.gather(tf.constant(self._to_id), pieces.flat_values))
 
     def decode(self, ids):
@@ -272,3 +273,13 @@ class SubwordGraphTokenizer:
         ids = tf.cast(ids, tf.int64)
         inside = (ids >= 0) & (ids < self.size)
         return tf.gather(tf.constant(self._starts_word), tf.where(inside, ids, 0)) & inside
+
+
+def __getattr__(name):
+    # The former name of `normalize_subword_in_graph`, kept for one release (zoo.deprecation's
+    # convention; this module imports nothing of the zoo).
+    if name == "normalize_subword":
+        warnings.warn(f"{__name__}.normalize_subword is deprecated; use {__name__}.normalize_subword_in_graph.",
+                      DeprecationWarning, stacklevel=2)
+        return normalize_subword_in_graph
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

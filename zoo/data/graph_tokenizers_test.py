@@ -1,4 +1,4 @@
-"""The in-graph tokenisers against `Vocabulary.encode` / `CharacterVocabulary.encode` on awkward
+"""The in-graph tokenisers against `WordTokenizer.encode` / `CharTokenizer.encode` on awkward
 text: every Python whitespace character, separators TensorFlow's own split does not know, bytes
 that are not UTF-8, reserved tokens typed as words."""
 
@@ -7,7 +7,7 @@ import pytest
 import tensorflow as tf
 
 from zoo.data.graph_tokenizers import WHITESPACE, Tokenizer, python_whitespace
-from zoo.data.vocab import CharacterVocabulary, Vocabulary
+from zoo.data.vocab import CharTokenizer, WordTokenizer
 
 LINES = [
     "the cat sat", "", " ", "  the   cat  ", "\tthe\ncat\r\n", "the\x1ccat\x1dsat\x1eon\x1fmat",
@@ -32,7 +32,7 @@ def _words_tokenizer(tmp_path, vocabulary):
 
 
 def test_word_ids_equal_vocabulary_encode(tmp_path):
-    vocabulary = Vocabulary.build(["the cat sat on the mat", "é ca t", "\u200bcat"])
+    vocabulary = WordTokenizer.build(["the cat sat on the mat", "é ca t", "\u200bcat"])
     tokenizer = _words_tokenizer(tmp_path, vocabulary)
     got = tokenizer.encode(tf.constant(LINES + BYTES)).to_list()
     want = [vocabulary.encode(line, add_bos=False, add_eos=False) for line in LINES]
@@ -43,7 +43,7 @@ def test_word_ids_equal_vocabulary_encode(tmp_path):
 
 
 def test_character_ids_equal_character_vocabulary_encode(tmp_path):
-    vocabulary = CharacterVocabulary.build(["the cat sat", "é\u200b"])
+    vocabulary = CharTokenizer.build(["the cat sat", "é\u200b"])
     tokenizer = _words_tokenizer(tmp_path, vocabulary)
     assert tokenizer.kind == "char"
     got = tokenizer.encode(tf.constant(LINES + BYTES)).to_list()
@@ -55,7 +55,7 @@ def test_character_ids_equal_character_vocabulary_encode(tmp_path):
 
 @pytest.mark.parametrize("line", ["", "x" * 5, "a b"])
 def test_a_batch_of_one_and_of_many_agree(tmp_path, line):
-    vocabulary = Vocabulary.build(["a b x"])
+    vocabulary = WordTokenizer.build(["a b x"])
     tokenizer = _words_tokenizer(tmp_path, vocabulary)
     alone = tokenizer.encode(tf.constant([line])).to_list()[0]
     many = tokenizer.encode(tf.constant(["a", line, ""])).to_list()[1]

@@ -20,8 +20,8 @@ Every tokenizer has
 - `graph_tokenizer(asset_dir)`: the same tokenizer as TensorFlow ops for an export
   (`zoo.data.graph_tokenizers`: `encode`, `decode`, `token_texts`, `resources`).
 
-`WordTokenizer` and `CharTokenizer` are `zoo.data.vocab.Vocabulary` and `CharacterVocabulary`
-(their files and ids are unchanged); `SubwordTokenizer` is new.
+`WordTokenizer` and `CharTokenizer` live in `zoo.data.vocab` (their former names, `Vocabulary` and
+`CharacterVocabulary`, still work for one release and warn); `SubwordTokenizer` is below.
 
 The subword tokenizer is a SentencePiece unigram model with byte fallback, so no text ever maps
 to an unknown id: a character the model lacks is spelt as its UTF-8 bytes (256 byte pieces).
@@ -41,13 +41,9 @@ import unicodedata
 import numpy as np
 
 from zoo.data.graph_tokenizers import SubwordGraphTokenizer
-from zoo.data.vocab import BOS, EOS, PAD, CharacterVocabulary, Vocabulary, _text
+from zoo.data.vocab import BOS, EOS, PAD, CharTokenizer, WordTokenizer, _text, load_word_or_char  # noqa: F401
 from zoo.data.vocab import FILENAME as VOCABULARY_FILE
-from zoo.data.vocab import load_vocabulary
 from zoo.errors import reason
-
-WordTokenizer = Vocabulary
-CharTokenizer = CharacterVocabulary
 
 RESERVED = (PAD, BOS, EOS)
 MODEL_FILE = "tokenizer.model"   # the SentencePiece model (a serialised ModelProto)
@@ -414,6 +410,6 @@ def load_tokenizer(directory):
     if not os.path.exists(path):
         raise ValueError(f"The tokenizer file {path} is missing (and there is no {CONFIG_FILE} beside it).")
     try:
-        return load_vocabulary(directory)
+        return load_word_or_char(directory)
     except (ValueError, OSError, UnicodeDecodeError) as e:
         raise ValueError(f"The tokenizer file {path} is not a vocabulary ({reason(e)}).") from None

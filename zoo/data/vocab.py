@@ -1,4 +1,5 @@
-"""Word-level vocabularies with ids sorted by frequency.
+"""The word and character tokenizers (`WordTokenizer`, `CharTokenizer`): a vocabulary file of
+tokens whose ids are sorted by frequency.
 
 The adaptive softmax's cutoffs assume the most frequent words have the smallest ids, so every
 vocabulary here is sorted by decreasing training-set frequency after four reserved ids:
@@ -13,16 +14,18 @@ import os
 import numpy as np
 
 from zoo.data.graph_tokenizers import GraphTokenizer, Tokenizer
+from zoo.deprecation import former_name
 
 PAD, BOS, EOS, UNK = "<pad>", "<s>", "</s>", "<unk>"
 SPECIALS = (PAD, BOS, EOS, UNK)
 FILENAME = "vocabulary.txt"
+KIND_FILENAME = "vocabulary_kind.txt"  # "char" for a `CharTokenizer`; absent for a `WordTokenizer`
 
 
-class Vocabulary:
-    """An ordered list of tokens; a token's id is its position.
+class WordTokenizer:
+    """An ordered list of tokens (the vocabulary); a token's id is its position.
 
-    It is also the "word" member of the tokenizer family of `zoo.data.tokenizers` (`kind`,
+    It is the "word" member of the tokenizer family of `zoo.data.tokenizers` (`kind`,
     `normalize`, `encode`, `encode_batch`, `decode`, `token_texts`, `word_index`, `save`,
     `graph_tokenizer`); text may be given as `bytes`, decoded as UTF-8 with errors="replace".
     """
@@ -58,7 +61,7 @@ class Vocabulary:
         return len(self.tokens)
 
     def __eq__(self, other):
-        return isinstance(other, Vocabulary) and self.tokens == other.tokens
+        return isinstance(other, WordTokenizer) and self.tokens == other.tokens
 
     def normalize(self, text):
         """The text `decode(encode(text))` gives back when every word is in the vocabulary:
@@ -120,7 +123,7 @@ class Vocabulary:
             return cls(line.rstrip("\n") for line in f if line.rstrip("\n"))
 
 
-class CharacterVocabulary(Vocabulary):
+class CharTokenizer(WordTokenizer):
     """Characters instead of words: a line's characters (spaces included) are its tokens.
 
     As a tokenizer ("char"): the tokens are the characters of `line.strip()`, a space as U+2581
@@ -170,7 +173,7 @@ class CharacterVocabulary(Vocabulary):
 
     def save(self, directory):
         path = super().save(directory)
-        with open(os.path.join(directory, "vocabulary_kind.txt"), "w") as f:
+        with open(os.path.join(directory, KIND_FILENAME), "w") as f:
             f.write("char\n")
         return path
 
@@ -187,8 +190,20 @@ def _chars(line):
     return ["\u2581" if c == " " else c for c in line.strip()]
 
 
-def load_vocabulary(directory):
-    kind_file = os.path.join(directory, "vocabulary_kind.txt")
+def load_word_or_char(directory):
+    """The `WordTokenizer`, or `CharTokenizer` when `vocabulary_kind.txt` says "char", saved in
+    `directory` (`zoo.data.tokenizers.load_tokenizer` reads every kind)."""
+    kind_file = os.path.join(directory, KIND_FILENAME)
     if os.path.exists(kind_file) and open(kind_file).read().strip() == "char":
-        return CharacterVocabulary.load(directory)
-    return Vocabulary.load(directory)
+        return CharTokenizer.load(directory)
+    return WordTokenizer.load(directory)
+
+
+# Former names, kept for one release: each warns, naming the new one.
+DEPRECATED = {"Vocabulary": ("zoo.data.WordTokenizer", WordTokenizer),
+              "CharacterVocabulary": ("zoo.data.CharTokenizer", CharTokenizer),
+              "load_vocabulary": ("zoo.data.tokenizers.load_tokenizer", load_word_or_char)}
+
+
+def __getattr__(name):
+    return former_name(__name__, name, DEPRECATED)

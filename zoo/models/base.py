@@ -37,7 +37,10 @@ What a model answers once trained lives beside this module, mixed into `Language
 `zoo.models.generation` (`generate`); `save_to_preset` writes `zoo.preset_directory`'s format.
 """
 
+from __future__ import annotations
+
 import functools
+import os
 import warnings
 
 import keras
@@ -46,6 +49,7 @@ from keras import ops
 
 from zoo import compat, optimizers, preset_directory, registry
 from zoo import metrics as zoo_metrics
+from zoo.deprecation import warn
 from zoo.layers import AdaptiveSoftmax, FullSoftmax
 from zoo.models.generation import Generation
 from zoo.models.inference import Inference
@@ -101,8 +105,22 @@ class LanguageModel(Inference, Generation, keras.Model):
         super().__init__(**kwargs)
         self.vocabulary_size = vocabulary_size
         self.optimizer_config = optimizer
-        self.vocabulary = None
-        self.perplexity_tracker = zoo_metrics.Perplexity(name="perplexity")
+        self.tokenizer = None  # a `zoo.data.tokenizers` tokenizer, set by `zoo.load`
+        self.perplexity_tracker = zoo_metrics.PerplexityMetric(name="perplexity")
+
+    # `vocabulary`, the former name of `tokenizer`, reads and sets it with a warning. It is not a
+    # property: Keras' saving reads every attribute `dir(model)` lists, and would warn each time.
+    def __getattr__(self, name):
+        if name == "vocabulary":
+            warn("model.vocabulary", "model.tokenizer")
+            return self.tokenizer
+        raise AttributeError(f"{type(self).__name__!r} object has no attribute {name!r}")
+
+    def __setattr__(self, name, value):
+        if name == "vocabulary":
+            warn("model.vocabulary", "model.tokenizer")
+            name = "tokenizer"
+        super().__setattr__(name, value)
 
     def make_head(self, cutoffs=None, factor=4):
         """The output layer: a full softmax, or an adaptive softmax when `cutoffs` are given."""
@@ -123,10 +141,26 @@ class LanguageModel(Inference, Generation, keras.Model):
         return "state_" + "_".join(str(i) for i in path)
 
     # ---- training ------------------------------------------------------------------
-    def compile(self, optimizer=None, loss=None, **kwargs):
-        """With no optimizer: the preset's own recipe (by default the paper's §4.2–4.3:
-        Nesterov momentum 0.99, learning rate 1, gradient clipping at norm 0.1).
-        The loss is always the output layer's exact per-token negative log-likelihood."""
+    def compile(self, optimizer: keras.optimizers.Optimizer | str | None = None, loss: None = None,
+                **kwargs) -> None:
+        """Keras' `compile`, with the zoo's optimiser and loss by default.
+
+        Args:
+            optimizer: a Keras optimiser (or its name); None: the preset's own recipe
+                (`make_optimizer`; by default the paper's §4.2–4.3: Nesterov momentum 0.99,
+                learning rate 1, gradient clipping at norm 0.1).
+            loss: must stay None: the loss is always the output layer's exact per-token
+                negative log-likelihood (`compute_loss`); any other is refused in one sentence.
+            **kwargs: the rest of `keras.Model.compile`'s arguments (`metrics=`, `jit_compile=` …).
+
+        Example:
+
+        >>> import zoo
+        >>> lm = zoo.load("gcnn-ptb", weights="random", vocabulary_size=50, embedding_dim=8, blocks=[[[3, 8]]])
+        >>> lm.compile()
+        >>> type(lm.optimizer).__name__
+        'Adam'
+        """
         if loss is not None:
             raise ValueError(
                 "A language model of the zoo computes its own loss (the output layer's "
@@ -136,7 +170,32 @@ class LanguageModel(Inference, Generation, keras.Model):
             optimizer = self.make_optimizer()
         super().compile(optimizer=optimizer, **kwargs)
 
-    def fit(self, *args, **kwargs):
+    def fit(self, *args, **kwargs) -> keras.callbacks.History:
+        """Keras' `fit`, refused in one sentence under `MultiWorkerMirroredStrategy` (broken in
+        Keras 3: use `zoo train`).
+
+        Args:
+            *args: `keras.Model.fit`'s: typically a `tf.data.Dataset` of
+                `(<int32>[batch, time] inputs, <int32>[batch, time] targets,
+                <float32>[batch, time] sample_weight)` batches, as `zoo.data.stream_dataset`
+                and `zoo.data.sentence_dataset` make.
+            **kwargs: `keras.Model.fit`'s (`epochs=`, `validation_data=`, `callbacks=` …).
+
+        Returns:
+            Keras' `History`: per epoch, the mean `loss` (per-token negative log-likelihood,
+            plus any balancing losses) and the `perplexity` of the tokens seen.
+
+        Example:
+
+        >>> import zoo
+        >>> lm = zoo.load("gcnn-ptb", weights="random", vocabulary_size=50, embedding_dim=8, blocks=[[[3, 8]]])
+        >>> lm.tokenizer = zoo.data.WordTokenizer.build(["the cat sat on the mat", "a dog sat"])
+        >>> data = zoo.data.stream_dataset(["the cat sat on the mat", "a dog sat"] * 8, lm.tokenizer,
+        ...                                batch_size=4, seq_len=8)
+        >>> lm.compile()
+        >>> sorted(lm.fit(data, epochs=1, verbose=0).history)
+        ['loss', 'perplexity']
+        """
         strategy = getattr(self, "distribute_strategy", None) or tf.distribute.get_strategy()
         if isinstance(strategy, tf.distribute.MultiWorkerMirroredStrategy) and keras_fit_breaks_multi_worker():
             raise RuntimeError(
@@ -176,10 +235,29 @@ class LanguageModel(Inference, Generation, keras.Model):
         return self.head.log_prob(self(x, training=False))
 
     # ---- presets -------------------------------------------------------------------
-    def save_to_preset(self, directory):
-        """Write `config.json`, `model.weights.h5` and the tokenizer's files (if any) to
-        `directory` (`zoo.preset_directory`); returns its absolute path. A failure never leaves
-        a half-written preset over an existing one."""
+    def save_to_preset(self, directory: str | os.PathLike) -> str:
+        """Writes the model as a preset directory (`zoo.preset_directory`), which `zoo.load`
+        reads back. A failure never leaves a half-written preset over an existing one.
+
+        Args:
+            directory: where to write `config.json`, `model.weights.h5` and the tokenizer's
+                files (if the model has a tokenizer); an existing preset there is replaced.
+
+        Returns:
+            The directory's absolute path.
+
+        Example:
+
+        >>> import os, tempfile, zoo
+        >>> tokenizer = zoo.data.WordTokenizer.build(["the cat sat"])
+        >>> lm = zoo.load("gcnn-ptb", weights="random", vocabulary_size=len(tokenizer), embedding_dim=8,
+        ...               blocks=[[[3, 8]]])
+        >>> lm.tokenizer = tokenizer
+        >>> with tempfile.TemporaryDirectory() as tmp:
+        ...     directory = lm.save_to_preset(os.path.join(tmp, "my_lm"))
+        ...     print(sorted(os.listdir(directory)), zoo.load(directory).tokenizer == tokenizer)
+        ['config.json', 'model.weights.h5', 'vocabulary.txt'] True
+        """
         return preset_directory.save(self, directory)
 
     def get_config(self):

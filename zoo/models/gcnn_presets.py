@@ -109,7 +109,7 @@ PRESETS = {
         "4 GLU blocks of width 128 (kernel 4, receptive field 13), dropout 0.2, full softmax "
         "(cutoffs=[...] for an adaptive one).",
         "paper": "§5.1 (Penn Treebank), sized for 2 CPU cores",
-        "vocabulary": "ptb",
+        "tokenizer": "ptb",
         "config": GCNN_PTB,
         "train": {"batch_size": 32, "seq_len": 64},
     },
@@ -119,7 +119,7 @@ PRESETS = {
         "batches of 16 × 64 tokens; the best treebank GCNN of `zoo reproduce ptb-recipe` "
         "(weights=\"trained\").",
         "paper": "§5.1 (Penn Treebank), sized for 2 CPU cores",
-        "vocabulary": "ptb",
+        "tokenizer": "ptb",
         "config": GCNN_PTB_DEEP,
         "train": {"batch_size": 16, "seq_len": 64},
     },
@@ -127,7 +127,7 @@ PRESETS = {
         "description": "gcnn-ptb with a sparse MoE (32 experts of hidden 128, k=4) after its "
         "second block: the GCNN paper's §5.1 next step.",
         "paper": "Dauphin et al. §5.1 + Shazeer et al. 2017, sized for 2 CPU cores",
-        "vocabulary": "ptb",
+        "tokenizer": "ptb",
         "config": {**GCNN_PTB, "moe": {"after_blocks": [1], "num_experts": 32, "k": 4, "hidden_units": 128}},
         "train": {"batch_size": 32, "seq_len": 64},
     },
@@ -138,7 +138,7 @@ PRESETS["gcnn-en"] = {
     "width 256 (kernel 4, receptive field 19), adaptive softmax; ships trained on 2.9M words of "
     "speeches, Wikipedia and the King James Bible (weights=\"trained\").",
     "paper": "Dauphin et al. 2016's GCNN, sized for 2 CPU cores",
-    "vocabulary": "subword",
+    "tokenizer": "subword",
     "config": GCNN_EN,
     "train": {"batch_size": 32, "seq_len": 64},
 }

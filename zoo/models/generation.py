@@ -498,7 +498,7 @@ class Generation:
         rows, as_text, single = self._prompt_rows(prompts)
         stop_ids, stop_texts = self._stop(stop, as_text)
         # a model without a vocabulary has no </s> to stop at
-        eos = self.vocabulary.eos_id if self.vocabulary is not None and stop is not None else NO_STOP
+        eos = self.tokenizer.eos_id if self.tokenizer is not None and stop is not None else NO_STOP
         xla = (jit_compile is True or jit_compile == "auto" and not has_moe) and not isinstance(chosen, samplers.Beam)
         width = max(len(r) for r in rows)
         room = None
@@ -524,9 +524,9 @@ class Generation:
 
     def _prompt_rows(self, prompts):
         """`(id lists, whether they came as text, whether one prompt was given)`."""
-        bos = self.vocabulary.bos_id if self.vocabulary is not None else BOS_ID
+        bos = self.tokenizer.bos_id if self.tokenizer is not None else BOS_ID
         if isinstance(prompts, (str, bytes)):
-            rows = [self.require_vocabulary().encode(prompts, add_eos=False)]
+            rows = [self.require_tokenizer().encode(prompts, add_eos=False)]
             check_sequence_length(rows, "prompt")
             return rows, True, True
         if isinstance(prompts, np.ndarray):
@@ -536,7 +536,7 @@ class Generation:
                              f"lists, got {type(prompts).__name__}.")
         texts = [isinstance(p, (str, bytes)) for p in prompts]
         if prompts and all(texts):
-            vocabulary = self.require_vocabulary()
+            vocabulary = self.require_tokenizer()
             rows = [vocabulary.encode(p, add_eos=False) for p in prompts]
             check_sequence_length(rows, "prompt")
             return rows, True, False
@@ -579,8 +579,8 @@ class Generation:
                 if not as_text:
                     raise ValueError(f"A stop text ({item!r}) needs text prompts; with id prompts give stop ids.")
                 texts.append(item)
-                ids = self.vocabulary.encode(item, add_bos=False, add_eos=False)
-                unk = getattr(self.vocabulary, "unk_id", None)
+                ids = self.tokenizer.encode(item, add_bos=False, add_eos=False)
+                unk = getattr(self.tokenizer, "unk_id", None)
                 if ids and unk not in ids:  # the loop stops early on it; the text is cut below anyway
                     sequences.append(tuple(int(i) for i in ids))
                 continue
@@ -592,9 +592,9 @@ class Generation:
         return tuple(sequences), tuple(texts)
 
     def _text(self, ids, prompt_length, stop_texts):
-        text = self.vocabulary.decode(ids)
+        text = self.tokenizer.decode(ids)
         if stop_texts:
-            start = len(self.vocabulary.decode(ids[:prompt_length]))
+            start = len(self.tokenizer.decode(ids[:prompt_length]))
             cuts = [i for i in (text.find(s, start) for s in stop_texts) if i >= 0]
             if cuts:
                 text = text[:min(cuts)].rstrip()

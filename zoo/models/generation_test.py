@@ -460,7 +460,7 @@ def test_bad_prompts_are_refused_in_one_sentence():
         model.generate([[[1, 4]]])
     with pytest.raises(ValueError, match="prompts must be a string, a list of strings"):
         model.generate(5)
-    with pytest.raises(ValueError, match="no vocabulary"):
+    with pytest.raises(ValueError, match="no tokenizer"):
         model.generate("the cat")
     with pytest.raises(ValueError, match="mixes strings with ids"):
         vocabulary_model()[0].generate([[1, 4], "the cat"])

@@ -2,13 +2,17 @@
 at a time (`decode_step`). A part of `LanguageModel` (zoo.models.base), which mixes it in; it
 relies on the family's `call`, `step` and `initial_state` and on the output layer `head`."""
 
+from __future__ import annotations
+
 import math
+from typing import Sequence
 
 import numpy as np
 import tensorflow as tf
 
 from zoo.data import pipeline
 from zoo.data.corpus import read_lines, scored_words, unknown_share
+from zoo.deprecation import warn
 
 
 # A line longer than this many characters is scored alone under mode="sentence" (not padded into
@@ -64,13 +68,35 @@ class Inference:
             )
         return ids.astype("int32")
 
-    def require_vocabulary(self):
-        if self.vocabulary is None:
-            raise ValueError("This model has no vocabulary: give token ids, or load a preset directory with one.")
-        return self.vocabulary
+    def require_tokenizer(self):
+        """`self.tokenizer`; a model without one is refused in one sentence."""
+        if self.tokenizer is None:
+            raise ValueError("This model has no tokenizer: give token ids, or load a preset directory with one.")
+        return self.tokenizer
 
-    def log_probs(self, token_ids):
-        """`[batch, time, vocabulary]` log-probabilities of the token after each position."""
+    def require_vocabulary(self):
+        """Deprecated: the former name of `require_tokenizer`."""
+        warn("LanguageModel.require_vocabulary()", "LanguageModel.require_tokenizer()")
+        return self.require_tokenizer()
+
+    def log_probs(self, token_ids: Sequence | np.ndarray) -> np.ndarray:
+        """The log-probability of every token after each position.
+
+        Args:
+            token_ids: `<int>[batch, time]` or `<int>[time]` ids in `[0, vocabulary_size)`.
+
+        Returns:
+            `<float32>[batch, time, vocabulary_size]` numpy log-probabilities; position t gives
+            the distribution of the token after `token_ids[:, t]` (a `[time]` input is a batch
+            of one).
+
+        Example:
+
+        >>> import zoo
+        >>> lm = zoo.load("gcnn-ptb", weights="trained")
+        >>> lm.log_probs([[1, 5, 6]]).shape
+        (1, 3, 10002)
+        """
         ids = self.check_ids(token_ids)
         if ids.ndim not in (1, 2):
             raise ValueError(
@@ -84,9 +110,26 @@ class Inference:
     def _log_probs_fn(self, ids):
         return self.head.log_prob(self(ids, training=False))
 
-    def target_log_probs(self, inputs, targets):
-        """`[batch, time]` log-probabilities of `targets` given `inputs` (both `[batch, time]`
-        ids; target t is the token after input t), in one compiled call for the whole batch."""
+    def target_log_probs(self, inputs: Sequence | np.ndarray, targets: Sequence | np.ndarray) -> np.ndarray:
+        """The log-probabilities of `targets` given `inputs`, in one compiled call for the whole
+        batch.
+
+        Args:
+            inputs: `<int>[batch, time]` ids.
+            targets: `<int>[batch, time]` ids of the same shape; target t is the token after
+                input t.
+
+        Returns:
+            `<float32>[batch, time]` numpy log-probabilities, one per target.
+
+        Example:
+
+        >>> import zoo
+        >>> lm = zoo.load("gcnn-ptb", weights="trained")
+        >>> lp = lm.target_log_probs([[1, 5]], [[5, 6]])
+        >>> lp.shape, lp.dtype, bool((lp < 0).all())
+        ((1, 2), dtype('float32'), True)
+        """
         inputs, targets = self.check_ids(inputs), self.check_ids(targets)
         if inputs.ndim != 2 or inputs.shape != targets.shape:
             raise ValueError(f"inputs and targets must both be [batch, time] with the same shape, got "
@@ -97,23 +140,35 @@ class Inference:
     def _target_log_prob_fn(self, ids, targets):
         return self.head.target_log_prob(self(ids, training=False), targets)
 
-    def score(self, texts_or_ids):
-        """Log-probability of each actual next word (or token).
+    def score(self, texts_or_ids: str | Sequence[str] | Sequence[Sequence[int]] | np.ndarray) -> list[np.ndarray]:
+        """The log-probability of each actual next word (or token).
 
-        Texts (a string or a list of strings) are wrapped in `<s> … </s>` with the model's
-        tokenizer, and the result is one array per text of the log-probabilities of
-        `w1 … wn </s>`, one per whitespace-separated word of the text (after the tokenizer's
-        normalisation) and one for `</s>`: with a subword tokenizer a word's log-probability is
-        the sum over its pieces; with a word or character vocabulary each token is scored as it
-        is. Ids (a list of id lists, or a `[batch, time]` array) give, per row, the
-        log-probabilities of tokens 1 … n-1 given what precedes them.
+        Args:
+            texts_or_ids: a string or a list of strings, read with the model's tokenizer (each
+                wrapped in `<s> … </s>`); or ids, a list of id lists or an `<int>[batch, time]`
+                array.
+
+        Returns:
+            One `<float32>[n]` numpy array per text or row. For a text: the log-probabilities
+            of `w1 … wn </s>`, one per whitespace-separated word of the text (after the
+            tokenizer's normalisation) and one for `</s>`; with a subword tokenizer a word's
+            log-probability is the sum over its pieces, with a word or character tokenizer
+            each token is scored as it is. For ids: per row, the log-probabilities of tokens
+            1 … n-1 given what precedes them.
+
+        Example:
+
+        >>> import zoo
+        >>> lm = zoo.load("gcnn-ptb", weights="trained")
+        >>> [scores.shape for scores in lm.score(["the company said it would buy the stock", "a dog"])]
+        [(9,), (3,)]
         """
         if isinstance(texts_or_ids, str):
             texts_or_ids = [texts_or_ids]
         items = list(texts_or_ids)
         tokenizer = None
         if items and isinstance(items[0], str):
-            tokenizer = self.require_vocabulary()
+            tokenizer = self.require_tokenizer()
             sequences = [tokenizer.encode(t) for t in items]
         else:
             sequences = [list(self.check_ids(s).reshape(-1)) for s in items]
@@ -131,24 +186,40 @@ class Inference:
             out.append(log_probs)
         return out
 
-    def perplexity(self, data, mode="stream", batch_size=32, seq_len=128, split=None, per="token"):
+    def perplexity(self, data: Sequence[str] | str | tf.data.Dataset, mode: str = "stream", batch_size: int = 32,
+                   seq_len: int = 128, split: str | None = None, per: str = "token") -> Perplexity:
         """Perplexity `exp(total NLL / N)`, as the papers compute it (§4.1).
 
-        `data` is a list of lines (scored with the model's vocabulary under `mode`:
-        "sentence" scores each line alone, "stream" the concatenation with
-        `self.stream_context` tokens of left context for every window), a corpus name or
-        path for `zoo.data.read_lines` (with `split`), or a `tf.data.Dataset` of
-        `(inputs, targets, sample_weight)` batches.
+        Args:
+            data: a list of lines (read with the model's tokenizer), a corpus name or path for
+                `zoo.data.read_lines` (with `split`), or a `tf.data.Dataset` of
+                `(<int32>[batch, time] inputs, <int32>[batch, time] targets,
+                <float32>[batch, time] sample_weight)` batches.
+            mode: for lines, "sentence" scores each line alone, "stream" their concatenation in
+                windows of `seq_len` with `self.stream_context` tokens of left context each.
+            batch_size: rows per batch, for lines.
+            seq_len: tokens per window under mode="stream".
+            split: the split of a corpus name or path ("valid" when None).
+            per: "token": N is the number of scored tokens (the papers' figure for a word
+                model); "word": N is the number of whitespace-separated words plus one `</s>`
+                per line (`zoo.data.corpus.scored_words`), whatever the tokenizer, so that word,
+                character and subword models are comparable (it needs lines). For a word
+                tokenizer the two are equal.
 
-        `per="token"`: N is the number of scored tokens (the papers' figure for a word model).
-        `per="word"`: N is the number of whitespace-separated words plus one `</s>` per line
-        (`zoo.data.corpus.scored_words`), whatever the tokenizer, so that word, character and
-        subword models are comparable; for a word vocabulary the two are equal. It needs lines.
+        Returns:
+            A `Perplexity` (a float). With lines and a closed word vocabulary, its
+            `unknown_share` is the share of the words read as `<unk>`: each is scored as that
+            one easy token, so a word model's figure is lower than an open-vocabulary model's
+            would be on the same text, the more so the larger the share
+            (docs/data-and-tokenizers.md).
 
-        Returns a `Perplexity` (a float). With lines and a closed word vocabulary, its
-        `unknown_share` is the share of the words read as `<unk>`: each is scored as that one
-        easy token, so a word model's figure is lower than an open-vocabulary model's would be on
-        the same text, the more so the larger the share (docs/data-and-tokenizers.md).
+        Example:
+
+        >>> import zoo
+        >>> lm = zoo.load("gcnn-ptb", weights="trained")
+        >>> ppl = lm.perplexity(["the company said it would buy the stock"], mode="sentence")
+        >>> ppl.per, ppl.unknown_share, 1 < ppl < 10002
+        ('token', 0.0, True)
         """
         if mode not in ("sentence", "stream"):
             raise ValueError(f"Unknown mode {mode!r}; expected 'sentence' or 'stream'.")
@@ -165,7 +236,7 @@ class Inference:
             lines = list(data)
             if not lines:
                 raise ValueError("Nothing to evaluate: the list of lines is empty.")
-            vocab = self.require_vocabulary()
+            vocab = self.require_tokenizer()
             if mode == "stream":
                 datasets = [pipeline.stream_dataset(lines, vocab, batch_size, seq_len, context=self.stream_context)]
             else:
@@ -180,7 +251,7 @@ class Inference:
             raise ValueError("Nothing to evaluate: no token has a non-zero weight.")
         if per == "word":
             count = scored_words(lines)
-        share = None if isinstance(data, tf.data.Dataset) else unknown_share(lines, self.vocabulary)
+        share = None if isinstance(data, tf.data.Dataset) else unknown_share(lines, self.tokenizer)
         return Perplexity(math.exp(total / count), per, share)
 
     def _sentence_datasets(self, lines, vocab, batch_size, seq_len):
@@ -199,11 +270,26 @@ class Inference:
                     datasets.append(pipeline.sentence_dataset([line], vocab, 1))
         return datasets
 
-    def decode_step(self, token_ids, state=None):
-        """One token per sequence: `token_ids` [batch] → `(log_probs [batch, vocab], state)`.
+    def decode_step(self, token_ids: Sequence[int] | np.ndarray, state: list | None = None) -> tuple[tf.Tensor, list]:
+        """One token per sequence: feeding a sequence token by token gives what `log_probs`
+        gives for the whole sequence.
 
-        `state=None` starts from the beginning of the sequences. Feeding a sequence token by
-        token gives what `log_probs` gives for the whole sequence.
+        Args:
+            token_ids: `<int>[batch]`, the next token of each sequence.
+            state: the state the previous call returned (a nested list of tensors, batch
+                first: the family's `initial_state`); None starts from the beginning.
+
+        Returns:
+            `(log_probs, state)`: `<float32>[batch, vocabulary_size]` log-probabilities of the
+            token after `token_ids` (a `tf.Tensor`) and the state to pass to the next call.
+
+        Example:
+
+        >>> import zoo
+        >>> lm = zoo.load("gcnn-ptb", weights="trained")
+        >>> log_probs, state = lm.decode_step([1, 1])
+        >>> log_probs.shape, log_probs.dtype.name
+        (TensorShape([2, 10002]), 'float32')
         """
         ids = self.check_ids(token_ids).reshape(-1)
         if state is None:

@@ -57,7 +57,7 @@ def ptb_stack(middle):
 def treebank(description, paper, config):
     """A preset sized for the Penn Treebank on a CPU: the treebank's own word vocabulary, windows of
     64 tokens in batches of 32."""
-    return {"description": description, "paper": paper, "vocabulary": "ptb", "config": config,
+    return {"description": description, "paper": paper, "tokenizer": "ptb", "config": config,
             "train": {"batch_size": 32, "seq_len": 64}}
 
 
@@ -74,7 +74,7 @@ PRESETS = {
         "description": "A character-level Elman RNN (512 units), the example of the recurrent "
         "language model introduction (004).",
         "paper": "004 (character-level RNN language model)",
-        "vocabulary": "char",
+        "tokenizer": "char",
         "config": {
             "vocabulary_size": 64,
             "embedding_dim": 32,

@@ -14,11 +14,11 @@ class PresetInfo:
 
     `train_defaults`: the preset's default training options, keyed by `TrainConfig` field names
     (`global_batch_size`, `seq_len`); `vocabulary_kind`: the kind of vocabulary to build from the
-    corpus ("word" or "char"), None for a preset directory, which brings its own `vocabulary`."""
+    corpus ("word" or "char"), None for a preset directory, which brings its own `tokenizer`."""
 
     train_defaults: dict
     vocabulary_kind: str | None
-    vocabulary: object = None
+    tokenizer: object = None
     fixes_head: bool = True  # whether the config chooses the output layer (its `cutoffs`)
 
 
@@ -26,7 +26,7 @@ def resolve_preset(preset):
     """The `PresetInfo` of a preset name or a preset directory; an unknown name, or a directory
     without a vocabulary, is refused in one sentence."""
     if os.path.isdir(preset):
-        vocabulary = preset_directory.load_vocabulary(preset)
+        vocabulary = preset_directory.resolve_tokenizer(directory=preset)
         if vocabulary is None:
             raise ValueError(f"The preset directory {preset!r} has no vocabulary to train with.")
         return PresetInfo({}, None, vocabulary)  # its config records its output layer

@@ -16,7 +16,7 @@ import keras
 import tensorflow as tf
 
 from zoo import distribute, preset_directory, registry
-from zoo import weights as sources
+import zoo.weights
 from zoo.data.corpus import scored_words, unknown_note, unknown_share
 from zoo.layers.expert_parallel import expert_parallelism, is_expert_shard
 from zoo.training.actions import ProgressLog, Summaries, TimeBudget, metric_results, reset_metrics
@@ -179,7 +179,7 @@ class Trainer:
                 self._unsharded = type(self.model).from_config(self.model.get_config())
                 if not self._unsharded.built:
                     self._unsharded.build()
-        self._unsharded.vocabulary = self.model.vocabulary
+        self._unsharded.tokenizer = self.model.tokenizer
         self._unsharded.set_weights(weights)
         self._unsharded.save_to_preset(path)
 
@@ -328,7 +328,7 @@ def build_model(preset, overrides, vocabulary, strategy, policy=None, capacity_f
                                  "has none (drop --expert-parallel).")
             if plain is not None:
                 load_unsharded(model, plain, strategy)
-        model.vocabulary = vocabulary
+        model.tokenizer = vocabulary
         optimizer = model.make_optimizer()
         if policy == "mixed_float16" and not isinstance(optimizer, keras.optimizers.LossScaleOptimizer):
             optimizer = keras.optimizers.LossScaleOptimizer(optimizer)
@@ -348,12 +348,12 @@ def starting_point(preset, weights, log=_print):
                          "its own weights (drop --weights).")
     spec = registry.get_preset(preset)
     defaults = resolve_preset(preset).train_defaults  # the preset name's batch and window length
-    source = sources.trained_source(preset)  # one sentence naming the presets that have some, if none
+    source = zoo.weights.trained_source(preset)  # one sentence naming the presets that have some, if none
     if os.path.isdir(source):
         log(f"Starting from the trained {preset} ({source}), with its tokenizer.")
         info = resolve_preset(source)
         return source, dataclasses.replace(info, train_defaults=defaults), None
-    vocabulary = registry.default_vocabulary(spec, spec.config.get("vocabulary_size"))
+    vocabulary = preset_directory.resolve_tokenizer(spec, spec.config.get("vocabulary_size"))
     if vocabulary is None:
         raise ValueError(f"The trained weights of {preset!r} come without their vocabulary; fine-tune its "
                          "preset directory instead.")
@@ -385,7 +385,7 @@ def train(preset, data="ptb", out_dir="runs/model", strategy="default", config=N
     config = config.with_defaults(info.train_defaults)
     config.check_replicas(strategy.num_replicas_in_sync)
 
-    train_lines, valid_lines, vocabulary = load_corpus(data, info.vocabulary, info.vocabulary_kind,
+    train_lines, valid_lines, vocabulary = load_corpus(data, info.tokenizer, info.vocabulary_kind,
                                                        config.min_count, config.max_vocabulary,
                                                        config.tokenizer, config.vocabulary_size, log=log)
     overrides.setdefault("vocabulary_size", len(vocabulary))

@@ -131,7 +131,7 @@ def model_for(arm, settings, train_lines, log):
         return zoo.load(settings["preset"], weights="trained")
     if arm == "scratch-shared":
         model = zoo.load(settings["preset"], weights="random")
-        model.vocabulary = zoo.load(settings["preset"], weights="trained").vocabulary
+        model.tokenizer = zoo.load(settings["preset"], weights="trained").tokenizer
         return model
     size = settings["scratch_vocabulary_size"]
     try:
@@ -145,7 +145,7 @@ def model_for(arm, settings, train_lines, log):
     if preset.config.get("cutoffs") is not None:
         overrides["cutoffs"] = cutoffs or None
     model = zoo.load(settings["preset"], weights="random", **overrides)
-    model.vocabulary = tokenizer
+    model.tokenizer = tokenizer
     return model
 
 
@@ -163,7 +163,7 @@ def run_unit(key, settings, corpus, log):
     valid = first_words(zoo.data.read_lines(folder, "valid"), settings["valid_words"])
     keras.utils.set_random_seed(settings["seed"])
     model = model_for(arm, settings, train_lines, log)
-    record = {"domain": domain, "arm": arm, "params": model.count_params(), "vocabulary": len(model.vocabulary),
+    record = {"domain": domain, "arm": arm, "params": model.count_params(), "vocabulary": len(model.tokenizer),
               "valid_lines": len(valid), "valid_words": zoo.data.corpus.scored_words(valid)}
     if arm == "zero-shot":
         ppl = float(model.perplexity(valid, per="word"))
@@ -171,7 +171,7 @@ def run_unit(key, settings, corpus, log):
         return dict(record, curve=[{"step": 0, "seconds": 0.0, "val_perplexity": ppl}], final_val_perplexity=ppl,
                     steps=0, seconds=0.0)
     model.compile()
-    data = zoo.data.stream_dataset(train_lines, model.vocabulary, settings["global_batch_size"],
+    data = zoo.data.stream_dataset(train_lines, model.tokenizer, settings["global_batch_size"],
                                    settings["seq_len"], shuffle=True, seed=settings["seed"]).repeat()
     timer = TimedValidation(valid, settings["minutes"], settings["validate_every_seconds"], log)
     timer.validate(model, 0.0)

@@ -61,11 +61,11 @@ class PTBSentence(CurvesExperiment):
         save_float16(os.path.join(best, "model.weights.h5"), half)
         overrides = dict(variant["overrides"])
         if settings["quick"]:  # the small corpus's own vocabulary
-            overrides["vocabulary_size"] = len(model.vocabulary)
+            overrides["vocabulary_size"] = len(model.tokenizer)
         shipped = zoo.load(variant["preset"], weights=half, **overrides)
         if settings["quick"]:
-            shipped.vocabulary = model.vocabulary
-        elif shipped.vocabulary != model.vocabulary:
+            shipped.tokenizer = model.tokenizer
+        elif shipped.tokenizer != model.tokenizer:
             raise RuntimeError("The trained model's vocabulary is not the treebank's default one.")
         out["float16_test_sentence"] = shipped.perplexity(lines, mode="sentence")
         out["float16_test_stream"] = shipped.perplexity(lines, mode="stream")

@@ -1,0 +1,126 @@
+"""`zoo.registry`: the walk of `zoo.load` through the modules, the preset's `tokenizer` field (and
+its former name `vocabulary`), and a loaded model's `tokenizer` (and its former name)."""
+
+import sys
+
+import pytest
+
+import zoo
+from zoo import registry
+from zoo.data import WordTokenizer
+from zoo.models import GCNNLanguageModel
+
+TINY = {"vocabulary_size": 50, "embedding_dim": 8, "blocks": [[[3, 8]]]}
+WORDS = WordTokenizer(["<pad>", "<s>", "</s>", "<unk>"] + [f"w{i}" for i in range(46)])
+
+
+def modules_load_calls(*args, **kwargs):
+    """The zoo modules of the functions `zoo.load(*args, **kwargs)` calls itself, in order (its
+    own module's helpers included; what they call in turn, and code outside the zoo, left out)."""
+    entered = []
+
+    def profile(frame, event, arg):
+        caller = frame.f_back
+        if (event == "call" and caller is not None and caller.f_code is registry.load.__code__
+                and not frame.f_code.co_name.startswith("<")):
+            module = frame.f_globals.get("__name__", "")
+            if module == "zoo" or module.startswith("zoo."):
+                entered.append(module)
+
+    sys.setprofile(profile)
+    try:
+        model = zoo.load(*args, **kwargs)
+    finally:
+        sys.setprofile(None)
+    return entered, model
+
+
+def test_load_enters_each_module_once(tmp_path):
+    walk = ["zoo.registry", "zoo.weights", "zoo.preset_directory"]  # docs/architecture.md
+    entered, model = modules_load_calls("gcnn-ptb", weights="random", **TINY)
+    assert entered == walk and model.built
+    model.tokenizer = WORDS
+    directory = model.save_to_preset(str(tmp_path / "preset"))
+    entered, model = modules_load_calls(directory)
+    assert entered == walk and model.tokenizer == WORDS
+    entered, model = modules_load_calls("gcnn-ptb", weights=directory, **TINY)
+    assert entered == walk and model.tokenizer == WORDS
+
+
+def test_a_presets_tokenizer_field_names_its_kind():
+    assert registry.get_preset("gcnn-ptb").tokenizer == "ptb"
+    assert registry.get_preset("gcnn-en").tokenizer == "subword"
+    assert registry.get_preset("gcnn-14").tokenizer == "word"  # the default
+    assert list(registry.TOKENIZERS) == ["ptb", "word", "char", "subword"]
+
+
+def test_the_former_vocabulary_field_still_registers_and_warns():
+    spec = {"description": "x", "config": {}, "vocabulary": "char"}
+    with pytest.warns(DeprecationWarning, match=r"preset field 'vocabulary' \(in Preset 'registry-test-old' of "
+                                                r"GCNNLanguageModel\) is deprecated; use 'tokenizer'"):
+        [preset] = registry.register_presets({"registry-test-old": spec}, GCNNLanguageModel)
+    try:
+        assert preset.tokenizer == "char" and preset.token_kind == "char"
+        with pytest.warns(DeprecationWarning, match=r"Preset\.vocabulary is deprecated; use Preset\.tokenizer"):
+            assert preset.vocabulary == "char"
+    finally:
+        del registry.PRESETS["registry-test-old"]
+
+
+@pytest.mark.parametrize("spec, message", [
+    ({"description": "x", "config": {}, "tokenizer": "bytes"},
+     "Preset 'registry-test-bad' of GCNNLanguageModel has tokenizer 'bytes'; expected one of "
+     "['ptb', 'word', 'char', 'subword']."),
+    ({"description": "x", "config": {}, "vocabulary": "bytes"},
+     "Preset 'registry-test-bad' of GCNNLanguageModel has vocabulary 'bytes'; expected one of "
+     "['ptb', 'word', 'char', 'subword']."),
+    ({"description": "x", "config": {}, "vocabulary": "word", "tokenizer": "word"},
+     "Preset 'registry-test-bad' of GCNNLanguageModel has both 'tokenizer' and its former name "
+     "'vocabulary'; keep 'tokenizer'."),
+])
+def test_a_bad_tokenizer_field_is_refused_in_one_sentence(spec, message):
+    with pytest.raises(ValueError) as error:
+        registry.register_presets({"registry-test-bad": spec}, GCNNLanguageModel)
+    assert str(error.value) == message
+    assert "registry-test-bad" not in registry.PRESETS
+
+
+def test_the_former_registry_names_warn_and_still_work():
+    with pytest.warns(DeprecationWarning, match=r"zoo\.registry\.VOCABULARIES is deprecated; use zoo\.registry\.TOKENIZERS"):
+        assert registry.VOCABULARIES is registry.TOKENIZERS
+    preset = registry.get_preset("gcnn-ptb")
+    with pytest.warns(DeprecationWarning, match=r"zoo\.registry\.default_vocabulary is deprecated; use "
+                                                r"zoo\.preset_directory\.resolve_tokenizer"):
+        default = registry.default_vocabulary(preset, 10_002)
+    assert len(default) == 10_002 and default.kind == "word"
+    with pytest.raises(AttributeError, match="has no attribute 'no_such_name'"):
+        registry.no_such_name  # noqa: B018
+
+
+def test_model_vocabulary_reads_and_sets_the_tokenizer_with_a_warning():
+    model = zoo.load("gcnn-ptb", weights="random", **TINY)
+    assert model.tokenizer is None
+    with pytest.warns(DeprecationWarning, match=r"model\.vocabulary is deprecated; use model\.tokenizer"):
+        model.vocabulary = WORDS
+    assert model.tokenizer is WORDS
+    with pytest.warns(DeprecationWarning, match=r"model\.vocabulary is deprecated; use model\.tokenizer"):
+        assert model.vocabulary is WORDS
+    with pytest.warns(DeprecationWarning, match=r"require_vocabulary\(\) is deprecated; use "
+                                                r"LanguageModel\.require_tokenizer\(\)"):
+        assert model.require_vocabulary() is WORDS
+    with pytest.raises(AttributeError, match="has no attribute 'no_such_attribute'"):
+        model.no_such_attribute  # noqa: B018
+
+
+def test_a_model_without_a_tokenizer_is_refused_text_in_one_sentence():
+    model = zoo.load("gcnn-ptb", weights="random", **TINY)
+    with pytest.raises(ValueError, match=r"^This model has no tokenizer: give token ids, or load a preset "
+                                         r"directory with one\.$"):
+        model.score("w1 w2")
+
+
+def test_saving_a_model_reads_no_deprecated_attribute(tmp_path, recwarn):
+    model = zoo.load("gcnn-ptb", weights="random", **TINY)
+    model.tokenizer = WORDS
+    zoo.load(model.save_to_preset(str(tmp_path / "preset")))
+    assert not [w for w in recwarn if issubclass(w.category, DeprecationWarning) and "vocabulary" in str(w.message)]
