@@ -168,7 +168,7 @@ def expected(model, signature, inputs):
     if signature == "generate":
         settings = {**GENERATE_DEFAULTS, **{k: np.asarray(v).item() for k, v in inputs.items() if k != "text"}}
         # the SavedModel runs the graph loop: the in-process one with the same draws is jit_compile=False
-        kw = {"max_length": int(settings["max_new_tokens"]), "seed": int(settings["seed"]), "jit_compile": False}
+        kw = {"max_new_tokens": int(settings["max_new_tokens"]), "seed": int(settings["seed"]), "jit_compile": False}
         if settings["temperature"] == 0:
             kw["temperature"] = 0
         else:
@@ -352,7 +352,7 @@ def test_generate_signature_in_a_fresh_process_equals_lm_generate(family, export
 def test_streaming_decode_step_gives_greedy_generate(family, exported, fresh_process):
     model, _ = exported[family]
     prompt = model.vocabulary.encode(PROMPT, add_eos=False)
-    generated = model.generate(prompt, max_length=STREAM_LENGTH, temperature=0)[len(prompt):]
+    generated = model.generate(prompt, max_new_tokens=STREAM_LENGTH, temperature=0)[len(prompt):]
     assert len(generated) == STREAM_LENGTH  # </s> is discouraged: 50 real tokens
     assert fresh_process[f"{family}/stream"].tolist() == generated
 
@@ -576,7 +576,7 @@ def test_bad_text_generates_as_lm_generate_does(family, exported, loaded):
     want = expected(model, "generate", {"text": texts, **settings})
     # the long line: the export keeps its last MAX_TOKENS words (after <s>), in-process reads it all
     prompt = model.vocabulary.encode(texts[2], add_eos=False)
-    cut = model.generate(prompt[:1] + prompt[1:][-MAX_TOKENS:], max_length=6, temperature=0, jit_compile=False)
+    cut = model.generate(prompt[:1] + prompt[1:][-MAX_TOKENS:], max_new_tokens=6, temperature=0, jit_compile=False)
     want["ids"][2] = cut[-6:]
     want["text"][2] = model.vocabulary.decode(cut)
     assert_same({k: v.numpy() for k, v in got.items()}, want, f"{family} generate on bad text")
@@ -795,6 +795,6 @@ def test_a_character_model_generates_through_the_export_as_in_process(tmp_path):
                        **{k: tf.constant(v) for k, v in settings.items()})
         kw = {"temperature": 0} if settings["temperature"] == 0 else \
             {"temperature": settings["temperature"], "top_k": settings["top_k"], "top_p": settings["top_p"]}
-        want = model.generate(prompts, max_length=12, seed=settings["seed"], jit_compile=False, **kw)
+        want = model.generate(prompts, max_new_tokens=12, seed=settings["seed"], jit_compile=False, **kw)
         assert [t.decode() for t in got["text"].numpy()] == want
         assert all("\u2581" not in text for text in want) and want[2].startswith("café 中")  # spaces as spaces

@@ -365,7 +365,7 @@ def test_decode_step_streamed_equals_in_process(exported, tokenizer, fresh_proce
         steps.append(np.asarray(log_probs))
     np.testing.assert_allclose(fresh_process["subword/decode_step/log_probs"], np.stack(steps, axis=1), atol=1e-5)
     prompt = tokenizer.encode(PROMPT, add_eos=False)
-    generated = model.generate(prompt, max_length=STREAM_LENGTH, temperature=0)[len(prompt):]
+    generated = model.generate(prompt, max_new_tokens=STREAM_LENGTH, temperature=0)[len(prompt):]
     assert len(generated) == STREAM_LENGTH
     assert fresh_process["subword/stream"].tolist() == generated
 
@@ -377,7 +377,7 @@ def test_generate_signature_detokenises_what_lm_generate_writes(exported, tokeni
     prompts = [p[:1] + p[1:][-export.DEFAULT_MAX_TOKENS:] for p in prompts]  # the export's cut
     for tag, settings in GENERATE.items():
         served = _served(fresh_process, "subword", f"generate_{tag}")
-        kw = {"max_length": settings["max_new_tokens"], "seed": settings["seed"], "jit_compile": False}
+        kw = {"max_new_tokens": settings["max_new_tokens"], "seed": settings["seed"], "jit_compile": False}
         kw.update({"temperature": 0} if tag == "greedy" else
                   {"temperature": settings["temperature"], "top_k": settings["top_k"], "top_p": settings["top_p"]})
         rows = model.generate(prompts, **kw)

@@ -21,7 +21,7 @@ def tiny(bench):
 def test_previous_generate_without_its_stop_writes_what_generate_writes_greedy(bench, tiny, name):
     model = tiny[name]
     prompts = [[1], [1, 7, 9, 4], [1] + list(range(4, 30))]
-    new = model.generate(prompts, max_length=15, temperature=0, stop=None)
+    new = model.generate(prompts, max_new_tokens=15, temperature=0, stop=None)
     for prompt, row in zip(prompts, new):
         old = bench.previous_generate(model, prompt, 15, 0, None, 0, stop_at_eos=False)
         assert len(old) == len(row) == len(prompt) + 15

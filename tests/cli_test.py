@@ -73,32 +73,35 @@ def test_evaluate_matches_history_and_score_generate_print(trained, corpus, caps
     assert float(total) == pytest.approx(sum(float(p.rsplit(":", 1)[1]) for p in pairs.split()), abs=0.01)
 
     assert main(["generate", os.path.join(trained, "best"), "the big", "--temperature", "0",
-                 "--max-length", "6"]) == 0
+                 "--max-new-tokens", "6"]) == 0
     printed = capsys.readouterr().out.strip()
     assert printed.split()[:2] == ["the", "big"]
-    assert printed == zoo.load(os.path.join(trained, "best")).generate("the big", max_length=6, temperature=0)
+    assert printed == zoo.load(os.path.join(trained, "best")).generate("the big", max_new_tokens=6, temperature=0)
 
 
 def test_generate_batches_prompts_from_the_command_line_and_a_file(trained, tmp_path, capsys):
     best = os.path.join(trained, "best")
     model = zoo.load(best)
     prompts = ["the big", "", "a red dog sat on the", "the small cat"]
-    want = model.generate(prompts, max_length=5, temperature=0)
-    assert main(["generate", best, *prompts, "--temperature", "0", "--max-length", "5", "--batch-size", "3"]) == 0
+    want = model.generate(prompts, max_new_tokens=5, temperature=0)
+    assert main(["generate", best, *prompts, "--temperature", "0", "--max-new-tokens", "5", "--batch-size", "3"]) == 0
     assert capsys.readouterr().out.split("\n")[:-1] == want
     path = tmp_path / "prompts.txt"
     path.write_bytes("\n".join(prompts).encode() + b"\n")
-    assert main(["generate", best, "--file", str(path), "--sampler", "greedy", "--max-length", "5"]) == 0
+    assert main(["generate", best, "--file", str(path), "--sampler", "greedy", "--max-new-tokens", "5"]) == 0
     assert capsys.readouterr().out.split("\n")[:-1] == want
+    assert main(["generate", best, *prompts, "--temperature", "0", "--max-length", "5"]) == 0  # the deprecated name
+    printed = capsys.readouterr()
+    assert printed.out.split("\n")[:-1] == want and "--max-length is deprecated, use --max-new-tokens" in printed.err
     # sampled, seeded: each batch of --batch-size draws with seed + its first prompt's index
-    assert main(["generate", best, *prompts, "--top-k", "3", "--seed", "7", "--max-length", "5",
+    assert main(["generate", best, *prompts, "--top-k", "3", "--seed", "7", "--max-new-tokens", "5",
                  "--batch-size", "2"]) == 0
-    sampled = model.generate(prompts[:2], max_length=5, top_k=3, seed=7) + \
-        model.generate(prompts[2:], max_length=5, top_k=3, seed=9)
+    sampled = model.generate(prompts[:2], max_new_tokens=5, top_k=3, seed=7) + \
+        model.generate(prompts[2:], max_new_tokens=5, top_k=3, seed=9)
     assert capsys.readouterr().out.split("\n")[:-1] == sampled
     assert main(["generate", best, "the big", "--sampler", "beam", "--num-beams", "3", "--stop", "mat",
-                 "--no-repeat-ngram-size", "2", "--max-length", "8"]) == 0
-    assert capsys.readouterr().out.strip() == model.generate("the big", max_length=8, sampler="beam", num_beams=3,
+                 "--no-repeat-ngram-size", "2", "--max-new-tokens", "8"]) == 0
+    assert capsys.readouterr().out.strip() == model.generate("the big", max_new_tokens=8, sampler="beam", num_beams=3,
                                                              stop=["mat"], no_repeat_ngram_size=2)
 
 
@@ -107,7 +110,8 @@ def test_generate_batches_prompts_from_the_command_line_and_a_file(trained, tmp_
     (["x", "--file", "f"], "on the command line or with --file, not both"),
     (["--file", "/nonexistent/prompts.txt"], "Cannot read the prompts file '/nonexistent/prompts.txt'"),
     (["x", "--sampler", "nucleus"], "Unknown sampler 'nucleus'"),
-    (["x", "--max-length", "0"], r"max_length .* must be an integer in \[1, 1048576\], got 0"),
+    (["x", "--max-new-tokens", "0"], r"max_new_tokens must be an integer in \[1, 1048576\], got 0"),
+    (["x", "--max-new-tokens", "3", "--max-length", "3"], r"as --max-new-tokens \(--max-length is its deprecated name\), not both"),
     (["x", "--top-k", "100000"], r"top_k must be in \[1, \d+\] \(the vocabulary size\)"),
     (["x", "--batch-size", "0"], "--batch-size must be >= 1, got 0"),
     (["--file", "-"], "No prompt: standard input is empty"),

@@ -64,8 +64,8 @@ def test_trained_presets_score_generate_and_export_by_name_from_the_command_line
     assert cli.main(["score", "gcnn-ptb", "the company said it expects to report a loss"]) == 0
     printed = capsys.readouterr().out
     assert printed.startswith(f"{sum(good):.4f}\t")
-    assert cli.main(["generate", "gcnn-ptb", "the company", "--max-length", "6", "--temperature", "0"]) == 0
-    assert capsys.readouterr().out.strip() == model.generate("the company", max_length=6, temperature=0)
+    assert cli.main(["generate", "gcnn-ptb", "the company", "--max-new-tokens", "6", "--temperature", "0"]) == 0
+    assert capsys.readouterr().out.strip() == model.generate("the company", max_new_tokens=6, temperature=0)
     assert cli.main(["export", "lstmp-ptb", "--base", str(tmp_path / "exports")]) == 0
     assert os.path.isfile(tmp_path / "exports" / "lstmp-ptb" / "1" / "saved_model.pb")
     assert cli.main(["score", "gcnn-9", "the cat"]) == 2
@@ -113,7 +113,7 @@ def test_gcnn_en_loads_by_name_with_its_tokenizer_and_gives_the_card_s_figures()
     assert model.count_params() == card()["params"]
     probe = card()["probe"]
     assert model.perplexity(probe["text"], mode="sentence", per="word") == pytest.approx(probe["per_word"], rel=1e-4)
-    assert model.generate(probe["prompts"], max_length=probe["max_length"], sampler="greedy", stop=None) == probe["greedy"]
+    assert model.generate(probe["prompts"], max_new_tokens=probe["max_length"], sampler="greedy", stop=None) == probe["greedy"]
     # an open vocabulary: a word it never saw is spelled out, not <unk>, and costs more than a common one
     rare, common = model.score(["The quokka sat.", "The cat sat."])
     assert rare[1] < common[1] and model.perplexity(["The quokka sat."], per="word").unknown_share is None

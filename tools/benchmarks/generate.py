@@ -16,7 +16,7 @@ after repeat), medians over `--repeats`:
     (`jit_compile=False`) and the default (`jit_compile="auto"`, XLA for these models). Its first call per configuration traces (and, with XLA, compiles per
     prompt shape): one untimed warm-up call of every path comes first, its time reported.
 * time to the first new token after a `--long-prompt` (1,000)-token prompt, greedy:
-  (a) `model.generate([prompt], max_length=1, temperature=0, stop=None, jit_compile=False)`, the
+  (a) `model.generate([prompt], max_new_tokens=1, temperature=0, stop=None, jit_compile=False)`, the
   prompt read in one parallel pass (in the graph loop, as (c) runs); (b) `previous_generate(model, prompt, 1, 0, …)`, the prompt fed token by token
   through `decode_step` from Python; (c) `zoo.models.generation.stepwise_prefill` (the prompt fed
   token by token to `step` inside one `tf.while_loop`) and the output layer, in a tf.function (the
@@ -59,9 +59,9 @@ SMALL_CONFIGS = {
 def previous_generate(model, prompt_ids, max_length, temperature, top_k, seed, stop_at_eos=True):
     """The zoo's previous `LanguageModel.generate` (zoo/models/generation.py at commit bd7b041),
     verbatim (`self` is `model`) but for one change: `stop_at_eos=False` does not stop at `</s>`,
-    so that it writes exactly `max_length` new tokens, as `generate(..., stop=None)` does.
+    so that it writes exactly `max_new_tokens` new tokens, as `generate(..., stop=None)` does.
 
-    Continue `prompt` (a string, or a list of ids) up to `max_length` new tokens.
+    Continue `prompt` (a string, or a list of ids) up to `max_new_tokens` new tokens.
 
     `temperature=0` is greedy decoding; `top_k` samples among the k most likely tokens.
     Stops early at `</s>`. Returns a string for a string prompt, else a list of ids.
@@ -175,7 +175,7 @@ class Case:
 
         def new(prompts, jit, expected):
             def run():
-                out = model.generate(prompts, max_length=n, temperature=t, top_k=k, seed=seed, stop=None,
+                out = model.generate(prompts, max_new_tokens=n, temperature=t, top_k=k, seed=seed, stop=None,
                                      jit_compile=jit)
                 got = [len(row) - len(p) for row, p in zip(out, prompts)]
                 if got != expected:
@@ -196,7 +196,7 @@ class Case:
             "bN_previous": previous(self.batch),
             "bN_new": new(self.batch, False, [n] * len(self.batch)),
             "bN_xla": new(self.batch, "auto", [n] * len(self.batch)),
-            "first_a": lambda: model.generate([self.long], max_length=1, temperature=0, stop=None,
+            "first_a": lambda: model.generate([self.long], max_new_tokens=1, temperature=0, stop=None,
                                               jit_compile=False)[0][-1],
             "first_b": lambda: previous_generate(model, self.long, 1, 0, None, seed, stop_at_eos=False)[-1],
             "first_c": lambda: int(stepwise(long_ids, long_length).numpy()[0]),
@@ -216,7 +216,7 @@ class Case:
         (a), (b) and (c) choose the same first token."""
         n = args.new_tokens
         want = previous_generate(self.model, self.prompt, n, 0, None, args.seed, stop_at_eos=False)
-        got = self.model.generate([self.prompt], max_length=n, temperature=0, stop=None)[0]
+        got = self.model.generate([self.prompt], max_new_tokens=n, temperature=0, stop=None)[0]
         firsts = [self.outputs[f"first_{x}"] for x in "abc"]
         return {"greedy_same_ids": want == got,
                 "greedy_first_difference": next((i - len(self.prompt) for i, (a, b) in enumerate(zip(want, got))
@@ -300,7 +300,7 @@ def table(report):
         "",
         f"Time to the first new token after a {long:,}-token prompt (greedy), ms (medians of the same repeats):",
         "",
-        "- (a) `generate([prompt], max_length=1, temperature=0, stop=None, jit_compile=False)`: the prompt read in one parallel pass (the graph loop, as (c));",
+        "- (a) `generate([prompt], max_new_tokens=1, temperature=0, stop=None, jit_compile=False)`: the prompt read in one parallel pass (the graph loop, as (c));",
         "- (b) the previous `generate` (max_length 1, greedy): `decode_step` per prompt token from Python, then the "
         "first token;",
         "- (c) `stepwise_prefill` (`step` per prompt token inside one `tf.while_loop`) and the output layer, in a "

@@ -196,7 +196,7 @@ def measure(preset, args, log=print):
         settings = {"max_new_tokens": tf.constant(args.new_tokens), "temperature": tf.constant(0.8),
                     "top_k": tf.constant(40), "top_p": tf.constant(1.0), "seed": tf.constant(0)}
         paths = {"saved": lambda: generate(text=tf.constant(prompt), **settings)["text"].numpy()[0].decode(),
-                 "local": lambda: model.generate(prompt[0], max_length=args.new_tokens, temperature=0.8, top_k=40,
+                 "local": lambda: model.generate(prompt[0], max_new_tokens=args.new_tokens, temperature=0.8, top_k=40,
                                                  seed=0, jit_compile=False)}
         written = {name: fn() for name, fn in paths.items()}
         if written["saved"] != written["local"]:

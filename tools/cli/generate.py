@@ -1,5 +1,6 @@
 """`zoo generate`: prompts continued by the model, in batches, one output line per prompt."""
 
+import argparse
 import sys
 
 from zoo.tools.cli.loading import load_model
@@ -15,7 +16,8 @@ def add_parser(subparsers):
     s.add_argument("directory", help="a preset directory, or a preset with trained weights (gcnn-ptb)")
     s.add_argument("prompts", nargs="*", metavar="prompt", help="prompts to continue")
     s.add_argument("--file", help="a text file of prompts, one per line ('-': standard input)")
-    s.add_argument("--max-length", type=int, default=20, help="new tokens per prompt (default 20)")
+    s.add_argument("--max-new-tokens", type=int, help="new tokens per prompt (default 20)")
+    s.add_argument("--max-length", type=int, help=argparse.SUPPRESS)  # the deprecated name of --max-new-tokens
     s.add_argument("--sampler", help="greedy, random, top_k, top_p or beam")
     s.add_argument("--temperature", type=float)
     s.add_argument("--top-k", type=int)
@@ -52,13 +54,25 @@ def read_prompts(args):
     return prompts
 
 
+def new_tokens(args):
+    """--max-new-tokens, or its deprecated name --max-length (a warning on standard error)."""
+    if args.max_length is None:
+        return 20 if args.max_new_tokens is None else args.max_new_tokens
+    if args.max_new_tokens is not None:
+        raise ValueError("Give the number of new tokens once, as --max-new-tokens (--max-length is its deprecated "
+                         "name), not both.")
+    print("zoo generate: --max-length is deprecated, use --max-new-tokens (the same number of new tokens).",
+          file=sys.stderr)
+    return args.max_length
+
+
 def run(args):
     if args.batch_size < 1:
         raise ValueError(f"--batch-size must be >= 1, got {args.batch_size}.")
     prompts = read_prompts(args)
     model = load_model(args.directory)
     model.require_tokenizer()
-    options = dict(max_length=args.max_length, sampler=args.sampler, temperature=args.temperature,
+    options = dict(max_new_tokens=new_tokens(args), sampler=args.sampler, temperature=args.temperature,
                    top_k=args.top_k, top_p=args.top_p, num_beams=args.num_beams, length_penalty=args.length_penalty,
                    no_repeat_ngram_size=args.no_repeat_ngram_size, seed=args.seed,
                    jit_compile={"auto": "auto", "on": True, "off": False}[args.xla])

@@ -93,7 +93,7 @@ def main(argv=None):
     print(f"test perplexity {figures['test']['per_word']:.2f} per word")
     probe = {"text": PROBE_TEXT, "per_word": float(model.perplexity(PROBE_TEXT, mode="sentence", per="word")),
              "prompts": PROBE_PROMPTS, "max_length": PROBE_LENGTH,
-             "greedy": model.generate(PROBE_PROMPTS, max_length=PROBE_LENGTH, sampler="greedy", stop=None)}
+             "greedy": model.generate(PROBE_PROMPTS, max_new_tokens=PROBE_LENGTH, sampler="greedy", stop=None)}
     print("greedy:", *probe["greedy"], sep="\n  ")
     sizes = {name: os.path.getsize(os.path.join(shipped, name)) for name in sorted(os.listdir(shipped))}
     write_json(args.out, {

@@ -12,6 +12,7 @@ write `<pad>` while the others go on; the loop ends when every row has stopped.
 
 import contextlib
 import numbers
+import warnings
 
 import numpy as np
 import tensorflow as tf
@@ -22,7 +23,7 @@ from zoo.models import samplers
 from zoo.models.inference import check_sequence_length
 
 PAD_ID, BOS_ID = 0, 1  # never emitted
-NO_STOP = -1  # an `eos_id` no token equals: rows end at max_length only
+NO_STOP = -1  # an `eos_id` no token equals: rows end at max_new_tokens only
 MAX_NEW_TOKENS = 1 << 20  # the most `generate` writes a row (its buffer is allocated up front)
 
 
@@ -432,6 +433,18 @@ class _Groups:
 
 
 # ---- the user's side -------------------------------------------------------------------------------
+def _new_tokens(max_new_tokens, max_length):
+    """`generate`'s number of new tokens from `max_new_tokens` or its deprecated name `max_length`."""
+    if max_length is not None:
+        if max_new_tokens is not None:
+            raise ValueError("Give the number of new tokens once, as max_new_tokens (max_length is its "
+                             "deprecated name), not both.")
+        warnings.warn("generate(max_length=...) is deprecated: use max_new_tokens=... (the same number of new "
+                      "tokens).", DeprecationWarning, stacklevel=3)
+        return max_length
+    return 20 if max_new_tokens is None else max_new_tokens
+
+
 def _plain(value):
     """A numpy scalar as the Python number it holds (the arguments' checks then take it)."""
     return value.item() if isinstance(value, np.generic) else value
@@ -444,10 +457,10 @@ def _is_int(value):
 class Generation:
     """`LanguageModel.generate`, on the model's `prefill`, `step`, output layer and vocabulary."""
 
-    def generate(self, prompts, max_length=20, temperature=None, top_k=None, seed=None, *, sampler=None,
+    def generate(self, prompts, max_new_tokens=None, temperature=None, top_k=None, seed=None, *, sampler=None,
                  top_p=None, num_beams=None, length_penalty=None, no_repeat_ngram_size=0, stop="auto",
-                 jit_compile="auto"):
-        """Continue each prompt by up to `max_length` new tokens.
+                 jit_compile="auto", max_length=None):
+        """Continue each prompt by up to `max_new_tokens` new tokens (default 20).
 
         `prompts`: a string (→ a string), or a list of strings (→ a list of strings), or one list
         of ids (→ a list of ids) or a list of id lists (→ a list of id lists); prompts of
@@ -467,20 +480,22 @@ class Generation:
         A row ends after `</s>` (`stop="auto"`, the default), or also where one of `stop` (a
         string or id, or a list of them; an id list is a sequence of ids) appears in its new
         tokens: a returned text stops just before its stop text, returned ids end with the stop
-        ids (as with `</s>`). `stop=None`: every row runs to `max_length` (keras-hub's
+        ids (as with `</s>`). `stop=None`: every row runs to `max_new_tokens` (keras-hub's
         `stop_token_ids=None`), `</s>` being a token like any other.
         `jit_compile`: "auto" (the default) compiles the loop with XLA where it can (greedy and
         sampling, models without MoE layers, whose dispatch has data-dependent shapes) and runs the
         graph loop otherwise (beam search, MoE models); True insists on XLA, False never uses it.
         XLA compiles once per batch size and shape bucket (prompt widths rounded up to a multiple
-        of 32, `max_length` to a power of two, at least 16); its draws for a seed differ from the
+        of 32, `max_new_tokens` to a power of two, at least 16); its draws for a seed differ from the
         graph loop's, which the exported signature runs.
+        `max_length`: the deprecated name of `max_new_tokens` (a DeprecationWarning).
         """
-        max_length, temperature, top_k, top_p, num_beams, length_penalty, no_repeat_ngram_size, seed = map(
-            _plain, (max_length, temperature, top_k, top_p, num_beams, length_penalty, no_repeat_ngram_size, seed))
-        if not _is_int(max_length) or not 1 <= max_length <= MAX_NEW_TOKENS:
-            raise ValueError(f"max_length (the number of new tokens) must be an integer in [1, {MAX_NEW_TOKENS}], "
-                             f"got {max_length!r}.")
+        new_tokens = _new_tokens(max_new_tokens, max_length)
+        new_tokens, temperature, top_k, top_p, num_beams, length_penalty, no_repeat_ngram_size, seed = map(
+            _plain, (new_tokens, temperature, top_k, top_p, num_beams, length_penalty, no_repeat_ngram_size, seed))
+        if not _is_int(new_tokens) or not 1 <= new_tokens <= MAX_NEW_TOKENS:
+            raise ValueError(f"max_new_tokens must be an integer in [1, {MAX_NEW_TOKENS}], "
+                             f"got {new_tokens!r}.")
         chosen = samplers.resolve(sampler, temperature, top_k, top_p, num_beams, length_penalty,
                                   vocabulary_size=self.vocabulary_size)
         if not _is_int(no_repeat_ngram_size) or not 0 <= no_repeat_ngram_size <= 16:
@@ -504,7 +519,7 @@ class Generation:
         room = None
         if xla:  # shape buckets: XLA compiles once per bucket, not once per prompt length
             width = -(-width // 32) * 32
-            room = max(16, 1 << (max_length - 1).bit_length())
+            room = max(16, 1 << (new_tokens - 1).bit_length())
         padded = np.full((len(rows), width), PAD_ID, np.int32)
         for i, r in enumerate(rows):
             padded[i, :len(r)] = r
@@ -512,7 +527,7 @@ class Generation:
         if seed is None:
             seed = int(np.random.default_rng().integers(2**62))
         run = compiled(self, chosen, int(no_repeat_ngram_size), stop_ids, int(eos), xla, room)
-        ids, ends, _ = run(tf.constant(padded), tf.constant(lengths), tf.constant(max_length, tf.int32),
+        ids, ends, _ = run(tf.constant(padded), tf.constant(lengths), tf.constant(new_tokens, tf.int32),
                            tf.constant(int(seed) % 2**31, tf.int64),  # as the exported signature maps it
                            tf.constant(getattr(chosen, "temperature", 1.0), tf.float32),
                            tf.constant(getattr(chosen, "p", 1.0), tf.float32))

@@ -130,52 +130,52 @@ def test_a_subclass_changing_step_alone_reads_its_prompt_through_its_step():
     model = Shifted(vocabulary_size=50, embedding_dim=8, blocks=[[[3, 8]]])
     assert not generation.reads_prompt_in_parallel(model)
     for prompt in PROMPTS:
-        assert model.generate(prompt, max_length=6, temperature=0) == greedy_by_hand(model, prompt, 6)
+        assert model.generate(prompt, max_new_tokens=6, temperature=0) == greedy_by_hand(model, prompt, 6)
 
 
 # ---- 3: exact where it can be -------------------------------------------------------------------
 @pytest.mark.parametrize("family", sorted(FAMILIES))
 def test_greedy_batched_equals_one_prompt_at_a_time_and_by_hand(family):
     model = FAMILIES[family]()
-    batched = model.generate(PROMPTS, max_length=10, temperature=0)
-    assert batched == [model.generate(p, max_length=10, temperature=0) for p in PROMPTS]
+    batched = model.generate(PROMPTS, max_new_tokens=10, temperature=0)
+    assert batched == [model.generate(p, max_new_tokens=10, temperature=0) for p in PROMPTS]
     assert batched == [greedy_by_hand(model, p, 10) for p in PROMPTS]
     # a batch of GROUP_FROM rows or more decodes as groups of rows side by side: the same tokens
     assert len(PROMPTS) * 3 >= generation.GROUP_FROM
-    assert model.generate(PROMPTS * 3, max_length=10, temperature=0) == batched * 3
-    assert model.generate(PROMPTS, max_length=10, sampler="greedy") == batched
-    assert model.generate(PROMPTS, max_length=10, sampler=zoo.samplers.Greedy()) == batched
+    assert model.generate(PROMPTS * 3, max_new_tokens=10, temperature=0) == batched * 3
+    assert model.generate(PROMPTS, max_new_tokens=10, sampler="greedy") == batched
+    assert model.generate(PROMPTS, max_new_tokens=10, sampler=zoo.samplers.Greedy()) == batched
 
 
 @pytest.mark.parametrize("family", ["gcnn", "lstm"])
 def test_xla_compiled_greedy_equals_the_graph_loop(family):
     model = FAMILIES[family]()
-    assert model.generate(PROMPTS, max_length=8, temperature=0, jit_compile=True) == \
-        model.generate(PROMPTS, max_length=8, temperature=0, jit_compile=False)
+    assert model.generate(PROMPTS, max_new_tokens=8, temperature=0, jit_compile=True) == \
+        model.generate(PROMPTS, max_new_tokens=8, temperature=0, jit_compile=False)
     # at GROUP_FROM rows or more, groups of rows each in their own XLA loop, side by side
-    assert model.generate(PROMPTS * 3, max_length=8, temperature=0, jit_compile=True) == \
-        model.generate(PROMPTS * 3, max_length=8, temperature=0, jit_compile=False)
+    assert model.generate(PROMPTS * 3, max_new_tokens=8, temperature=0, jit_compile=True) == \
+        model.generate(PROMPTS * 3, max_new_tokens=8, temperature=0, jit_compile=False)
 
 
 def test_xla_samples_top_p_on_a_vocabulary_larger_than_a_block():
     keras.utils.set_random_seed(0)
     model = GCNNLanguageModel(vocabulary_size=300, embedding_dim=8, blocks=[[[3, 8]]])
     for settings in ({"top_p": 0.9}, {"top_p": 0.5, "top_k": 200}, {"top_k": 40}):
-        rows = model.generate(PROMPTS, max_length=6, seed=1, jit_compile=True, **settings)
-        assert rows == model.generate(PROMPTS, max_length=6, seed=1, jit_compile=True, **settings)
+        rows = model.generate(PROMPTS, max_new_tokens=6, seed=1, jit_compile=True, **settings)
+        assert rows == model.generate(PROMPTS, max_new_tokens=6, seed=1, jit_compile=True, **settings)
         assert all(len(r) == len(p) + 6 and min(r[len(p):]) >= 2 for r, p in zip(rows, PROMPTS))
 
 
 def test_auto_uses_xla_where_it_can_in_shape_buckets_and_the_graph_loop_elsewhere():
     model = gcnn()
-    sampled = model.generate(PROMPTS, max_length=10, top_k=5, seed=2)  # default: jit_compile="auto"
-    assert sampled == model.generate(PROMPTS, max_length=10, top_k=5, seed=2, jit_compile=True)
-    model.generate(PROMPTS[:2], max_length=12, top_k=5, seed=2)  # another width and length, the same buckets
-    model.generate(PROMPTS[:2], max_length=12, top_k=5, seed=2, temperature=0.7)  # a new temperature: a tensor
+    sampled = model.generate(PROMPTS, max_new_tokens=10, top_k=5, seed=2)  # default: jit_compile="auto"
+    assert sampled == model.generate(PROMPTS, max_new_tokens=10, top_k=5, seed=2, jit_compile=True)
+    model.generate(PROMPTS[:2], max_new_tokens=12, top_k=5, seed=2)  # another width and length, the same buckets
+    model.generate(PROMPTS[:2], max_new_tokens=12, top_k=5, seed=2, temperature=0.7)  # a new temperature: a tensor
     assert [key[-2:] for key in model._generation_functions] == [(True, 16)]
     stack = moe_stack()  # MoE layers: the graph loop
-    assert stack.generate(PROMPTS, max_length=6, top_k=5, seed=2) == \
-        stack.generate(PROMPTS, max_length=6, top_k=5, seed=2, jit_compile=False)
+    assert stack.generate(PROMPTS, max_new_tokens=6, top_k=5, seed=2) == \
+        stack.generate(PROMPTS, max_new_tokens=6, top_k=5, seed=2, jit_compile=False)
     with pytest.raises(ValueError, match="jit_compile must be True, False or 'auto', got 'yes'"):
         model.generate(PROMPTS, jit_compile="yes")
 
@@ -187,19 +187,19 @@ SAMPLERS = [{"temperature": 1.5}, {"top_k": 5}, {"top_p": 0.8, "temperature": 1.
 @pytest.mark.parametrize("settings", SAMPLERS)
 def test_seeded_sampling_is_reproducible_batched_or_not(settings):
     model = gcnn()
-    a = model.generate(PROMPTS, max_length=12, seed=3, **settings)
-    assert a == model.generate(PROMPTS, max_length=12, seed=3, **settings)
+    a = model.generate(PROMPTS, max_new_tokens=12, seed=3, **settings)
+    assert a == model.generate(PROMPTS, max_new_tokens=12, seed=3, **settings)
     # a row's draws depend on the seed, its index and its own text, never on the other rows
-    assert model.generate(PROMPTS[0], max_length=12, seed=3, **settings) == a[0]
-    others = model.generate([PROMPTS[0], [1, 44, 45], [1]], max_length=12, seed=3, **settings)
+    assert model.generate(PROMPTS[0], max_new_tokens=12, seed=3, **settings) == a[0]
+    others = model.generate([PROMPTS[0], [1, 44, 45], [1]], max_new_tokens=12, seed=3, **settings)
     assert others[0] == a[0]
-    assert any(model.generate(PROMPTS, max_length=12, seed=s, **settings) != a for s in (4, 5, 6))
+    assert any(model.generate(PROMPTS, max_new_tokens=12, seed=s, **settings) != a for s in (4, 5, 6))
     assert all(t not in (0, 1) for row in a for t in row[1:])  # never <pad> or <s>
     # a batch decoded in groups of rows: the same, the second group drawing with its own seed
     many = PROMPTS * 3
-    b = model.generate(many, max_length=12, seed=3, **settings)
-    assert b == model.generate(many, max_length=12, seed=3, **settings) and b[0] == a[0]
-    changed = model.generate([many[0], [1, 44, 45]] + many[2:], max_length=12, seed=3, **settings)
+    b = model.generate(many, max_new_tokens=12, seed=3, **settings)
+    assert b == model.generate(many, max_new_tokens=12, seed=3, **settings) and b[0] == a[0]
+    changed = model.generate([many[0], [1, 44, 45]] + many[2:], max_new_tokens=12, seed=3, **settings)
     assert [r for i, r in enumerate(changed) if i != 1] == [r for i, r in enumerate(b) if i != 1]
     assert b[len(many) // 2:] != b[:len(many) // 2]  # the two groups draw differently
 
@@ -258,9 +258,9 @@ def test_top_k_of_equals_tf_top_k():
 @pytest.mark.parametrize("family", ["gcnn", "lstm", "moe-stack"])
 def test_one_beam_is_greedy_and_the_best_of_four_is_at_least_as_likely(family):
     model = FAMILIES[family]()
-    greedy = model.generate(PROMPTS, max_length=8, temperature=0)
-    assert model.generate(PROMPTS, max_length=8, sampler="beam", num_beams=1) == greedy
-    beams = model.generate(PROMPTS, max_length=8, sampler="beam", num_beams=4, length_penalty=0.0)
+    greedy = model.generate(PROMPTS, max_new_tokens=8, temperature=0)
+    assert model.generate(PROMPTS, max_new_tokens=8, sampler="beam", num_beams=1) == greedy
+    beams = model.generate(PROMPTS, max_new_tokens=8, sampler="beam", num_beams=4, length_penalty=0.0)
     for prompt, g, b in zip(PROMPTS, greedy, beams):
         assert len(b) == len(g) and b[:len(prompt)] == prompt
         assert sequence_log_prob(model, b, len(prompt)) >= sequence_log_prob(model, g, len(prompt)) - 1e-4
@@ -272,8 +272,8 @@ def test_on_the_trained_presets_beam_search_finds_likelier_text_than_greedy(name
     prompts = ["the company said", "in new york stock exchange composite trading", "mr. smith", "",
                "the dollar fell against the yen", "analysts expected"]
     ids = [model.vocabulary.encode(p, add_eos=False) for p in prompts]
-    greedy = model.generate(ids, max_length=10, temperature=0, stop=None)
-    beams = model.generate(ids, max_length=10, sampler="beam", num_beams=4, length_penalty=0.0, stop=None)
+    greedy = model.generate(ids, max_new_tokens=10, temperature=0, stop=None)
+    beams = model.generate(ids, max_new_tokens=10, sampler="beam", num_beams=4, length_penalty=0.0, stop=None)
     gains = [sequence_log_prob(model, b, len(p)) - sequence_log_prob(model, g, len(p))
              for p, g, b in zip(ids, greedy, beams)]
     assert min(gains) >= -1e-4 and max(gains) > 0.1, gains
@@ -285,11 +285,11 @@ def test_beam_search_ranks_finished_beams_by_length_penalty():
     bias[2] += 3.0  # </s> likely enough that some beams end early
     model.head.bias.assign(bias)
     for penalty in (0.0, 1.0, 3.0):
-        out = model.generate(["the cat", "a dog"], max_length=10, sampler="beam", num_beams=3, length_penalty=penalty)
+        out = model.generate(["the cat", "a dog"], max_new_tokens=10, sampler="beam", num_beams=3, length_penalty=penalty)
         assert all(isinstance(t, str) and t for t in out)
-    short = model.generate([vocab.encode("the cat", add_eos=False)], max_length=10, sampler="beam", num_beams=3,
+    short = model.generate([vocab.encode("the cat", add_eos=False)], max_new_tokens=10, sampler="beam", num_beams=3,
                            length_penalty=0.0)[0]
-    long = model.generate([vocab.encode("the cat", add_eos=False)], max_length=10, sampler="beam", num_beams=3,
+    long = model.generate([vocab.encode("the cat", add_eos=False)], max_new_tokens=10, sampler="beam", num_beams=3,
                           length_penalty=3.0)[0]
     assert len(long) >= len(short)  # a larger penalty favours longer outputs
 
@@ -308,29 +308,29 @@ def vocabulary_model():
 def test_stop_ends_each_row_where_its_stop_text_appears():
     model, vocab = vocabulary_model()
     prompts = ["the cat", "a dog ran to the", ""]
-    free = model.generate(prompts, max_length=15, temperature=0)
+    free = model.generate(prompts, max_new_tokens=15, temperature=0)
     starts = [len(vocab.decode(vocab.encode(p, add_eos=False))) for p in prompts]
     word = free[0][starts[0]:].split()[2]  # a word the first row writes
     for stop in (word, [word, "zzz"]):
-        got = model.generate(prompts, max_length=15, temperature=0, stop=stop)
+        got = model.generate(prompts, max_new_tokens=15, temperature=0, stop=stop)
         for text, start, g in zip(free, starts, got):
             cut = text.find(word, start)
             assert g == (text[:cut].rstrip() if cut >= 0 else text)
-    assert word not in model.generate(prompts[0], max_length=15, temperature=0, stop=word)[starts[0]:]
+    assert word not in model.generate(prompts[0], max_new_tokens=15, temperature=0, stop=word)[starts[0]:]
     # ids: the row ends with the stop id (as with </s>); a sequence of ids stops where it appears
     ids = [vocab.encode(p, add_eos=False) for p in prompts]
-    free_ids = model.generate(ids, max_length=15, temperature=0)
+    free_ids = model.generate(ids, max_new_tokens=15, temperature=0)
     token = free_ids[0][len(ids[0]) + 2]
-    got = model.generate(ids, max_length=15, temperature=0, stop=token)
+    got = model.generate(ids, max_new_tokens=15, temperature=0, stop=token)
     for prompt, f, g in zip(ids, free_ids, got):
         new = f[len(prompt):]
         assert g == (prompt + new[:new.index(token) + 1] if token in new else f)
     pair = free_ids[1][len(ids[1]) + 3:len(ids[1]) + 5]
-    got = model.generate(ids[1], max_length=15, temperature=0, stop=[pair])
+    got = model.generate(ids[1], max_new_tokens=15, temperature=0, stop=[pair])
     new, free_new = got[len(ids[1]):], free_ids[1][len(ids[1]):]
     first = next(i for i in range(len(free_new) - 1) if free_new[i:i + 2] == pair)
     assert new == free_new[:first + 2]  # it stopped where the pair first appears
-    assert model.generate(ids, max_length=15, temperature=0, stop=None) == free_ids  # </s> unlikely anyway
+    assert model.generate(ids, max_new_tokens=15, temperature=0, stop=None) == free_ids  # </s> unlikely anyway
 
 
 def test_stop_none_runs_every_row_to_max_length_past_end_of_sentence():
@@ -339,9 +339,9 @@ def test_stop_none_runs_every_row_to_max_length_past_end_of_sentence():
     bias[2] += 20.0  # </s> the most likely token
     model.head.bias.assign(bias)
     ids = [vocab.encode("the cat", add_eos=False)]
-    assert model.generate(ids, max_length=6, temperature=0)[0][-1] == 2
-    assert len(model.generate(ids, max_length=6, temperature=0)[0]) == len(ids[0]) + 1
-    assert len(model.generate(ids, max_length=6, temperature=0, stop=None)[0]) == len(ids[0]) + 6
+    assert model.generate(ids, max_new_tokens=6, temperature=0)[0][-1] == 2
+    assert len(model.generate(ids, max_new_tokens=6, temperature=0)[0]) == len(ids[0]) + 1
+    assert len(model.generate(ids, max_new_tokens=6, temperature=0, stop=None)[0]) == len(ids[0]) + 6
 
 
 def _ngrams(row, n):
@@ -351,10 +351,10 @@ def _ngrams(row, n):
 @pytest.mark.parametrize("n", [1, 2, 3])
 def test_no_repeat_ngram_leaves_no_repeated_ngram(n):
     model = gcnn()
-    greedy = model.generate(PROMPTS, max_length=12, temperature=0)
+    greedy = model.generate(PROMPTS, max_new_tokens=12, temperature=0)
     assert any(len(set(_ngrams(r, 2))) < len(_ngrams(r, 2)) for r in greedy)  # greedy repeats itself
     for settings in ({"temperature": 0}, {"top_k": 5, "seed": 1}, {"sampler": "beam", "num_beams": 3}):
-        rows = model.generate(PROMPTS, max_length=12 if n > 1 else 8, no_repeat_ngram_size=n, **settings)
+        rows = model.generate(PROMPTS, max_new_tokens=12 if n > 1 else 8, no_repeat_ngram_size=n, **settings)
         for row, prompt in zip(rows, PROMPTS):
             grams = _ngrams(row, n)
             new = grams[max(len(prompt) - n + 1, 0):]  # the n-grams that end in a new token
@@ -381,22 +381,22 @@ def test_the_gcnn_reads_a_prompt_longer_than_its_receptive_field_and_only_the_la
     tail = rng.integers(3, 50, size=field).tolist()
     a = [1] + rng.integers(3, 50, size=200).tolist() + tail
     b = [1] + rng.integers(3, 50, size=150).tolist() + tail
-    ga, gb = model.generate([a, b], max_length=10, temperature=0)
+    ga, gb = model.generate([a, b], max_new_tokens=10, temperature=0)
     assert ga[len(a):] == gb[len(b):] and ga == greedy_by_hand(model, a, 10)
 
 
 # ---- bad input -----------------------------------------------------------------------------------
 def test_an_empty_prompt_starts_from_the_start_of_sentence():
     model, _ = vocabulary_model()
-    assert model.generate("", max_length=5, temperature=0) == model.vocabulary.decode(
+    assert model.generate("", max_new_tokens=5, temperature=0) == model.vocabulary.decode(
         greedy_by_hand(model, [1], 5, eos=2))
-    assert model.generate([[], [1, 4]], max_length=3, temperature=0)[0] == greedy_by_hand(model, [1], 3, eos=2)
+    assert model.generate([[], [1, 4]], max_new_tokens=3, temperature=0)[0] == greedy_by_hand(model, [1], 3, eos=2)
 
 
 BAD = [
-    ({"max_length": 0}, r"max_length \(the number of new tokens\) must be an integer in \[1, 1048576\], got 0"),
-    ({"max_length": 2.5}, r"max_length .* got 2.5"),
-    ({"max_length": 2**40}, r"max_length .* in \[1, 1048576\], got 1099511627776"),
+    ({"max_new_tokens": 0}, r"max_new_tokens must be an integer in \[1, 1048576\], got 0"),
+    ({"max_new_tokens": 2.5}, r"max_new_tokens .* got 2.5"),
+    ({"max_new_tokens": 2**40}, r"max_new_tokens .* in \[1, 1048576\], got 1099511627776"),
     ({"sampler": "top_k", "temperature": 0}, r"temperature=0 is greedy decoding, which draws nothing"),
     ({"sampler": "beam", "jit_compile": True}, r"beam search runs as a graph loop only"),
     ({"stop": 0.5}, r"stop must be .auto., None, a string, an id, .*got 0.5"),
@@ -423,20 +423,20 @@ BAD = [
 def test_bad_arguments_are_refused_in_one_sentence(kwargs, message):
     model = gcnn()
     with pytest.raises(ValueError, match=message):
-        model.generate([[1, 4, 5]], **{"max_length": 3, **kwargs})
+        model.generate([[1, 4, 5]], **{"max_new_tokens": 3, **kwargs})
 
 
 def test_xla_refuses_a_model_with_moe_layers_in_one_sentence():
     with pytest.raises(ValueError, match="jit_compile=True cannot compile this model's sparse MoE layers"):
-        moe_stack().generate([[1, 4]], max_length=2, jit_compile=True)
+        moe_stack().generate([[1, 4]], max_new_tokens=2, jit_compile=True)
 
 
 def test_numpy_scalars_are_taken_as_the_numbers_they_hold():
     model = gcnn()
-    want = model.generate(PROMPTS, max_length=5, temperature=0.8, top_k=5, top_p=0.9, seed=3, no_repeat_ngram_size=2)
-    assert model.generate(PROMPTS, max_length=np.int64(5), temperature=np.float32(0.8), top_k=np.int32(5),
+    want = model.generate(PROMPTS, max_new_tokens=5, temperature=0.8, top_k=5, top_p=0.9, seed=3, no_repeat_ngram_size=2)
+    assert model.generate(PROMPTS, max_new_tokens=np.int64(5), temperature=np.float32(0.8), top_k=np.int32(5),
                           top_p=np.float64(0.9), seed=np.int64(3), no_repeat_ngram_size=np.int8(2)) == want
-    stopped = model.generate([PROMPTS[0]], max_length=8, temperature=0, stop=[np.int64(want[0][-1])])
+    stopped = model.generate([PROMPTS[0]], max_new_tokens=8, temperature=0, stop=[np.int64(want[0][-1])])
     assert stopped[0][-1] == want[0][-1] or len(stopped[0]) == len(PROMPTS[0]) + 8
 
 
@@ -447,7 +447,17 @@ def test_one_beam_without_the_greedy_fallback_is_greedy():
                                                           against_greedy=False))
     got, ends, _ = run(ids, lengths)
     assert [got.numpy()[r, :ends.numpy()[r]].tolist() for r in range(len(PROMPTS))] == \
-        model.generate(PROMPTS, max_length=8, temperature=0)
+        model.generate(PROMPTS, max_new_tokens=8, temperature=0)
+
+
+def test_max_length_is_the_deprecated_name_of_max_new_tokens():
+    model = gcnn()
+    want = model.generate(PROMPTS, max_new_tokens=5, temperature=0)
+    assert model.generate(PROMPTS, 5, temperature=0) == want  # positional, as before
+    with pytest.warns(DeprecationWarning, match=r"use max_new_tokens="):
+        assert model.generate(PROMPTS, max_length=5, temperature=0) == want
+    with pytest.raises(ValueError, match=r"Give the number of new tokens once, as max_new_tokens .* not both"):
+        model.generate(PROMPTS, max_new_tokens=5, max_length=5)
 
 
 def test_bad_prompts_are_refused_in_one_sentence():

@@ -265,10 +265,10 @@ def test_out_of_range_ids_raise(kind, bad):
     with pytest.raises(ValueError, match=message):
         model.score([[1, 5, bad, 2]])
     with pytest.raises(ValueError, match=message):
-        model.generate([4, bad], max_length=2)
+        model.generate([4, bad], max_new_tokens=2)
     with pytest.raises(ValueError, match="must be integers"):
         model.log_probs([[1.5, 2.0]])
-    assert model.generate([], max_length=2, temperature=0)[0] == 1  # an empty prompt starts from <s>
+    assert model.generate([], max_new_tokens=2, temperature=0)[0] == 1  # an empty prompt starts from <s>
     with pytest.raises(ValueError, match=r"\[batch, time\], got an array of shape \(1, 2, 2\)"):
         model.log_probs([[[4, 5], [6, 7]]])
     # the largest valid id is fine
@@ -437,19 +437,19 @@ def _greedy_by_hand(model, prompt, max_length):
 def test_greedy_generation(kind):
     model = tiny_gcnn() if kind == "gcnn" else tiny_recurrent("lstm")
     prompt = [1, 7, 12, 30]
-    greedy = model.generate(prompt, max_length=12, temperature=0)
+    greedy = model.generate(prompt, max_new_tokens=12, temperature=0)
     assert len(greedy) == len(prompt) + 12
     assert greedy == _greedy_by_hand(model, prompt, 12)
-    assert model.generate(prompt, max_length=12, temperature=0, seed=5) == greedy
+    assert model.generate(prompt, max_new_tokens=12, temperature=0, seed=5) == greedy
     for seed in (0, 1):
-        assert model.generate(prompt, max_length=12, temperature=1.0, top_k=1, seed=seed) == greedy
+        assert model.generate(prompt, max_new_tokens=12, temperature=1.0, top_k=1, seed=seed) == greedy
 
 
 def test_sampling_is_seeded():
     model = tiny_gcnn()
-    a = model.generate([1, 5], max_length=15, temperature=1.5, seed=3)
-    assert a == model.generate([1, 5], max_length=15, temperature=1.5, seed=3)
-    others = [model.generate([1, 5], max_length=15, temperature=1.5, seed=s) for s in range(4, 8)]
+    a = model.generate([1, 5], max_new_tokens=15, temperature=1.5, seed=3)
+    assert a == model.generate([1, 5], max_new_tokens=15, temperature=1.5, seed=3)
+    others = [model.generate([1, 5], max_new_tokens=15, temperature=1.5, seed=s) for s in range(4, 8)]
     assert any(o != a for o in others)
     assert all(t not in (0, 1) for t in a[2:])
 
@@ -457,7 +457,7 @@ def test_sampling_is_seeded():
 def test_text_generation_stops_at_end_of_sentence():
     model, _ = _vocab_model()
     vocab = model.vocabulary
-    text = model.generate("a b", max_length=25, temperature=0)
+    text = model.generate("a b", max_new_tokens=25, temperature=0)
     ids = _greedy_by_hand(model, vocab.encode("a b", add_eos=False), 25)
     if vocab.eos_id in ids[3:]:
         ids = ids[: ids.index(vocab.eos_id, 3) + 1]

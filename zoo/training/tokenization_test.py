@@ -79,7 +79,7 @@ def test_raw_text_trains_with_a_learned_subword_vocabulary_end_to_end(tmp_path):
     assert len(scores) == len(text.split()) + 1  # one score per word, and </s>
     pieces = best.score([tokenizer.encode(text)])[0]
     np.testing.assert_allclose(scores.sum(), pieces.sum(), rtol=1e-5)  # words are sums of their pieces
-    generated = best.generate("Romeo", max_length=8, seed=0)
+    generated = best.generate("Romeo", max_new_tokens=8, seed=0)
     assert generated.startswith("Romeo") and "\u2581" not in generated and "<0x" not in generated
 
 
@@ -247,4 +247,4 @@ def test_long_lines_each_alone_are_scored_whole_and_sequences_past_the_cap_are_r
                                          r"262,144 tokens: split it"):
         model.score(["Romeo", too_long])
     with pytest.raises(ValueError, match=r"^prompt 0 is 262,145 tokens long"):
-        model.generate(too_long, max_length=2)
+        model.generate(too_long, max_new_tokens=2)
