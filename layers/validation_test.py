@@ -3,7 +3,7 @@ argument, what it must be and the value given), and that the layers refuse throu
 
 import pytest
 
-from zoo.distribute import parse_tf_config
+from zoo.training.distribute import parse_tf_config
 from zoo.layers import AdaptiveSoftmax, FullSoftmax, GatedConv1D, ResidualBlock, SparseMoE
 from zoo.layers.validation import check_int, check_number, is_int
 

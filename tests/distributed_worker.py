@@ -39,7 +39,7 @@ def main(mode, corpus, out, result_path, *models):
     if mode == "mirrored":
         cpu = tf.config.list_physical_devices("CPU")[0]
         tf.config.set_logical_device_configuration(cpu, [tf.config.LogicalDeviceConfiguration()] * 2)
-    from zoo import distribute
+    from zoo.training import distribute
     from zoo.training import Callback, TrainConfig, train
 
     if mode == "worker":

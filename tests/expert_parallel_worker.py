@@ -224,7 +224,7 @@ def main(mode, corpus, out, result_path=None, *models):
     import numpy as np
 
     import zoo
-    from zoo import distribute
+    from zoo.training import distribute
     from zoo.training import Callback, train
 
     quiet = lambda message: None  # noqa: E731

@@ -37,3 +37,15 @@ from zoo.registry import count_params, load, presets, register_presets
 __version__ = "0.1.0"
 __all__ = ["load", "presets", "count_params", "register_presets", "GCNNLanguageModel", "StackLanguageModel", "samplers",
            "LanguageModel", "FactorizedAdam"]
+
+
+def __getattr__(name):
+    # `zoo.distribute` moved into zoo.training (it serves only the training loop); the old
+    # attribute keeps working for one release.
+    if name == "distribute":
+        from zoo.deprecation import warn
+        from zoo.training import distribute
+
+        warn("zoo.distribute", "zoo.training.distribute")
+        return distribute
+    raise AttributeError(f"module 'zoo' has no attribute {name!r}")

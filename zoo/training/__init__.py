@@ -6,7 +6,7 @@
                            config=TrainConfig(global_batch_size=64, epochs=10),
                            overrides={"dropout": 0.1})
 
-One loop serves every strategy (`zoo.distribute`): one device, `MirroredStrategy` on one
+One loop serves every strategy (`zoo.training.distribute`): one device, `MirroredStrategy` on one
 machine, `MultiWorkerMirroredStrategy` across machines, where Keras 3's `fit` does not work
 (keras-team/keras#20585). It is put together the way Model Garden's `base_trainer` and Orbit put
 theirs, from separate pieces on public APIs, each in its own module:

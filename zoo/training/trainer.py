@@ -15,7 +15,8 @@ import os
 import keras
 import tensorflow as tf
 
-from zoo import distribute, preset_directory, registry
+from zoo import preset_directory, registry
+from zoo.training import distribute
 import zoo.weights
 from zoo.data.corpus import scored_words, unknown_note, unknown_share
 from zoo.layers.expert_parallel import expert_parallelism, is_expert_shard
@@ -366,7 +367,7 @@ def train(preset, data="ptb", out_dir="runs/model", strategy="default", config=N
     """Train `preset` (a name or a preset directory) on `data` into `out_dir`; returns
     `(model, history)`.
 
-    `strategy` is a name of `zoo.distribute` or a `tf.distribute.Strategy`; `config` a
+    `strategy` is a name of `zoo.training.distribute` or a `tf.distribute.Strategy`; `config` a
     `TrainConfig` (default: `TrainConfig()`); `overrides` replace keys of the model's config,
     including its `optimizer` spec (e.g. `{"dropout": 0.1, "optimizer": {"name": "adam"}}`);
     `log` receives every progress line; `callbacks` are `Callback`s. `weights="trained"` starts

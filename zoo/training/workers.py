@@ -3,7 +3,7 @@ every worker, so one that stops or resumes elsewhere alone would hang the others
 
 import tensorflow as tf
 
-from zoo import distribute
+from zoo.training import distribute
 
 
 def any_worker(strategy):

@@ -4,7 +4,7 @@ import json
 
 import pytest
 
-from zoo import distribute
+from zoo.training import distribute
 from zoo.tools.cli import main
 
 GOOD = {"cluster": {"worker": ["host1:2222", "host2:2222"]}, "task": {"type": "worker", "index": 1}}
@@ -67,3 +67,13 @@ def test_cli_reports_bad_distribution_settings_in_one_line(argv, env, message, t
     assert code == 2
     assert err.startswith(message) and err.count("\n") == 1
     assert not (tmp_path / "x").exists()  # nothing written
+
+
+def test_the_former_zoo_distribute_warns_and_is_the_training_module():
+    import zoo
+
+    with pytest.warns(DeprecationWarning, match="zoo.training.distribute"):
+        former = zoo.distribute
+    assert former is distribute
+    with pytest.raises(AttributeError, match="no attribute 'distributed'"):
+        zoo.distributed

@@ -6,7 +6,7 @@ import tensorflow as tf
 
 from zoo.training import Callback, TrainConfig, TrainingWindows, evaluation_windows, random_states, train
 from zoo.training.config import UNBOUNDED
-from zoo.data.vocab import Vocabulary
+from zoo.data.vocab import WordTokenizer as Vocabulary
 
 
 def _windows(n=23, length=5, batch=4, seed=0):
