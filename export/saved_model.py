@@ -31,6 +31,7 @@ from zoo.data.tokenizers import NORMALIZATION
 from zoo.errors import reason
 from zoo.export.signatures import Signatures, serving_trace
 from zoo.layers.validation import check_int
+from zoo.models.samplers import Sampler
 
 DEFAULT_MAX_TOKENS = 1024
 DEFAULT_MAX_NEW_TOKENS = 256
@@ -49,7 +50,7 @@ def existing_versions(model_dir):
                   if n.isdigit() and os.path.isdir(os.path.join(model_dir, n)))
 
 
-def _check_arguments(model, name, version, max_tokens, max_new_tokens=DEFAULT_MAX_NEW_TOKENS):
+def _check_arguments(model, name, version, max_tokens, max_new_tokens=DEFAULT_MAX_NEW_TOKENS, sampler=None):
     if not isinstance(name, str) or not name or name in (".", "..") or name.startswith(".") \
             or "/" in name or os.sep in name:
         raise ValueError(f"The model name must be a non-empty directory name not starting with '.', got {name!r}.")
@@ -57,6 +58,9 @@ def _check_arguments(model, name, version, max_tokens, max_new_tokens=DEFAULT_MA
         check_int("The version", version, minimum=1)
     check_int("max_tokens", max_tokens, minimum=1)
     check_int("max_new_tokens", max_new_tokens, minimum=1)
+    if sampler is not None and (not isinstance(sampler, Sampler) or sampler.is_search):
+        raise ValueError(f"sampler must be None (the request chooses: temperature, top_k, top_p) or a "
+                         f"zoo.samplers.Sampler that picks one token at a time (not beam search), got {sampler!r}.")
     vocabulary = getattr(model, "tokenizer", None)
     if vocabulary is None:
         raise ValueError("The model has no vocabulary to tokenise text with: load it from a preset "
@@ -66,17 +70,47 @@ def _check_arguments(model, name, version, max_tokens, max_new_tokens=DEFAULT_MA
                          f"{model.vocabulary_size} ids; they must agree to export.")
 
 
-def export_saved_model(model, base_dir, name, version=None, max_tokens=DEFAULT_MAX_TOKENS,
-                       max_new_tokens=DEFAULT_MAX_NEW_TOKENS):
+def export_saved_model(model: "zoo.LanguageModel", base_dir: "str | os.PathLike", name: str,
+                       version: "int | None" = None, max_tokens: int = DEFAULT_MAX_TOKENS,
+                       max_new_tokens: int = DEFAULT_MAX_NEW_TOKENS, sampler: "Sampler | None" = None) -> str:
     """Write `model` to `base_dir/name/<version>/` and return that path.
 
-    `version` defaults to one above the highest version present (1 for a new model). Lines of
-    more than `max_tokens` tokens are cut (see `zoo.export.signatures`); the `generate` signature
-    writes at most `max_new_tokens` new tokens a request. Raises `ExportError` (a
-    `ValueError`) with one sentence when the version exists or cannot be written, leaving no
-    partial version behind.
+    The SavedModel's signatures (`zoo.export.signatures`): `serving_default(text <string>[batch])`
+    → per-token and per-line scores; `score_ids(token_ids <int32>[batch, time], lengths
+    <int32>[batch])`; `next_token(text, k)`; `decode_step(token_ids <int32>[batch], state…)`;
+    `generate(text <string>[batch], max_new_tokens, temperature, top_k, top_p, seed)` → `text`,
+    `completion` (`<string>[batch]`), `ids` (`<int32>[batch, new]`) and `lengths` (`<int32>[batch]`).
+
+    Args:
+        model: a `LanguageModel` with a tokenizer.
+        base_dir: the directory TF Serving watches (`--model_base_path`'s parent).
+        name: the model's name, a directory under `base_dir`.
+        version: the version to write; by default one above the highest present (1 for a new
+            model). An existing version is never overwritten.
+        max_tokens: lines of more than this many tokens are cut (their last `max_tokens` kept).
+        max_new_tokens: the most new tokens `generate` writes a request.
+        sampler: None (the request's `temperature`, `top_k` and `top_p` choose, as
+            `zoo.samplers.Served` does), or a `zoo.samplers.Sampler` that `generate` then always
+            uses, its `next` baked into the signature (the request's sampling inputs are then
+            ignored): how a sampler defined outside the zoo is served.
+
+    Returns:
+        The path of the written version, `base_dir/name/<version>`.
+
+    Raises:
+        ExportError: (a `ValueError`) in one sentence when the version exists or cannot be
+            written, leaving no partial version behind.
+
+    Example:
+
+    >>> import os, tempfile, zoo
+    >>> from zoo.export import export_saved_model
+    >>> lm = zoo.load("gcnn-ptb", weights="trained")
+    >>> path = export_saved_model(lm, tempfile.mkdtemp(), name="gcnn-ptb")
+    >>> os.path.basename(path), sorted(os.listdir(path))[:2]
+    ('1', ['assets', 'assets.extra'])
     """
-    _check_arguments(model, name, version, max_tokens, max_new_tokens)
+    _check_arguments(model, name, version, max_tokens, max_new_tokens, sampler)
     model_dir = os.path.abspath(os.path.join(base_dir, name))
     created = not os.path.isdir(model_dir)
     try:
@@ -93,7 +127,7 @@ def export_saved_model(model, base_dir, name, version=None, max_tokens=DEFAULT_M
     tmp = None
     try:
         tmp = tempfile.mkdtemp(prefix=f".{version}.tmp-", dir=model_dir)
-        _write(model, tmp, name, version, max_tokens, max_new_tokens)
+        _write(model, tmp, name, version, max_tokens, max_new_tokens, sampler)
         if os.path.exists(final):  # another export took this version meanwhile
             raise ExportError(f"Version {version} of {name!r} appeared at {final} during the export and was "
                               "left untouched; nothing was written.")
@@ -110,7 +144,7 @@ def export_saved_model(model, base_dir, name, version=None, max_tokens=DEFAULT_M
     return final
 
 
-def _write(model, path, name, version, max_tokens, max_new_tokens=DEFAULT_MAX_NEW_TOKENS):
+def _write(model, path, name, version, max_tokens, max_new_tokens=DEFAULT_MAX_NEW_TOKENS, sampler=None):
     """The SavedModel itself, written to the (empty, temporary) directory `path`.
 
     `keras.export.ExportArchive` would do, but it traces every endpoint once to find the
@@ -121,7 +155,7 @@ def _write(model, path, name, version, max_tokens, max_new_tokens=DEFAULT_MAX_NE
         # `staging`, the asset's source, copied into the SavedModel's assets/ by the save; a
         # subword tokenizer embeds its SentencePiece model and writes nothing.
         tokenizer = model.tokenizer.graph_tokenizer(staging)
-        signatures = Signatures(model, tokenizer, max_tokens, max_new_tokens)
+        signatures = Signatures(model, tokenizer, max_tokens, max_new_tokens, sampler)
         root = tf.Module()
         # The model's variables, which the traced functions capture, as the plain tf.Variables
         # behind the Keras ones, so that the SavedModel loads without Keras. Tracking the Keras
@@ -182,6 +216,7 @@ def describe(model, name, version, max_tokens, tokenizer, signatures):
                         "<unk>": tokenizer.unk_id},
         "max_tokens": max_tokens,
         "max_new_tokens": signatures.max_new_tokens,
+        **({} if signatures.sampler is None else {"sampler": repr(signatures.sampler)}),
         "decode_state": {n: list(shape) for n, shape in signatures.state.specs.items()},
         "signatures": endpoints,
     }

@@ -82,8 +82,9 @@ def serving_trace(model):
 class Signatures:
     """The signature functions of `model`, tokenising with `tokenizer` (`zoo.data.graph_tokenizers`)."""
 
-    def __init__(self, model, tokenizer, max_tokens, max_new_tokens=256):
+    def __init__(self, model, tokenizer, max_tokens, max_new_tokens=256, sampler=None):
         self.model = model
+        self.sampler = sampler  # None: the request's temperature, top_k and top_p choose
         self.tokenizer = tokenizer
         self.max_tokens = int(max_tokens)
         self.max_new_tokens = int(max_new_tokens)
@@ -219,7 +220,7 @@ class Signatures:
         n = tf.shape(text)[0]
         prompts = tf.concat([tf.RaggedTensor.from_tensor(tf.fill([n, 1], t.bos_id)), words], axis=1)
         lengths = tf.cast(prompts.row_lengths(), tf.int32)
-        choose = generation.served_sampler(temperature, top_k, top_p)
+        choose = generation.served_sampler(temperature, top_k, top_p) if self.sampler is None else self.sampler.next
         seed = tf.math.floormod(tf.cast(seed, tf.int64), 2**31)  # as LanguageModel.generate maps it
         with generation.loop_invariants(self.model):
             ids, ends = generation.decode(self.model, prompts.to_tensor(t.pad_id), lengths, max_new_tokens,

@@ -54,9 +54,29 @@ class AdaptiveSoftmax(keras.layers.Layer):
         vocabulary_size: number of ids, sorted by decreasing frequency.
         cutoffs: increasing ids where clusters start, all in `[1, vocabulary_size - 1]`.
         factor: width divisor of each successive tail projection (Grave et al.'s 4).
+
+    Shapes: `hidden` is `<float32>[batch, time, dim]`, `targets` `<int32>[batch, time]`;
+    `log_prob` returns `<float32>[batch, time, vocabulary_size]`, `loss` and `target_log_prob`
+    `<float32>[batch, time]`, `predict` `<int32>[batch, time]`.
+
+    Example:
+
+    >>> import keras, numpy as np
+    >>> from zoo.layers import AdaptiveSoftmax
+    >>> head = AdaptiveSoftmax(vocabulary_size=50, cutoffs=[10, 30])
+    >>> hidden = keras.random.normal((2, 5, 16), seed=0)
+    >>> log_probs = head.log_prob(hidden)
+    >>> tuple(log_probs.shape)
+    (2, 5, 50)
+    >>> bool(np.allclose(np.exp(log_probs).sum(-1), 1.0, atol=1e-5))  # a distribution over all 50 ids
+    True
+    >>> targets = np.array([[0, 9, 10, 29, 49]] * 2)
+    >>> bool(np.allclose(head.target_log_prob(hidden, targets),
+    ...                  np.take_along_axis(np.asarray(log_probs), targets[..., None], -1)[..., 0], atol=1e-5))
+    True
     """
 
-    def __init__(self, vocabulary_size, cutoffs, factor=4, **kwargs):
+    def __init__(self, vocabulary_size: int, cutoffs: "list[int]", factor: float = 4, **kwargs):
         super().__init__(**kwargs)
         self.cutoffs = check_cutoffs(cutoffs, vocabulary_size)
         if not isinstance(factor, (int, float)) or factor < 1:
@@ -124,7 +144,8 @@ class AdaptiveSoftmax(keras.layers.Layer):
     def call(self, hidden):
         return self.log_prob(hidden)
 
-    def log_prob(self, hidden):
+    def log_prob(self, hidden: "tf.Tensor") -> "tf.Tensor":
+        """`<float32>[..., vocabulary_size]`: the log-distribution over every id."""
         build_on_first_use(self, hidden)
         head = ops.log_softmax(self._head_logits(hidden), axis=-1)
         parts = [head[..., : self.cutoffs[0]]]
@@ -133,7 +154,7 @@ class AdaptiveSoftmax(keras.layers.Layer):
             parts.append(cluster + ops.log_softmax(self._tail_logits(hidden, i), axis=-1))
         return ops.concatenate(parts, axis=-1)
 
-    def loss(self, hidden, targets):
+    def loss(self, hidden: "tf.Tensor", targets: "tf.Tensor") -> "tf.Tensor":
         """Per-token negative log-likelihood, shaped like `targets`."""
         build_on_first_use(self, hidden)
         targets = ops.cast(self.check_targets(targets), "int32")
@@ -155,10 +176,11 @@ class AdaptiveSoftmax(keras.layers.Layer):
             nll = nll + tf.scatter_nd(rows[:, None], tail_nll, tf.cast([n], rows.dtype))
         return ops.reshape(nll, shape)
 
-    def target_log_prob(self, hidden, targets):
+    def target_log_prob(self, hidden: "tf.Tensor", targets: "tf.Tensor") -> "tf.Tensor":
+        """`<float32>[...]`, shaped like `targets`: the log-probability of each target."""
         return -self.loss(hidden, targets)
 
-    def predict(self, hidden):
+    def predict(self, hidden: "tf.Tensor") -> "tf.Tensor":
         """The most likely id. A row whose best head word beats every cluster's total mass
         is decided by the head alone (no tail word can be likelier than its cluster); only
         the other rows pay for the tail clusters."""

@@ -49,16 +49,35 @@ class GatedConv1D(keras.layers.Layer):
         weight_norm: reparameterise the kernel as `g · v / ‖v‖`.
         use_bias: add `b` (and `c`).
         kernel_initializer: initialiser of `v` (Kaiming normal by default).
+
+    Call args:
+        inputs: `<float32>[batch, time, input_dim]`.
+
+    Returns:
+        `<float32>[batch, time, filters]`: position t depends on inputs t-k+1 … t only.
+
+    Example:
+
+    >>> import keras
+    >>> from zoo.layers import GatedConv1D
+    >>> layer = GatedConv1D(filters=4, kernel_size=3)
+    >>> x = keras.random.normal((2, 5, 8), seed=0)
+    >>> y = layer(x)
+    >>> tuple(y.shape)
+    (2, 5, 4)
+    >>> changed = keras.ops.concatenate([x[:, :3], keras.random.normal((2, 2, 8), seed=1)], axis=1)
+    >>> bool(keras.ops.all(layer(changed)[:, :3] == y[:, :3]))  # the future does not leak back
+    True
     """
 
     def __init__(
         self,
-        filters,
-        kernel_size,
-        activation="glu",
-        weight_norm=True,
-        use_bias=True,
-        kernel_initializer="he_normal",
+        filters: int,
+        kernel_size: int,
+        activation: str = "glu",
+        weight_norm: bool = True,
+        use_bias: bool = True,
+        kernel_initializer: "str | keras.initializers.Initializer" = "he_normal",
         **kwargs,
     ):
         super().__init__(**kwargs)

@@ -67,105 +67,20 @@ def stepwise_prefill(model, token_ids, lengths):
 
 
 # ---- choosing a token ------------------------------------------------------------------------------
-BLOCK = 32  # ids per block of `top_k_of`
-
-
-def top_k_of(logits, k):
-    """`tf.math.top_k(logits, k)` (values and ids, largest first), exactly, but faster when k is
-    much smaller than the vocabulary (CPU's TopKV2 dominated a batch's decoding step): the k
-    largest values lie in the k blocks of `BLOCK` consecutive ids with the largest maxima (a value
-    outside them would have k blocks, each with a larger value, above it), so one top-k runs on
-    the block maxima and one on those k blocks' values only."""
-    vocabulary = logits.shape[-1]
-    plain = lambda: tuple(tf.math.top_k(logits, k))
-    if vocabulary is None or vocabulary < 4 * BLOCK:
-        return plain()
-    blocks = -(-vocabulary // BLOCK)
-
-    def blocked():
-        padded = tf.pad(logits, [[0, 0], [0, blocks * BLOCK - vocabulary]], constant_values=-np.inf)
-        grouped = tf.reshape(padded, [-1, blocks, BLOCK])
-        _, chosen = tf.math.top_k(tf.reduce_max(grouped, axis=-1), k)
-        chosen = tf.sort(chosen, axis=-1)  # ids in order, so that ties go to the lower id as in top_k
-        values = tf.reshape(tf.gather(grouped, chosen, batch_dims=1), [-1, k * BLOCK])
-        ids = tf.reshape(chosen[:, :, None] * BLOCK + tf.range(BLOCK)[None, None, :], [-1, k * BLOCK])
-        top, where = tf.math.top_k(values, k)
-        return top, tf.gather(ids, where, batch_dims=1)
-
-    if isinstance(k, int):
-        return blocked() if 4 * k * BLOCK <= vocabulary else plain()
-    return tf.cond(4 * k * BLOCK <= vocabulary, blocked, plain)
-
-
-def candidates(log_probs, temperature=1.0, top_k=None, top_p=None):
-    """The tokens a sampler draws among, most likely first: `(logits [batch, n], ids [batch, n])`,
-    a dropped candidate's logit being −inf. `top_k` keeps the k most likely; `top_p` then the
-    smallest set whose probability (after temperature, within the top k if given) reaches p.
-    Without either, every token (`n` = vocabulary). Values may be Python numbers or tensors."""
-    logits = log_probs / temperature
-    vocabulary = tf.shape(logits)[-1]
-    if top_k is None:
-        k = log_probs.shape[-1] if log_probs.shape[-1] is not None else vocabulary
-    elif isinstance(top_k, int) and log_probs.shape[-1] is not None:
-        k = min(top_k, log_probs.shape[-1])
-    else:
-        k = tf.minimum(tf.cast(top_k, tf.int32), vocabulary)
-    if top_k is None and top_p is None:
-        return logits, tf.broadcast_to(tf.range(vocabulary), tf.shape(logits))
-    values, ids = top_k_of(logits, k)
-    if top_p is not None:
-        before = tf.cumsum(tf.nn.softmax(values, axis=-1), axis=-1, exclusive=True)  # mass of the likelier ones
-        values = tf.where(before < tf.cast(top_p, values.dtype), values, -np.inf)
-    return values, ids
-
-
-def draw(logits, ids, seed, step):
-    """One draw per row from `softmax(logits)`, returned as the matching `ids`. Stateless: the
-    draw depends only on `(seed, step)`, the row's index and its logits, so a row's output never
-    depends on the other rows of its batch."""
-    seed = tf.stack([tf.cast(seed, tf.int32), tf.cast(step, tf.int32)])
-    index = tf.random.stateless_categorical(logits, 1, seed=seed, dtype=tf.int32)[:, 0]
-    return tf.gather(ids, index, batch_dims=1)
-
-
-def sample_tokens(log_probs, seed, step, temperature=1.0, top_k=None, top_p=None):
-    """A draw per row at `temperature` among `candidates`."""
-    logits, ids = candidates(log_probs, temperature, top_k, top_p)
-    return draw(logits, ids, seed, step)
+# A sampler owns its choice (`zoo.models.samplers`); the shared arithmetic stays importable here.
+from zoo.models.samplers import BLOCK, candidates, draw, greedy_choice, sample_tokens, top_k_of  # noqa: E402,F401
 
 
 def served_sampler(temperature, top_k, top_p):
-    """The sampler of the exported `generate` signature, its settings as tensors:
-    `temperature` 0 is greedy, `top_k` 0 and `top_p` 1 are off."""
-
-    def choose(log_probs, seed, step):
-        def sample():
-            return tf.cond(
-                (top_k > 0) | (top_p < 1.0),
-                lambda: sample_tokens(log_probs, seed, step, temperature,
-                                      tf.where(top_k > 0, top_k, tf.shape(log_probs)[-1]), top_p),
-                lambda: sample_tokens(log_probs, seed, step, temperature))
-
-        return tf.cond(temperature > 0, sample, lambda: greedy_choice(log_probs, seed, step))
-
-    return choose
+    """The exported `generate` signature's token chooser, its settings as tensors (`Served`)."""
+    return samplers.Served(temperature, top_k, top_p).next
 
 
-def _static_sampler(sampler, temperature, top_p):
-    """The token chooser of a `zoo.samplers` object, `temperature` and `top_p` being tensors (so a
-    new value needs no new trace or compilation); its kind and top-k (XLA needs k static) are
-    fixed."""
-    if isinstance(sampler, (samplers.Greedy, samplers.Beam)):
-        return greedy_choice
-    top_k = getattr(sampler, "k", None)
-    p = top_p if isinstance(sampler, samplers.TopP) else None
-    return lambda log_probs, seed, step: sample_tokens(log_probs, seed, step, temperature, top_k, p)
-
-
-def _static_key(sampler):
-    """What of a sampler a compiled function is specialised to: its kind, top-k and beams."""
-    return (type(sampler).__name__, getattr(sampler, "k", None), getattr(sampler, "num_beams", None),
-            getattr(sampler, "length_penalty", None))
+def _traced_sampler(sampler, temperature, top_p):
+    """`sampler` inside a compiled loop: its dynamic parameters (`Sampler.dynamic`) replaced by the
+    loop's `temperature` and `top_p` tensors, so a new value needs no new trace or compilation."""
+    fed = {"temperature": temperature, "p": top_p}
+    return sampler.bound(**{name: fed[name] for name in sampler.dynamic if name in fed})
 
 
 # ---- the rules every row follows -------------------------------------------------------------------
@@ -300,12 +215,8 @@ def _decode_body(model, lengths, choose, seed, eos_id, stop_sequences, ngram, wi
     return body
 
 
-def greedy_choice(scores, seed, step):
-    return tf.argmax(scores, axis=-1, output_type=tf.int32)
-
-
 def beam_search(model, token_ids, lengths, max_new_tokens, num_beams, length_penalty, eos_id,
-                stop_sequences=(), ngram=0, against_greedy=True):
+                stop_sequences=(), ngram=0, against_greedy=True, sampler=None):
     """Beam search: `num_beams` hypotheses per prompt, each extended by every token and the best
     `num_beams` of all kept (by log-probability); a finished hypothesis (after `eos_id` or a stop
     sequence) stays as it is. At the end each prompt's hypotheses are ranked by
@@ -313,6 +224,7 @@ def beam_search(model, token_ids, lengths, max_new_tokens, num_beams, length_pen
     them): beam search can lose the greedy hypothesis on the way, and never returns anything
     ranked below it. Returns `decode`'s `(ids, ends)` for the best hypothesis of each prompt, and
     its log-probability [batch]."""
+    beams = sampler if sampler is not None else samplers.Beam(num_beams, length_penalty)
     lengths = tf.cast(lengths, tf.int32)
     hidden, state = prefill(model, token_ids, lengths)
     batch, n = tf.shape(lengths)[0], num_beams
@@ -330,7 +242,7 @@ def beam_search(model, token_ids, lengths, max_new_tokens, num_beams, length_pen
         log_probs = _banned(next_token_scores(model, hidden, normalised=True), buffer, ends, ngram)
         log_probs = tf.where(done[:, None], finished_row, log_probs)
         total = tf.reshape(tf.reshape(scores, [-1, 1]) + log_probs, [batch, n * vocabulary_size])
-        scores, best = tf.math.top_k(total, n)
+        scores, best = beams.select(total)
         origin = tf.reshape(best // vocabulary_size, [-1]) + first_beam
         token = tf.reshape(best % vocabulary_size, [-1])
         pick = lambda x: tf.gather(x, origin)
@@ -345,9 +257,8 @@ def beam_search(model, token_ids, lengths, max_new_tokens, num_beams, length_pen
     keep_going = lambda step, done, *_: (step < max_new_tokens) & ~tf.reduce_all(done)
     loop = (tf.constant(0), tf.zeros_like(lengths, tf.bool), lengths, buffer, scores, hidden, state)
     _, _, ends, buffer, scores, _, _ = tf.while_loop(keep_going, body, loop)
-    penalty = tf.cast(length_penalty, tf.float32)
     new = tf.reshape(tf.cast(tf.maximum(ends - lengths, 1), tf.float32), [batch, n])
-    ranked = scores / new ** penalty
+    ranked = beams.rank(scores, new)
     best = tf.argmax(ranked, axis=1, output_type=tf.int32)
     ranked_best = tf.gather(ranked, best, batch_dims=1)
     best += tf.range(batch) * n
@@ -356,7 +267,7 @@ def beam_search(model, token_ids, lengths, max_new_tokens, num_beams, length_pen
         return ids, ends, score
     g_ids, g_ends, g_score = decode(model, token_ids, lengths[::n], max_new_tokens, greedy_choice, 0, eos_id,
                                     stop_sequences, ngram, with_log_prob=True)
-    g_ranked = g_score / tf.cast(tf.maximum(g_ends - lengths[::n], 1), tf.float32) ** penalty
+    g_ranked = beams.rank(g_score, tf.cast(tf.maximum(g_ends - lengths[::n], 1), tf.float32))
     greedy_wins = g_ranked > ranked_best
     return (tf.where(greedy_wins[:, None], g_ids, ids), tf.where(greedy_wins, g_ends, ends),
             tf.where(greedy_wins, g_score, score))
@@ -371,24 +282,20 @@ def compiled(model, sampler, ngram, stop_sequences, eos_id, jit_compile, room=No
     computation runs its ops one after the other; two run at once on two cores). Group g draws
     with seed `seed + g · GROUP_SEED`, as the graph loop's groups do."""
     functions = model.__dict__.setdefault("_generation_functions", {})
-    key = (_static_key(sampler), ngram, stop_sequences, eos_id, jit_compile, room)
+    key = (sampler.static_key(), ngram, stop_sequences, eos_id, jit_compile, room)
     if key in functions:
         return functions[key]
     spec = [tf.TensorSpec([None, None], tf.int32), tf.TensorSpec([None], tf.int32),
             tf.TensorSpec([], tf.int32), tf.TensorSpec([], tf.int64), tf.TensorSpec([], tf.float32),
             tf.TensorSpec([], tf.float32)]
-    beam = isinstance(sampler, samplers.Beam)
+    beam = sampler.is_search
     if beam:
-        num_beams, length_penalty = sampler.num_beams, sampler.length_penalty
-
         def run(token_ids, lengths, max_new_tokens, seed, temperature, top_p):
-            return beam_search(model, token_ids, lengths, max_new_tokens, num_beams, length_penalty, eos_id,
-                               stop_sequences, ngram)
+            return beam_search(model, token_ids, lengths, max_new_tokens, sampler.num_beams, sampler.length_penalty,
+                               eos_id, stop_sequences, ngram, sampler=sampler)
     else:
-        kind = sampler
-
         def run(token_ids, lengths, max_new_tokens, seed, temperature, top_p):
-            choose = _static_sampler(kind, temperature, top_p)
+            choose = _traced_sampler(sampler, temperature, top_p).next
             ids, ends = decode(model, token_ids, lengths, max_new_tokens, choose, seed, eos_id, stop_sequences, ngram,
                                groups=1 if jit_compile else GROUPS, room=room)
             return ids, ends, tf.zeros(tf.shape(ends), tf.float32)
@@ -457,10 +364,40 @@ def _is_int(value):
 class Generation:
     """`LanguageModel.generate`, on the model's `prefill`, `step`, output layer and vocabulary."""
 
-    def generate(self, prompts, max_new_tokens=None, temperature=None, top_k=None, seed=None, *, sampler=None,
-                 top_p=None, num_beams=None, length_penalty=None, no_repeat_ngram_size=0, stop="auto",
-                 jit_compile="auto", max_length=None):
+    def generate(self, prompts: "str | list[str] | list[int] | list[list[int]]", max_new_tokens: "int | None" = None,
+                 temperature: "float | None" = None, top_k: "int | None" = None, seed: "int | None" = None, *,
+                 sampler: "str | samplers.Sampler | None" = None, top_p: "float | None" = None,
+                 num_beams: "int | None" = None, length_penalty: "float | None" = None,
+                 no_repeat_ngram_size: int = 0, stop: "str | int | list | None" = "auto",
+                 jit_compile: "bool | str" = "auto",
+                 max_length: "int | None" = None) -> "str | list[str] | list[int] | list[list[int]]":
         """Continue each prompt by up to `max_new_tokens` new tokens (default 20).
+
+        Args:
+            prompts: a string, a list of strings, one id list (`<int32>[time]`) or a list of id
+                lists (`<int32>[batch, time]`, any lengths).
+            max_new_tokens: new tokens per row, in [1, 2**20] (default 20).
+            temperature, top_k, top_p, num_beams, length_penalty: the sampler's parameters.
+            seed: the seed of the draws (None: a random one).
+            sampler: a name ("greedy", "random", "top_k", "top_p", "beam") or a
+                `zoo.samplers.Sampler` object.
+            no_repeat_ngram_size: n > 0 forbids repeating any n-gram of the prompt and output.
+            stop: "auto" (`</s>`), a string, an id, a list of them, or None.
+            jit_compile: "auto", True or False (XLA for the decoding loop).
+            max_length: the deprecated name of `max_new_tokens`.
+
+        Returns:
+            Like `prompts`: a string (prompt and continuation, detokenised), a list of strings, an
+            id list or a list of id lists (each the prompt's ids, then the new ones).
+
+        Example:
+
+        >>> import zoo
+        >>> lm = zoo.load("gcnn-ptb", weights="trained")
+        >>> lm.generate("the company said", max_new_tokens=5, sampler="greedy")
+        'the company said it will be <unk> to'
+        >>> lm.generate([[1, 4, 5]], 3, sampler="greedy")
+        [[1, 4, 5, 5, 6, 4]]
 
         `prompts`: a string (→ a string), or a list of strings (→ a list of strings), or one list
         of ids (→ a list of ids) or a list of id lists (→ a list of id lists); prompts of
@@ -508,13 +445,13 @@ class Generation:
         if jit_compile is True and has_moe:
             raise ValueError("jit_compile=True cannot compile this model's sparse MoE layers (their dispatch has "
                              "data-dependent shapes, which XLA does not take); use jit_compile=False or 'auto'.")
-        if jit_compile is True and isinstance(chosen, samplers.Beam):
+        if jit_compile is True and chosen.is_search:
             raise ValueError("jit_compile=True: beam search runs as a graph loop only; use jit_compile='auto' or False.")
         rows, as_text, single = self._prompt_rows(prompts)
         stop_ids, stop_texts = self._stop(stop, as_text)
         # a model without a vocabulary has no </s> to stop at
         eos = self.tokenizer.eos_id if self.tokenizer is not None and stop is not None else NO_STOP
-        xla = (jit_compile is True or jit_compile == "auto" and not has_moe) and not isinstance(chosen, samplers.Beam)
+        xla = (jit_compile is True or jit_compile == "auto" and not has_moe) and not chosen.is_search
         width = max(len(r) for r in rows)
         room = None
         if xla:  # shape buckets: XLA compiles once per bucket, not once per prompt length

@@ -1,4 +1,6 @@
-"""How `LanguageModel.generate` chooses each new token (keras-hub's samplers, by name or object).
+"""How `LanguageModel.generate` chooses each new token: one class per sampler, as keras-hub's
+samplers are, each owning its parameters, their checks, the `generate` keywords it takes and
+its choice of the next token (`next`), which runs inside the compiled decoding loop.
 
     lm.generate(prompts, sampler="greedy")
     lm.generate(prompts, sampler="top_k", top_k=40, temperature=0.8)
@@ -13,17 +15,96 @@
 - `Beam(num_beams, length_penalty)`: beam search; the finished beams are ranked by their
   log-probability divided by `new tokens ** length_penalty` (fairseq's `--lenpen`; 0 ranks by
   log-probability alone, larger values favour longer outputs).
+- `Served(temperature, top_k, top_p)`: the exported `generate` signature's sampler, its settings
+  being the request's tensors; it chooses with the classes above.
 
-Every sampler never emits `<pad>` or `<s>`.
+A new sampler is a subclass of `Sampler` with a `name` and a `next` (docs/generating.md#adding-a-sampler);
+the decoding loop never emits `<pad>` or `<s>` whatever a sampler picks, since their
+log-probabilities are −inf by then.
 """
 
+import copy
 import dataclasses
 import math
 import numbers
 
-NAMES = ("greedy", "random", "top_k", "top_p", "beam")
+import numpy as np
+import tensorflow as tf
+
+# ---- the arithmetic the samplers share ----------------------------------------------------------
+BLOCK = 32  # ids per block of `top_k_of`
 
 
+def top_k_of(logits, k):
+    """`tf.math.top_k(logits, k)` (values and ids, largest first), exactly, but faster when k is
+    much smaller than the vocabulary (CPU's TopKV2 dominated a batch's decoding step): the k
+    largest values lie in the k blocks of `BLOCK` consecutive ids with the largest maxima (a value
+    outside them would have k blocks, each with a larger value, above it), so one top-k runs on
+    the block maxima and one on those k blocks' values only."""
+    vocabulary = logits.shape[-1]
+    plain = lambda: tuple(tf.math.top_k(logits, k))
+    if vocabulary is None or vocabulary < 4 * BLOCK:
+        return plain()
+    blocks = -(-vocabulary // BLOCK)
+
+    def blocked():
+        padded = tf.pad(logits, [[0, 0], [0, blocks * BLOCK - vocabulary]], constant_values=-np.inf)
+        grouped = tf.reshape(padded, [-1, blocks, BLOCK])
+        _, chosen = tf.math.top_k(tf.reduce_max(grouped, axis=-1), k)
+        chosen = tf.sort(chosen, axis=-1)  # ids in order, so that ties go to the lower id as in top_k
+        values = tf.reshape(tf.gather(grouped, chosen, batch_dims=1), [-1, k * BLOCK])
+        ids = tf.reshape(chosen[:, :, None] * BLOCK + tf.range(BLOCK)[None, None, :], [-1, k * BLOCK])
+        top, where = tf.math.top_k(values, k)
+        return top, tf.gather(ids, where, batch_dims=1)
+
+    if isinstance(k, int):
+        return blocked() if 4 * k * BLOCK <= vocabulary else plain()
+    return tf.cond(4 * k * BLOCK <= vocabulary, blocked, plain)
+
+
+def candidates(log_probs, temperature=1.0, top_k=None, top_p=None):
+    """The tokens a sampler draws among, most likely first: `(logits [batch, n], ids [batch, n])`,
+    a dropped candidate's logit being −inf. `top_k` keeps the k most likely; `top_p` then the
+    smallest set whose probability (after temperature, within the top k if given) reaches p.
+    Without either, every token (`n` = vocabulary). Values may be Python numbers or tensors."""
+    logits = log_probs / temperature
+    vocabulary = tf.shape(logits)[-1]
+    if top_k is None:
+        k = log_probs.shape[-1] if log_probs.shape[-1] is not None else vocabulary
+    elif isinstance(top_k, int) and log_probs.shape[-1] is not None:
+        k = min(top_k, log_probs.shape[-1])
+    else:
+        k = tf.minimum(tf.cast(top_k, tf.int32), vocabulary)
+    if top_k is None and top_p is None:
+        return logits, tf.broadcast_to(tf.range(vocabulary), tf.shape(logits))
+    values, ids = top_k_of(logits, k)
+    if top_p is not None:
+        before = tf.cumsum(tf.nn.softmax(values, axis=-1), axis=-1, exclusive=True)  # mass of the likelier ones
+        values = tf.where(before < tf.cast(top_p, values.dtype), values, -np.inf)
+    return values, ids
+
+
+def draw(logits, ids, seed, step):
+    """One draw per row from `softmax(logits)`, returned as the matching `ids`. Stateless: the
+    draw depends only on `(seed, step)`, the row's index and its logits, so a row's output never
+    depends on the other rows of its batch."""
+    seed = tf.stack([tf.cast(seed, tf.int32), tf.cast(step, tf.int32)])
+    index = tf.random.stateless_categorical(logits, 1, seed=seed, dtype=tf.int32)[:, 0]
+    return tf.gather(ids, index, batch_dims=1)
+
+
+def sample_tokens(log_probs, seed, step, temperature=1.0, top_k=None, top_p=None):
+    """A draw per row at `temperature` among `candidates`."""
+    logits, ids = candidates(log_probs, temperature, top_k, top_p)
+    return draw(logits, ids, seed, step)
+
+
+def greedy_choice(scores, seed=None, step=None):
+    """The most likely id of each row: `<int32>[batch]`."""
+    return tf.argmax(scores, axis=-1, output_type=tf.int32)
+
+
+# ---- argument checks -------------------------------------------------------------------------------
 def _check_temperature(temperature):
     if isinstance(temperature, bool) or not isinstance(temperature, numbers.Real) \
             or not math.isfinite(temperature) or temperature < 0:
@@ -42,37 +123,155 @@ def _check_k(k, vocabulary_size=None):
     return int(k)
 
 
+# ---- the samplers ----------------------------------------------------------------------------------
+REGISTERED = {}  # name -> Sampler subclass: what `generate(sampler="name")` takes
+
+
+class Sampler:
+    """A way of choosing the next token. A subclass with a `name` is registered under it, so
+    `generate(sampler=name)` finds it; its `keywords` map `generate`'s keyword arguments onto its
+    constructor's parameters (e.g. `{"top_k": "k"}`), and `next` makes the choice.
+
+    `dynamic` names the parameters the compiled loop takes as tensors (`temperature`, `p`), so
+    that a new value of them needs no new trace or compilation; every other parameter is part of
+    what a compiled loop is specialised to (`static_key`).
+    """
+
+    name = None
+    keywords = {}  # generate's keyword -> constructor parameter
+    dynamic = ()
+    is_search = False  # True: the decoding loop keeps several hypotheses (beam search)
+
+    def __init_subclass__(cls, **kwargs):
+        super().__init_subclass__(**kwargs)
+        if cls.__dict__.get("name"):
+            REGISTERED[cls.name] = cls
+
+    def next(self, log_probs: tf.Tensor, seed: tf.Tensor, step: tf.Tensor) -> tf.Tensor:
+        """The next token of each row.
+
+        Args:
+            log_probs: `<float32>[batch, vocabulary]`, the next token's log-probabilities (up to
+                a constant per row), banned tokens at −inf.
+            seed: `<int64>[]`, the request's seed; with `step`, all a draw may depend on.
+            step: `<int32>[]`, the index of the token being chosen.
+
+        Returns:
+            `<int32>[batch]`: the chosen ids.
+        """
+        raise NotImplementedError(f"{type(self).__name__} must define next(log_probs, seed, step).")
+
+    def static_key(self) -> tuple:
+        """What a compiled loop is specialised to: the class and its non-dynamic parameters."""
+        fields = vars(self) if not dataclasses.is_dataclass(self) else \
+            {f.name: getattr(self, f.name) for f in dataclasses.fields(self)}
+        return (type(self).__module__, type(self).__qualname__,
+                tuple(sorted((k, v) for k, v in fields.items() if k not in self.dynamic)))
+
+    def bound(self, **values) -> "Sampler":
+        """A copy whose parameters `values` are replaced, unchecked (tensors inside a trace)."""
+        bound = copy.copy(self)
+        for name, value in values.items():
+            object.__setattr__(bound, name, value)
+        return bound
+
+    @classmethod
+    def from_keywords(cls, given: dict) -> "Sampler":
+        """The sampler made from `generate`'s keyword arguments `given` (those it takes)."""
+        return cls(**{cls.keywords[k]: v for k, v in given.items()})
+
+
 @dataclasses.dataclass(frozen=True)
-class Greedy:
+class Greedy(Sampler):
+    """The most likely token.
+
+    Example:
+
+    >>> import tensorflow as tf
+    >>> from zoo.models.samplers import Greedy
+    >>> log_probs = tf.math.log([[0.1, 0.7, 0.2], [0.5, 0.2, 0.3]])
+    >>> Greedy().next(log_probs, seed=0, step=0).numpy().tolist()
+    [1, 0]
+    """
+
     name = "greedy"
 
+    def next(self, log_probs, seed, step):
+        return greedy_choice(log_probs)
+
 
 @dataclasses.dataclass(frozen=True)
-class Random:
+class Random(Sampler):
+    """A draw from the whole distribution at `temperature` (`softmax(log p / temperature)`).
+
+    Example:
+
+    >>> import tensorflow as tf
+    >>> from zoo.models.samplers import Random
+    >>> log_probs = tf.math.log([[0.0, 1.0, 0.0]] * 4)  # all the mass on id 1
+    >>> Random(temperature=0.7).next(log_probs, seed=3, step=0).numpy().tolist()
+    [1, 1, 1, 1]
+    """
+
     temperature: float = 1.0
     name = "random"
+    keywords = {"temperature": "temperature"}
+    dynamic = ("temperature",)
 
     def __post_init__(self):
         _check_temperature(self.temperature)
 
+    def next(self, log_probs, seed, step):
+        return sample_tokens(log_probs, seed, step, self.temperature)
+
 
 @dataclasses.dataclass(frozen=True)
-class TopK:
+class TopK(Sampler):
+    """A draw at `temperature` among the `k` most likely tokens.
+
+    Example:
+
+    >>> import tensorflow as tf
+    >>> from zoo.models.samplers import TopK
+    >>> log_probs = tf.math.log([[0.05, 0.5, 0.05, 0.4]] * 50)
+    >>> sorted(set(TopK(k=2).next(log_probs, seed=1, step=0).numpy().tolist()))  # ids 1 and 3 only
+    [1, 3]
+    """
+
     k: int = 40
     temperature: float = 1.0
     name = "top_k"
+    keywords = {"top_k": "k", "temperature": "temperature"}
+    dynamic = ("temperature",)
 
     def __post_init__(self):
         _check_k(self.k)
         _check_temperature(self.temperature)
 
+    def next(self, log_probs, seed, step):
+        return sample_tokens(log_probs, seed, step, self.temperature, self.k)
+
 
 @dataclasses.dataclass(frozen=True)
-class TopP:
+class TopP(Sampler):
+    """Nucleus sampling: a draw among the smallest set of most likely tokens whose probability
+    (after `temperature`) reaches `p`, within the `k` most likely if `k` is given.
+
+    Example:
+
+    >>> import tensorflow as tf
+    >>> from zoo.models.samplers import TopP
+    >>> log_probs = tf.math.log([[0.6, 0.3, 0.1]] * 50)
+    >>> sorted(set(TopP(p=0.8).next(log_probs, seed=1, step=0).numpy().tolist()))  # 0.6 + 0.3 reach 0.8
+    [0, 1]
+    """
+
     p: float = 0.9
     temperature: float = 1.0
     k: int = None
     name = "top_p"
+    keywords = {"top_p": "p", "temperature": "temperature", "top_k": "k"}
+    dynamic = ("temperature", "p")
 
     def __post_init__(self):
         if isinstance(self.p, bool) or not isinstance(self.p, numbers.Real) or not 0 < self.p <= 1:
@@ -81,12 +280,33 @@ class TopP:
         if self.k is not None:
             _check_k(self.k)
 
+    def next(self, log_probs, seed, step):
+        return sample_tokens(log_probs, seed, step, self.temperature, self.k, self.p)
+
 
 @dataclasses.dataclass(frozen=True)
-class Beam:
+class Beam(Sampler):
+    """Beam search: `num_beams` hypotheses per prompt; finished ones are ranked by
+    `log-probability / new tokens ** length_penalty`. The decoding loop keeps the hypotheses
+    (`zoo.models.generation.beam_search`); this class makes its two choices: which extensions
+    survive a step (`select`) and which hypothesis wins (`rank`). `next`, for a single
+    hypothesis, is the greedy choice.
+
+    Example:
+
+    >>> import tensorflow as tf
+    >>> from zoo.models.samplers import Beam
+    >>> totals = tf.constant([[-1.0, -0.5, -3.0, -0.7]])  # 2 beams x 2 tokens, flattened
+    >>> scores, kept = Beam(num_beams=2).select(totals)
+    >>> kept.numpy().tolist(), scores.numpy().tolist()
+    ([[1, 3]], [[-0.5, -0.699999988079071]])
+    """
+
     num_beams: int = 4
     length_penalty: float = 1.0
     name = "beam"
+    keywords = {"num_beams": "num_beams", "length_penalty": "length_penalty"}
+    is_search = True
 
     def __post_init__(self):
         if isinstance(self.num_beams, bool) or not isinstance(self.num_beams, numbers.Integral) or self.num_beams < 1:
@@ -95,19 +315,79 @@ class Beam:
                 or not math.isfinite(self.length_penalty):
             raise ValueError(f"length_penalty must be a finite number, got {self.length_penalty!r}.")
 
+    def next(self, log_probs, seed, step):
+        return greedy_choice(log_probs)
+
+    def select(self, totals: tf.Tensor) -> "tuple[tf.Tensor, tf.Tensor]":
+        """The surviving extensions: `totals` `<float32>[batch, beams * vocabulary]` (each
+        hypothesis' log-probability plus each next token's) → `(scores, indices)`, both
+        `[batch, num_beams]`, best first."""
+        scores, kept = tf.math.top_k(totals, self.num_beams)
+        return scores, kept
+
+    def rank(self, scores: tf.Tensor, new_tokens: tf.Tensor) -> tf.Tensor:
+        """The ranking score of finished hypotheses: log-probability `scores` divided by their
+        number of `new_tokens` (`<float32>`, same shape) to the power `length_penalty`."""
+        return scores / new_tokens ** tf.cast(self.length_penalty, tf.float32)
+
+
+class Served(Sampler):
+    """The exported `generate` signature's sampler: its settings are a request's tensors
+    (`temperature` 0 is greedy, `top_k` 0 and `top_p` 1 are off), and it chooses with the
+    built-in samplers' own `next`, so a served request decodes as `lm.generate` with that
+    sampler does (graph loop, same seed).
+
+    Example:
+
+    >>> import tensorflow as tf
+    >>> from zoo.models.samplers import Served
+    >>> log_probs = tf.math.log([[0.1, 0.7, 0.2]])
+    >>> Served(temperature=tf.constant(0.0), top_k=tf.constant(0), top_p=tf.constant(1.0)).next(
+    ...     log_probs, seed=0, step=0).numpy().tolist()  # temperature 0: greedy
+    [1]
+    """
+
+    def __init__(self, temperature: tf.Tensor, top_k: tf.Tensor, top_p: tf.Tensor):
+        self.temperature, self.top_k, self.top_p = temperature, top_k, top_p
+
+    def next(self, log_probs, seed, step):
+        vocabulary = tf.shape(log_probs)[-1]
+        nucleus = TopP.__new__(TopP).bound(p=self.top_p, temperature=self.temperature,
+                                           k=tf.where(self.top_k > 0, self.top_k, vocabulary))
+        whole = Random.__new__(Random).bound(temperature=self.temperature)
+
+        def sample():
+            return tf.cond((self.top_k > 0) | (self.top_p < 1.0), lambda: nucleus.next(log_probs, seed, step),
+                           lambda: whole.next(log_probs, seed, step))
+
+        return tf.cond(self.temperature > 0, sample, lambda: Greedy().next(log_probs, seed, step))
+
 
 SAMPLERS = (Greedy, Random, TopK, TopP, Beam)
+NAMES = tuple(s.name for s in SAMPLERS)
+
+
+def _implied(temperature, top_k, top_p, num_beams, length_penalty):
+    """The sampler's name when `generate` is given none, as it always chose: beams, then top-p,
+    then top-k, then a draw from the whole distribution."""
+    if num_beams is not None and num_beams != 1 or length_penalty is not None:
+        return "beam"
+    if top_p is not None:
+        return "top_p"
+    if top_k is not None:
+        return "top_k"
+    return "greedy" if num_beams == 1 else "random"
 
 
 def resolve(sampler=None, temperature=None, top_k=None, top_p=None, num_beams=None, length_penalty=None,
             vocabulary_size=None):
     """The sampler `generate` uses, from its arguments.
 
-    `sampler` is a sampler object, a name of `NAMES` (its parameters from the keyword arguments),
-    or None: then, as `generate` always did, `temperature=0` is greedy, `num_beams` > 1 beam
-    search, `top_p` nucleus sampling, `top_k` top-k sampling, and otherwise a draw from the whole
-    distribution at `temperature` (1.0 by default). A keyword argument the sampler does not take
-    is refused, naming it; so is a `top_k` above `vocabulary_size`.
+    `sampler` is a `Sampler` object, a registered name (its parameters from the keyword
+    arguments), or None: then `temperature=0` is greedy, `num_beams` > 1 beam search, `top_p`
+    nucleus sampling, `top_k` top-k sampling, and otherwise a draw from the whole distribution at
+    `temperature` (1.0 by default). A keyword argument the sampler does not take is refused,
+    naming it; so is a `top_k` above `vocabulary_size`.
     """
     zero = isinstance(temperature, numbers.Real) and not isinstance(temperature, bool) and temperature == 0
     if temperature is not None and not zero:  # 0 is greedy, or refused by a sampler that draws
@@ -116,7 +396,7 @@ def resolve(sampler=None, temperature=None, top_k=None, top_p=None, num_beams=No
         _check_k(top_k, vocabulary_size)
     given = {k: v for k, v in dict(temperature=temperature, top_k=top_k, top_p=top_p, num_beams=num_beams,
                                    length_penalty=length_penalty).items() if v is not None}
-    if isinstance(sampler, SAMPLERS):
+    if isinstance(sampler, Sampler):
         if given:
             raise ValueError(f"Give the sampler's parameters to the sampler object {sampler!r}, not also as "
                              f"{', '.join(sorted(given))}.")
@@ -124,38 +404,20 @@ def resolve(sampler=None, temperature=None, top_k=None, top_p=None, num_beams=No
             _check_k(sampler.k, vocabulary_size)
         return sampler
     if sampler is None:
-        if temperature is not None and temperature == 0 and num_beams in (None, 1):
+        if zero and num_beams in (None, 1):
             return Greedy()  # as generate always did: temperature=0 is greedy, whatever top_k says
-        if num_beams is not None and num_beams != 1 or length_penalty is not None:
-            sampler = "beam"
-        elif top_p is not None:
-            sampler = "top_p"
-        elif top_k is not None:
-            sampler = "top_k"
-        elif num_beams == 1:
-            sampler = "greedy"
-        else:
-            sampler = "random"
-    if not isinstance(sampler, str) or sampler not in NAMES:
-        raise ValueError(f"Unknown sampler {sampler!r}; expected one of {list(NAMES)} or a zoo.samplers "
+        sampler = _implied(temperature, top_k, top_p, num_beams, length_penalty)
+    if not isinstance(sampler, str) or sampler not in REGISTERED:
+        raise ValueError(f"Unknown sampler {sampler!r}; expected one of {list(REGISTERED)} or a zoo.samplers "
                          "object (Greedy, Random, TopK, TopP, Beam).")
-    takes = {"greedy": (), "random": ("temperature",), "top_k": ("top_k", "temperature"),
-             "top_p": ("top_p", "temperature", "top_k"), "beam": ("num_beams", "length_penalty")}[sampler]
-    if sampler == "greedy" and given.get("temperature") == 0:
+    cls = REGISTERED[sampler]
+    if cls is Greedy and given.get("temperature") == 0:
         given.pop("temperature")
-    extra = sorted(set(given) - set(takes))
+    extra = sorted(set(given) - set(cls.keywords))
     if extra:
         raise ValueError(f"The {sampler} sampler does not take {', '.join(extra)}; it takes "
-                         f"{', '.join(takes) or 'no parameter'}.")
-    if sampler == "greedy":
-        return Greedy()
-    if sampler == "random":
-        return Random(given.get("temperature", 1.0))
-    if sampler == "top_k":
-        return TopK(given.get("top_k", 40), given.get("temperature", 1.0))
-    if sampler == "top_p":
-        return TopP(given.get("top_p", 0.9), given.get("temperature", 1.0), given.get("top_k"))
-    return Beam(given.get("num_beams", 4), given.get("length_penalty", 1.0))
+                         f"{', '.join(cls.keywords) or 'no parameter'}.")
+    return cls.from_keywords(given)
 
 
-__all__ = ["Greedy", "Random", "TopK", "TopP", "Beam", "resolve", "NAMES"]
+__all__ = ["Sampler", "Greedy", "Random", "TopK", "TopP", "Beam", "Served", "resolve", "NAMES", "SAMPLERS"]

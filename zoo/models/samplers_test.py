@@ -1,0 +1,132 @@
+"""Each sampler's own choice, exact on hand-made log-probabilities; `resolve`; and a sampler
+defined outside the package, run through `lm.generate` and an export."""
+
+import dataclasses
+
+import keras
+import numpy as np
+import pytest
+import tensorflow as tf
+
+from zoo import samplers
+from zoo.data.vocab import SPECIALS, WordTokenizer
+from zoo.models import GCNNLanguageModel
+
+LOG_PROBS = np.log(np.array([[0.05, 0.5, 0.05, 0.4], [0.6, 0.1, 0.2, 0.1]], np.float32))
+
+
+def drawn(sampler, log_probs=LOG_PROBS, seeds=range(60)):
+    """Per row, the set of ids `sampler` picks over many seeds."""
+    picks = np.stack([sampler.next(tf.constant(log_probs), seed, 0).numpy() for seed in seeds])
+    return [sorted(set(picks[:, row].tolist())) for row in range(len(log_probs))]
+
+
+def test_greedy_takes_the_most_likely_id_of_each_row():
+    assert samplers.Greedy().next(tf.constant(LOG_PROBS), 0, 0).numpy().tolist() == [1, 0]
+
+
+def test_top_k_draws_only_among_the_k_most_likely():
+    assert drawn(samplers.TopK(k=2)) == [[1, 3], [0, 2]]
+    assert drawn(samplers.TopK(k=1)) == [[1], [0]]
+
+
+def test_top_p_draws_among_the_smallest_set_reaching_p():
+    # row 0: 0.5 then 0.4 reach 0.75; row 1: 0.6 then 0.2 do; at 0.85 row 1 needs a third
+    assert drawn(samplers.TopP(p=0.75)) == [[1, 3], [0, 2]]
+    assert drawn(samplers.TopP(p=0.85)) == [[1, 3], [0, 1, 2]]
+    assert drawn(samplers.TopP(p=0.5)) == [[1], [0]]
+
+
+def test_random_reaches_every_id_with_mass_and_is_a_function_of_seed_and_step():
+    assert drawn(samplers.Random(), seeds=range(400)) == [[0, 1, 2, 3], [0, 1, 2, 3]]
+    sampler, log_probs = samplers.Random(temperature=0.5), tf.constant(LOG_PROBS)
+    assert sampler.next(log_probs, 7, 3).numpy().tolist() == sampler.next(log_probs, 7, 3).numpy().tolist()
+
+
+def test_beam_keeps_the_best_extensions_and_ranks_by_length_penalty():
+    scores, kept = samplers.Beam(num_beams=2).select(tf.constant([[-1.0, -0.5, -3.0, -0.7]]))
+    assert kept.numpy().tolist() == [[1, 3]]
+    np.testing.assert_allclose(scores.numpy(), [[-0.5, -0.7]])
+    ranked = samplers.Beam(length_penalty=1.0).rank(tf.constant([-4.0, -6.0]), tf.constant([2.0, 4.0]))
+    np.testing.assert_allclose(ranked.numpy(), [-2.0, -1.5])  # the longer one wins once normalised
+    unranked = samplers.Beam(length_penalty=0.0).rank(tf.constant([-4.0, -6.0]), tf.constant([2.0, 4.0]))
+    np.testing.assert_allclose(unranked.numpy(), [-4.0, -6.0])
+
+
+def test_served_chooses_with_the_built_in_samplers():
+    log_probs = tf.constant(LOG_PROBS)
+    served = lambda t, k, p: samplers.Served(tf.constant(t), tf.constant(k), tf.constant(p))
+    assert served(0.0, 0, 1.0).next(log_probs, 0, 0).numpy().tolist() == [1, 0]
+    for seed in range(20):
+        assert served(0.8, 2, 1.0).next(log_probs, seed, 1).numpy().tolist() == \
+            samplers.TopP(p=1.0, temperature=0.8, k=2).next(log_probs, seed, 1).numpy().tolist()
+
+
+def test_resolve_looks_the_name_up_and_its_keywords_on_the_class():
+    assert samplers.resolve("top_k", top_k=5, temperature=0.5) == samplers.TopK(5, 0.5)
+    assert samplers.resolve(None, top_p=0.8) == samplers.TopP(0.8)
+    assert samplers.resolve(None, temperature=0) == samplers.Greedy()
+    assert samplers.resolve(None, num_beams=3) == samplers.Beam(3)
+    with pytest.raises(ValueError, match="The top_k sampler does not take num_beams; it takes top_k, temperature"):
+        samplers.resolve("top_k", num_beams=2)
+    with pytest.raises(ValueError, match="Unknown sampler 'nucleus'"):
+        samplers.resolve("nucleus")
+
+
+def test_a_compiled_loop_is_specialised_to_static_parameters_only():
+    assert samplers.TopP(0.5, 0.7).static_key() == samplers.TopP(0.9, 1.3).static_key()
+    assert samplers.TopK(5).static_key() != samplers.TopK(6).static_key()
+
+
+# ---- a sampler from outside the package ------------------------------------------------------------
+@dataclasses.dataclass(frozen=True)
+class MinP(samplers.Sampler):
+    """min-p sampling: a draw among the tokens at least `ratio` times as likely as the likeliest."""
+
+    ratio: float = 0.1
+
+    def next(self, log_probs, seed, step):
+        floor = tf.reduce_max(log_probs, axis=-1, keepdims=True) + np.log(self.ratio)
+        kept = tf.where(log_probs >= floor, log_probs, -np.inf)
+        return samplers.draw(kept, tf.broadcast_to(tf.range(tf.shape(log_probs)[-1]), tf.shape(log_probs)), seed, step)
+
+
+def test_an_outside_sampler_chooses_as_it_says():
+    assert drawn(MinP(0.5)) == [[1, 3], [0]]
+
+
+WORDS = "the a cat dog sat on mat big small red ran to house is was and of in it he".split()
+
+
+@pytest.fixture(scope="module")
+def tiny_lm():
+    keras.utils.set_random_seed(0)
+    model = GCNNLanguageModel(vocabulary_size=len(SPECIALS) + len(WORDS), embedding_dim=8,
+                              blocks=[[[3, 16]], [[1, 4], [3, 4], [1, 16]]])
+    model.tokenizer = WordTokenizer(list(SPECIALS) + WORDS)
+    return model
+
+
+def test_an_outside_sampler_runs_through_generate_and_an_export_alike(tiny_lm, tmp_path):
+    from zoo.export import export_saved_model
+
+    sampler = MinP(0.3)
+    prompts = ["the cat", "a dog sat"]
+    ours = tiny_lm.generate(prompts, 12, sampler=sampler, seed=5, stop=None, jit_compile=False)
+    # the same draws through XLA are not promised (see generate); the graph loop is what is served
+    assert ours == tiny_lm.generate(prompts, 12, sampler=sampler, seed=5, stop=None, jit_compile=False)
+    assert ours != tiny_lm.generate(prompts, 12, sampler="greedy", stop=None)
+    path = export_saved_model(tiny_lm, str(tmp_path), name="tiny", sampler=sampler)
+    served = tf.saved_model.load(path).signatures["generate"](
+        text=tf.constant(prompts), max_new_tokens=tf.constant(12), seed=tf.constant(5),
+        temperature=tf.constant(0.0), top_k=tf.constant(0), top_p=tf.constant(1.0))
+    assert [t.decode() for t in served["text"].numpy()] == ours
+
+
+def test_an_export_refuses_a_beam_or_a_non_sampler_in_one_sentence(tiny_lm, tmp_path):
+    from zoo.export import export_saved_model
+
+    for bad in (samplers.Beam(2), "greedy"):
+        with pytest.raises(ValueError, match=r"^sampler must be None .* got .*\.$"):
+            export_saved_model(tiny_lm, str(tmp_path), name="tiny", sampler=bad)
+    assert not (tmp_path / "tiny").exists()
