@@ -160,13 +160,16 @@ def log_probs(model, tokens):
 
 
 def greedy(model, prompt, steps):
-    """fairseq's incremental decoding: one token at a time through `incremental_state`."""
+    """fairseq's incremental decoding, greedy: one token at a time through `incremental_state`."""
     state, tokens = {}, prompt[:, :1]
     with torch.no_grad():
         for t in range(prompt.shape[1] + steps - 1):
             # the decoder reads only the last token of what it is given (the rest is in `state`)
             out = model.decoder(tokens, incremental_state=state)
-            lp = model.decoder.get_normalized_probs(out, log_probs=True)[:, -1]
+            lp = model.decoder.get_normalized_probs(out, log_probs=True)[:, -1].clone()
+            # fairseq's SequenceGenerator never selects <pad>; <s> (never a training target of
+            # fairseq's language models) is left out too, as the zoo never emits it
+            lp[:, [0, 1]] = -float("inf")
             following = prompt[:, t + 1:t + 2] if t + 1 < prompt.shape[1] else lp.argmax(-1, keepdim=True)
             tokens = torch.cat([tokens, following], dim=1)
     return tokens[:, prompt.shape[1]:].numpy()
