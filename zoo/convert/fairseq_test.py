@@ -130,3 +130,16 @@ def test_an_out_that_holds_a_preset_is_refused(tmp_path):
     with pytest.raises(ValueError, match="already holds a preset"):
         fairseq.convert(os.path.join(TESTDATA, "gbw.pt"), DICT, out)
     assert sorted(os.listdir(out)) == before
+
+
+def test_the_command_line_converts_and_refuses_in_one_sentence(tmp_path, capsys):
+    from zoo.tools.cli import main
+
+    out = tmp_path / "out"
+    assert main(["convert", "fairseq", os.path.join(TESTDATA, "wikitext103.legacy.pt"), "--dictionary", DICT,
+                 "--out", str(out)]) == 0
+    assert "6 blocks, 64 ids" in capsys.readouterr().out
+    assert zoo.load(str(out)).input_projection
+    assert main(["convert", "fairseq", os.path.join(TESTDATA, "wikitext103.pt"), "--dictionary", DICT,
+                 "--out", str(out)]) == 2
+    assert "already holds a preset" in capsys.readouterr().err
