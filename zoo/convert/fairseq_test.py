@@ -143,3 +143,14 @@ def test_the_command_line_converts_and_refuses_in_one_sentence(tmp_path, capsys)
     assert main(["convert", "fairseq", os.path.join(TESTDATA, "wikitext103.pt"), "--dictionary", DICT,
                  "--out", str(out)]) == 2
     assert "already holds a preset" in capsys.readouterr().err
+
+
+def test_the_published_wikitext103_layers_are_gcnn_14s_blocks():
+    from zoo.models.gcnn_presets import PRESETS
+
+    layers = fairseq.parse_layers(fairseq.ARCHITECTURES["fconv_lm_dauphin_wikitext103"]["decoder_layers"])
+    blocks, residual, _ = fairseq.group_blocks(layers)
+    assert blocks == PRESETS["gcnn-14"]["config"]["blocks"] and all(residual)
+    gbw = fairseq.parse_layers(fairseq.ARCHITECTURES["fconv_lm_dauphin_gbw"]["decoder_layers"])
+    blocks, residual, _ = fairseq.group_blocks(gbw)
+    assert len(blocks) == 14 and all(residual) and [len(b) for b in blocks] == [1] + [3] * 13
