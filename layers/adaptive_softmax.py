@@ -47,13 +47,21 @@ class AdaptiveSoftmax(keras.layers.Layer):
     the layer from the last axis of `hidden` when called before the layer itself.
 
     The cutoffs assume ids sorted by decreasing frequency, as every vocabulary builder of the
-    zoo makes them (`zoo.data.Vocabulary.build`): the head then holds the frequent words, and
+    zoo makes them (`zoo.data.WordTokenizer.build`): the head then holds the frequent words, and
     most tokens never pay for a tail cluster.
 
     Args:
         vocabulary_size: number of ids, sorted by decreasing frequency.
         cutoffs: increasing ids where clusters start, all in `[1, vocabulary_size - 1]`.
         factor: width divisor of each successive tail projection (Grave et al.'s 4).
+        use_bias: the head's bias (fairseq's adaptive softmax has none).
+        fairseq_2018: the layout and indexing of fairseq's adaptive softmax before its
+            `version` buffer (July 2018; its released fconv_lm checkpoints): tail i projects to
+            `d // factor**i` (the first tail keeps the full width), and cluster i's prior is head
+            column `cutoffs[0] + i - 1`, one lower than today's, in training targets and in
+            log-probabilities alike. Cluster 0's prior is then the last head word's column, and
+            the head's last column is no cluster's: the distribution does not sum to one, and the
+            released models were trained that way.
 
     Shapes: `hidden` is `<float32>[batch, time, dim]`, `targets` `<int32>[batch, time]`;
     `log_prob` returns `<float32>[batch, time, vocabulary_size]`, `loss` and `target_log_prob`
@@ -76,34 +84,49 @@ class AdaptiveSoftmax(keras.layers.Layer):
     True
     """
 
-    def __init__(self, vocabulary_size: int, cutoffs: "list[int]", factor: float = 4, **kwargs):
+    def __init__(self, vocabulary_size: int, cutoffs: "list[int]", factor: float = 4, use_bias: bool = True,
+                 fairseq_2018: bool = False, **kwargs):
         super().__init__(**kwargs)
         self.cutoffs = check_cutoffs(cutoffs, vocabulary_size)
         if not isinstance(factor, (int, float)) or factor < 1:
             raise ValueError(f"factor must be a number >= 1, got {factor!r}.")
+        for name, value in (("use_bias", use_bias), ("fairseq_2018", fairseq_2018)):
+            if not isinstance(value, bool):
+                raise ValueError(f"{name} must be True or False, got {value!r}.")
         self.vocabulary_size = vocabulary_size
         self.factor = factor
+        self.use_bias = use_bias
+        self.fairseq_2018 = fairseq_2018
         self.bounds = self.cutoffs + [vocabulary_size]  # cluster i: [bounds[i], bounds[i+1])
+        # cluster i's prior is head column prior_start + i; fairseq's 2018 code read one lower
+        self.prior_start = self.cutoffs[0] - (1 if fairseq_2018 else 0)
 
     @property
     def head_size(self):
         return self.cutoffs[0] + len(self.cutoffs)
 
+    def tail_width(self, dim, i):
+        """The width tail cluster i is projected to from hidden width `dim`."""
+        return dim // int(self.factor ** (i if self.fairseq_2018 else i + 1))
+
     def build(self, input_shape):
         dim = input_shape[-1]
-        smallest = dim // int(self.factor ** len(self.cutoffs))
+        smallest = self.tail_width(dim, len(self.cutoffs) - 1)
         if smallest < 1:
+            power = len(self.cutoffs) - (1 if self.fairseq_2018 else 0)
             raise ValueError(
                 f"The hidden width {dim} is too small for {len(self.cutoffs)} tail clusters at "
-                f"factor {self.factor}: it must be at least factor**len(cutoffs) = "
-                f"{int(self.factor ** len(self.cutoffs))}."
+                f"factor {self.factor}: it must be at least "
+                f"factor**{'(len(cutoffs) - 1)' if self.fairseq_2018 else 'len(cutoffs)'} = "
+                f"{int(self.factor ** power)}."
             )
         self.head_kernel = self.add_weight(name="head_kernel", shape=(dim, self.head_size),
                                            initializer="glorot_uniform")
-        self.head_bias = self.add_weight(name="head_bias", shape=(self.head_size,), initializer="zeros")
+        if self.use_bias:
+            self.head_bias = self.add_weight(name="head_bias", shape=(self.head_size,), initializer="zeros")
         self.tail_projections, self.tail_kernels = [], []
         for i in range(len(self.cutoffs)):
-            width = dim // int(self.factor ** (i + 1))
+            width = self.tail_width(dim, i)
             size = self.bounds[i + 1] - self.bounds[i]
             self.tail_projections.append(
                 self.add_weight(name=f"tail_{i}_projection", shape=(dim, width), initializer="glorot_uniform")
@@ -117,7 +140,10 @@ class AdaptiveSoftmax(keras.layers.Layer):
         return ops.matmul(x, ops.cast(weight, self.compute_dtype))
 
     def _head_logits(self, hidden):
-        return ops.cast(self._matmul(hidden, self.head_kernel) + ops.cast(self.head_bias, self.compute_dtype), softmax_dtype(self))
+        logits = self._matmul(hidden, self.head_kernel)
+        if self.use_bias:
+            logits = logits + ops.cast(self.head_bias, self.compute_dtype)
+        return ops.cast(logits, softmax_dtype(self))
 
     def _tail_logits(self, hidden, i):
         return ops.cast(self._matmul(self._matmul(hidden, self.tail_projections[i]), self.tail_kernels[i]), softmax_dtype(self))
@@ -150,7 +176,7 @@ class AdaptiveSoftmax(keras.layers.Layer):
         head = ops.log_softmax(self._head_logits(hidden), axis=-1)
         parts = [head[..., : self.cutoffs[0]]]
         for i in range(len(self.cutoffs)):
-            cluster = head[..., self.cutoffs[0] + i : self.cutoffs[0] + i + 1]
+            cluster = head[..., self.prior_start + i : self.prior_start + i + 1]
             parts.append(cluster + ops.log_softmax(self._tail_logits(hidden, i), axis=-1))
         return ops.concatenate(parts, axis=-1)
 
@@ -165,7 +191,7 @@ class AdaptiveSoftmax(keras.layers.Layer):
         cluster_of = ops.sum(
             ops.stack([ops.cast(flat_t >= c, "int32") for c in self.cutoffs], axis=0), axis=0
         )  # 0 for head words, i+1 for cluster i
-        head_target = ops.where(cluster_of == 0, flat_t, self.cutoffs[0] + cluster_of - 1)
+        head_target = ops.where(cluster_of == 0, flat_t, self.prior_start + cluster_of - 1)
         nll = ops.sparse_categorical_crossentropy(head_target, self._head_logits(flat_h), from_logits=True)
         n = ops.shape(flat_t)[0]
         for i in range(len(self.cutoffs)):
@@ -190,7 +216,8 @@ class AdaptiveSoftmax(keras.layers.Layer):
         head = ops.log_softmax(self._head_logits(flat_h), axis=-1)
         c0 = self.cutoffs[0]
         best_word = ops.argmax(head[:, :c0], axis=-1)
-        decided = ops.max(head[:, :c0], axis=-1) >= ops.max(head[:, c0:], axis=-1)
+        priors = head[:, self.prior_start : self.prior_start + len(self.cutoffs)]
+        decided = ops.max(head[:, :c0], axis=-1) >= ops.max(priors, axis=-1)
         rows = tf.where(ops.logical_not(decided))[:, 0]
         undecided = ops.argmax(self.log_prob(tf.gather(flat_h, rows)), axis=-1)
         out = tf.tensor_scatter_nd_update(best_word, rows[:, None], undecided)
@@ -203,4 +230,9 @@ class AdaptiveSoftmax(keras.layers.Layer):
         config = super().get_config()
         config.update({"vocabulary_size": self.vocabulary_size, "cutoffs": self.cutoffs,
                        "factor": self.factor})
+        # only when set, so that the configs of heads without them stay as they were
+        if not self.use_bias:
+            config["use_bias"] = False
+        if self.fairseq_2018:
+            config["fairseq_2018"] = True
         return config

@@ -189,3 +189,74 @@ def test_a_fresh_layer_builds_inside_a_tf_function():
     graph = tf.function(layer.loss)(tf.constant(hidden), tf.constant(targets)).numpy()
     assert layer.built and len(layer.weights) == 2 + 2 * len(CUTOFFS)
     np.testing.assert_allclose(graph, layer.loss(hidden, targets).numpy(), atol=1e-6)
+
+
+# ---- fairseq's adaptive softmax: a head without bias, and the 2018 format ------------------------
+def _log_softmax(z):
+    z = z - z.max(-1, keepdims=True)
+    return z - np.log(np.exp(z).sum(-1, keepdims=True))
+
+
+def _fairseq_reference(layer, h, prior_offset):
+    """fairseq's get_log_prob written out: head log-softmax, then each cluster i's words at
+    prior `head[cutoffs[0] + i - prior_offset]` + the cluster's own log-softmax."""
+    head = _log_softmax(h @ layer.head_kernel.numpy())
+    parts = [head[:, :CUTOFFS[0]]]
+    for i in range(len(CUTOFFS)):
+        tail = _log_softmax(h @ layer.tail_projections[i].numpy() @ layer.tail_kernels[i].numpy())
+        parts.append(head[:, CUTOFFS[0] + i - prior_offset, None] + tail)
+    return np.concatenate(parts, -1)
+
+
+@pytest.mark.parametrize("fairseq_2018", [False, True])
+def test_fairseq_head_without_bias_and_both_formats(fairseq_2018):
+    dim = 64
+    layer = AdaptiveSoftmax(VOCAB, CUTOFFS, use_bias=False, fairseq_2018=fairseq_2018)
+    layer.build((None, dim))
+    assert not hasattr(layer, "head_bias") and len(layer.weights) == 1 + 2 * len(CUTOFFS)
+    # 2018: tail i projects to dim // 4**i (the first keeps the full width); today dim // 4**(i+1)
+    widths = [p.shape[1] for p in layer.tail_projections]
+    assert widths == ([64, 16, 4] if fairseq_2018 else [16, 4, 1])
+    rng = np.random.default_rng(3)
+    h = rng.normal(size=(40, dim)).astype("float32")
+    targets = rng.integers(0, VOCAB, size=40).astype("int32")
+    targets[:6] = [0, 9, 10, 19, 35, 49]
+    expected = _fairseq_reference(layer, h.astype(np.float64), 1 if fairseq_2018 else 0)
+    log_prob = layer.log_prob(h).numpy()
+    np.testing.assert_allclose(log_prob, expected, atol=1e-5)
+    gathered = np.take_along_axis(log_prob, targets[:, None], -1)[:, 0]
+    np.testing.assert_allclose(layer.loss(h, targets).numpy(), -gathered, atol=1e-5)
+    np.testing.assert_array_equal(layer.predict(h).numpy(), log_prob.argmax(-1))
+    if fairseq_2018:  # the last head word's column is also cluster 0's prior: no longer normalised
+        assert np.abs(np.exp(log_prob).sum(-1) - 1).max() > 1e-3
+
+
+def test_fairseq_2018_predict_reaches_the_tail_through_the_lower_prior():
+    layer = AdaptiveSoftmax(VOCAB, CUTOFFS, use_bias=False, fairseq_2018=True)
+    layer.build((None, 16))
+    # head column cutoffs[0] dominates: cluster 1's prior in 2018 (cluster 0's today); cluster 1's
+    # tail puts its mass on word 23, so the best word is 23 (a word of cluster 0 under today's prior)
+    head = np.zeros((16, CUTOFFS[0] + len(CUTOFFS)), "float32")
+    head[0] = -5.0
+    head[0, CUTOFFS[0]] = 5.0
+    layer.head_kernel.assign(head)
+    projection = np.zeros((16, 4), "float32")
+    projection[0, 0] = 1.0
+    layer.tail_projections[1].assign(projection)
+    kernel = np.zeros((4, CUTOFFS[2] - CUTOFFS[1]), "float32")
+    kernel[0, 3] = 10.0
+    layer.tail_kernels[1].assign(kernel)
+    h = np.eye(16, dtype="float32")[:1]
+    assert layer.predict(h).numpy().tolist() == [23]
+    assert layer.log_prob(h).numpy().argmax(-1).tolist() == [23]
+
+
+def test_fairseq_options_round_trip_and_stay_out_of_default_configs():
+    assert {"use_bias", "fairseq_2018"}.isdisjoint(make().get_config())
+    layer = AdaptiveSoftmax(VOCAB, CUTOFFS, use_bias=False, fairseq_2018=True)
+    again = AdaptiveSoftmax.from_config(layer.get_config())
+    assert again.use_bias is False and again.fairseq_2018 is True
+    with pytest.raises(ValueError, match="fairseq_2018 must be True or False, got 1"):
+        AdaptiveSoftmax(VOCAB, CUTOFFS, fairseq_2018=1)
+    with pytest.raises(ValueError, match=r"at least factor\*\*\(len\(cutoffs\) - 1\) = 16"):
+        AdaptiveSoftmax(VOCAB, CUTOFFS, fairseq_2018=True).build((None, 8))

@@ -40,14 +40,26 @@ class ResidualBlock(keras.layers.Layer):
 
     Decoding one token at a time: `initial_state(batch, input_dim)` and `step(x_t, state)`
     with `state` the list of each conv's last `kernel_size - 1` inputs.
+
+    Two options express fairseq's convolutional language models (`fconv_lm`) exactly:
+    `residual=False` drops the skip path (`y = h_L(… h_1(x))`, fairseq's residual 0), and
+    `residual_scale` multiplies the sum (`y = (skip(x) + h(x)) · scale`; fairseq uses √0.5 to keep
+    the variance of the sum that of its terms).
     """
 
-    def __init__(self, layers, activation="glu", weight_norm=True, dropout=0.0, **kwargs):
+    def __init__(self, layers, activation="glu", weight_norm=True, dropout=0.0, residual=True,
+                 residual_scale=1.0, **kwargs):
         super().__init__(**kwargs)
         self.layer_specs = check_block_spec(layers)
         self.activation = activation
         self.weight_norm = weight_norm
         self.dropout = dropout
+        if not isinstance(residual, bool):
+            raise ValueError(f"residual must be True or False, got {residual!r}.")
+        if isinstance(residual_scale, bool) or not isinstance(residual_scale, (int, float)) or residual_scale <= 0:
+            raise ValueError(f"residual_scale must be a positive number, got {residual_scale!r}.")
+        self.residual = residual
+        self.residual_scale = float(residual_scale)
         self.convs = [
             GatedConv1D(w, k, activation=activation, weight_norm=weight_norm, name=f"conv_{i}")
             for i, (k, w) in enumerate(self.layer_specs)
@@ -62,7 +74,7 @@ class ResidualBlock(keras.layers.Layer):
             conv.build(shape)
             shape = conv.compute_output_shape(shape)
         out_dim = self.layer_specs[-1][1]
-        if out_dim != dim:
+        if out_dim != dim and self.residual:
             self.projection = GatedConv1D(
                 out_dim, 1, activation="linear", weight_norm=self.weight_norm, name="projection"
             )
@@ -74,8 +86,13 @@ class ResidualBlock(keras.layers.Layer):
             if self.dropout_layer is not None:
                 x = self.dropout_layer(x, training=training)
             x = conv(x)
+        if not self.residual:
+            return x
         skip = inputs if self.projection is None else self.projection(inputs)
-        return skip + x
+        return self._scaled(skip + x)
+
+    def _scaled(self, total):
+        return total if self.residual_scale == 1.0 else total * self.residual_scale
 
     def initial_state(self, batch_size, input_dim):
         states, dim = [], input_dim
@@ -92,18 +109,22 @@ class ResidualBlock(keras.layers.Layer):
         for conv in self.convs:
             state.append(conv.prefill_state(x, lengths))
             x = conv(x)
+        if not self.residual:
+            return x, state
         skip = inputs if self.projection is None else self.projection(inputs)
-        return skip + x, state
+        return self._scaled(skip + x), state
 
     def step(self, x_t, state):
         x, new_state = x_t, []
         for conv, s in zip(self.convs, state):
             x, s = conv.step(x, s)
             new_state.append(s)
+        if not self.residual:
+            return x, new_state
         skip = x_t
         if self.projection is not None:  # a width-1 conv: no state
             skip, _ = self.projection.step(x_t, self.projection.initial_state(ops.shape(x_t)[0], x_t.shape[-1]))
-        return skip + x, new_state
+        return self._scaled(skip + x), new_state
 
     def compute_output_shape(self, input_shape):
         return tuple(input_shape[:-1]) + (self.layer_specs[-1][1],)
@@ -118,6 +139,11 @@ class ResidualBlock(keras.layers.Layer):
                 "dropout": self.dropout,
             }
         )
+        # only when set, so that the configs of blocks without them stay as they were
+        if not self.residual:
+            config["residual"] = False
+        if self.residual_scale != 1.0:
+            config["residual_scale"] = self.residual_scale
         return config
 
 

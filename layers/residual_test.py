@@ -140,3 +140,65 @@ def test_keras_model_save_and_load(tmp_path):
         _randomise_conv(conv, rng)
     x = rng.normal(size=(2, 5, 6)).astype("float32")
     assert keras_file_round_trip(model, x, tmp_path).get_layer("block").projection is not None
+
+
+# ---- fairseq's fconv_lm options: no skip path (residual 0), a scaled sum (√0.5) ----------------
+def _fairseq_block(spec, input_dim, seed=0, **options):
+    block = ResidualBlock(spec, **options)
+    block.build((None, None, input_dim))
+    rng = np.random.default_rng(seed)
+    for conv in block.convs + ([block.projection] if block.projection is not None else []):
+        _randomise_conv(conv, rng)
+    return block
+
+
+@pytest.mark.parametrize("spec,input_dim", [(BOTTLENECK, 6), ([[3, 6], [2, 6]], 6)])
+def test_residual_false_is_the_branch_alone_and_has_no_projection(spec, input_dim):
+    block = _fairseq_block(spec, input_dim, residual=False)
+    assert block.projection is None
+    x = np.random.default_rng(4).normal(size=(2, 7, input_dim)).astype("float32")
+    h = np.asarray(x, np.float64)
+    for conv in block.convs:
+        h = reference_gated_conv(h, conv.kernel.numpy(), conv.bias.numpy(), conv.activation, conv.g.numpy())
+    np.testing.assert_allclose(block(x).numpy(), h, rtol=1e-5, atol=1e-5)
+
+
+@pytest.mark.parametrize("spec,input_dim", [(BOTTLENECK, 6), ([[3, 6], [2, 6]], 6)])
+def test_residual_scale_multiplies_the_sum(spec, input_dim):
+    block = _fairseq_block(spec, input_dim, residual_scale=0.5 ** 0.5)
+    x = np.random.default_rng(5).normal(size=(2, 7, input_dim)).astype("float32")
+    np.testing.assert_allclose(block(x).numpy(), _reference(block, x) * 0.5 ** 0.5, rtol=1e-5, atol=1e-5)
+
+
+@pytest.mark.parametrize("options", [{"residual": False}, {"residual_scale": 0.5 ** 0.5}])
+def test_step_and_prefill_match_call_with_fairseq_options(options):
+    block = _fairseq_block(BOTTLENECK, 6, **options)
+    x = np.random.default_rng(6).normal(size=(2, 9, 6)).astype("float32")
+    full = block(x).numpy()
+    state = block.initial_state(2, 6)
+    for t in range(9):
+        y, state = block.step(x[:, t], state)
+        np.testing.assert_allclose(y.numpy(), full[:, t], rtol=1e-5, atol=1e-5)
+    prefilled, prefill_state = block.prefill(x, np.array([9, 9]))
+    np.testing.assert_allclose(prefilled.numpy(), full, rtol=1e-5, atol=1e-5)
+    for a, b in zip(prefill_state, state):
+        np.testing.assert_allclose(a.numpy(), b.numpy(), rtol=1e-5, atol=1e-5)
+
+
+def test_fairseq_options_round_trip_and_stay_out_of_default_configs(tmp_path):
+    assert {"residual", "residual_scale"}.isdisjoint(ResidualBlock(BOTTLENECK).get_config())
+    block = _fairseq_block(BOTTLENECK, 6, residual=False, residual_scale=0.5)
+    config = block.get_config()
+    assert config["residual"] is False and config["residual_scale"] == 0.5
+    again = ResidualBlock.from_config(config)
+    assert again.residual is False and again.residual_scale == 0.5
+
+
+@pytest.mark.parametrize("options,match", [
+    ({"residual": 0}, "residual must be True or False, got 0"),
+    ({"residual_scale": 0}, "residual_scale must be a positive number, got 0"),
+    ({"residual_scale": True}, "residual_scale must be a positive number, got True"),
+])
+def test_bad_fairseq_options_raise_one_clear_error(options, match):
+    with pytest.raises(ValueError, match=match):
+        ResidualBlock(BOTTLENECK, **options)

@@ -4,10 +4,10 @@ call `main`): one module per subcommand, each adding its parser with `add_parser
 import argparse
 import sys
 
-from zoo.tools.cli import benchmark, evaluate, export, generate, presets, reproduce, score, train
+from zoo.tools.cli import benchmark, convert, evaluate, export, generate, presets, reproduce, score, train
 
 # In the order `zoo --help` lists them.
-COMMANDS = (presets, train, evaluate, score, generate, export, benchmark, reproduce)
+COMMANDS = (presets, train, evaluate, score, generate, export, benchmark, reproduce, convert)
 
 
 def parser():

@@ -5,7 +5,7 @@ import contextlib
 import keras
 import tensorflow as tf
 
-from zoo.layers import ResidualBlock, SparseMoE, TiedSoftmax
+from zoo.layers import AdaptiveSoftmax, GatedConv1D, ResidualBlock, SparseMoE, TiedSoftmax
 from zoo.layers.residual import check_block_spec
 from zoo.layers.validation import is_int
 from zoo.models.base import LanguageModel
@@ -31,6 +31,18 @@ class GCNNLanguageModel(LanguageModel):
             (`x + MoE(x)`, all positions of all sequences gated as one batch, §3.1 of Shazeer
             et al.) — the combination §5.1 of the GCNN paper names as its next step.
         optimizer: the preset's own optimiser spec (see `zoo.optimizers`), None for the paper's.
+
+    The options below express fairseq's convolutional language models (`fconv_lm`, the
+    authors' released GCNNs) exactly; their defaults are the zoo's own GCNN:
+
+        input_projection: a weight-normalised width-1 linear layer (with bias) from the
+            embedding to the first block's width before the first block (fairseq's `fc1`).
+        residual: True, or one boolean per block: False drops that block's skip path
+            (fairseq's residual 0).
+        residual_scale: each residual sum is multiplied by it (fairseq: √0.5).
+        head_bias: the adaptive softmax's head has a bias (fairseq's has none).
+        adaptive_softmax_2018: the adaptive softmax of fairseq's 2018 checkpoints
+            (`layers.AdaptiveSoftmax`'s `fairseq_2018`).
     """
 
     def __init__(
@@ -46,6 +58,11 @@ class GCNNLanguageModel(LanguageModel):
         optimizer=None,
         tie_embeddings=False,
         embedding_dropout=0.0,
+        input_projection=False,
+        residual=True,
+        residual_scale=1.0,
+        head_bias=True,
+        adaptive_softmax_2018=False,
         **kwargs,
     ):
         super().__init__(vocabulary_size=vocabulary_size, optimizer=optimizer, **kwargs)
@@ -58,10 +75,28 @@ class GCNNLanguageModel(LanguageModel):
         self.weight_norm = weight_norm
         self.dropout = dropout
         self.cutoffs = cutoffs
+        self.residual = _check_residual(residual, len(self.blocks_config))
+        self.residual_scale = residual_scale
+        for name, value in (("input_projection", input_projection), ("head_bias", head_bias),
+                            ("adaptive_softmax_2018", adaptive_softmax_2018)):
+            if not isinstance(value, bool):
+                raise ValueError(f"{name} must be True or False, got {value!r}.")
+        if (not head_bias or adaptive_softmax_2018) and not cutoffs:
+            raise ValueError("head_bias=False and adaptive_softmax_2018=True are options of an adaptive softmax; "
+                             "give cutoffs too.")
+        self.input_projection = input_projection
+        self.head_bias = head_bias
+        self.adaptive_softmax_2018 = adaptive_softmax_2018
         self.embedding = keras.layers.Embedding(vocabulary_size, embedding_dim, name="embedding")
+        self.input_projection_layer = None
+        if input_projection:
+            self.input_projection_layer = GatedConv1D(self.blocks_config[0][0][1], 1, activation="linear",
+                                                      weight_norm=weight_norm, name="input_projection")
         self.blocks = [
             ResidualBlock(spec, activation=activation, weight_norm=weight_norm, dropout=dropout,
-                          name=f"block_{i}")
+                          name=f"block_{i}",
+                          **({} if self.residual[i] else {"residual": False}),
+                          **({} if residual_scale == 1.0 else {"residual_scale": residual_scale}))
             for i, spec in enumerate(self.blocks_config)
         ]
         self.moe = dict(moe) if moe else None
@@ -80,6 +115,9 @@ class GCNNLanguageModel(LanguageModel):
         self.tie_embeddings = _check_tie(tie_embeddings, cutoffs, embedding_dim, self.hidden_dim)
         if self.tie_embeddings:
             self.head = TiedSoftmax(vocabulary_size, embeddings=lambda: self.embedding.embeddings, name="head")
+        elif not head_bias or adaptive_softmax_2018:
+            self.head = AdaptiveSoftmax(vocabulary_size, list(cutoffs), use_bias=head_bias,
+                                        fairseq_2018=adaptive_softmax_2018, name="head")
         else:
             self.head = self.make_head(cutoffs)
         self.embedding_dropout = check_rate("embedding_dropout", embedding_dropout)
@@ -91,6 +129,9 @@ class GCNNLanguageModel(LanguageModel):
         super().build(input_shape)  # the output layer first (see LanguageModel.build)
         self.embedding.build((None, None))
         dim = self.embedding_dim
+        if self.input_projection_layer is not None:
+            self.input_projection_layer.build((None, None, dim))
+            dim = self.input_projection_layer.filters
         for i, block in enumerate(self.blocks):
             block.build((None, None, dim))
             dim = block.layer_specs[-1][1]
@@ -121,6 +162,8 @@ class GCNNLanguageModel(LanguageModel):
         x = self.embedding(token_ids)
         if self.embedding_dropout_layer is not None:
             x = self.embedding_dropout_layer(x, training=training)
+        if self.input_projection_layer is not None:
+            x = self.input_projection_layer(x)
         for i, block in enumerate(self.blocks):
             x = block(x, training=training)
             if i in self._moe_after:
@@ -131,6 +174,8 @@ class GCNNLanguageModel(LanguageModel):
 
     def initial_state(self, batch_size):
         states, dim = [], self.embedding_dim
+        if self.input_projection_layer is not None:
+            dim = self.input_projection_layer.filters
         for block in self.blocks:
             states.append(block.initial_state(batch_size, dim))
             dim = block.layer_specs[-1][1]
@@ -144,6 +189,8 @@ class GCNNLanguageModel(LanguageModel):
 
     def step(self, token_ids, state):
         x = self.embedding(token_ids)
+        if self.input_projection_layer is not None:
+            x = self.input_projection_layer(x[:, None, :])[:, 0, :]
         new_state = []
         for i, (block, s) in enumerate(zip(self.blocks, state)):
             x, s = block.step(x, s)
@@ -166,6 +213,8 @@ class GCNNLanguageModel(LanguageModel):
         """The whole prompt in one parallel pass: the convolutions over every position at once,
         each conv layer's state (its last k−1 inputs) gathered at each row's length."""
         x = self.embedding(token_ids)
+        if self.input_projection_layer is not None:
+            x = self.input_projection_layer(x)
         states = []
         for i, block in enumerate(self.blocks):
             x, s = block.prefill(x, lengths)
@@ -189,6 +238,13 @@ class GCNNLanguageModel(LanguageModel):
                 "embedding_dropout": self.embedding_dropout,
             }
         )
+        # fairseq's options only when set, so that every other preset's config stays as it was
+        for name, default in (("input_projection", False), ("residual_scale", 1.0), ("head_bias", True),
+                              ("adaptive_softmax_2018", False)):
+            if getattr(self, name) != default:
+                config[name] = getattr(self, name)
+        if not all(self.residual):
+            config["residual"] = list(self.residual)
         return config
 
 
@@ -208,6 +264,17 @@ def _check_tie(tie, cutoffs, embedding_dim, hidden_dim):
         raise ValueError(f"tie_embeddings=True needs the last block's width ({hidden_dim}) to equal "
                          f"embedding_dim ({embedding_dim}).")
     return tie
+
+
+def _check_residual(residual, n_blocks):
+    """One boolean per block: True (every block) or a list of them."""
+    if isinstance(residual, bool):
+        return [residual] * n_blocks
+    if (not isinstance(residual, (list, tuple)) or len(residual) != n_blocks
+            or not all(isinstance(r, bool) for r in residual)):
+        raise ValueError(f"residual must be True, False or a list of {n_blocks} booleans (one per block), "
+                         f"got {residual!r}.")
+    return list(residual)
 
 
 def _is_pair(item):

@@ -1,0 +1,1 @@
+"""Converters from other frameworks' checkpoints into the zoo's model families."""
