@@ -263,7 +263,7 @@ def convert(checkpoint, dictionary, out):
         raise ValueError(str(e)) from None
     model = build_model(loaded)
     tokenizer = read_dictionary(dictionary, model.vocabulary_size)
-    setattr(model, "tokenizer" if hasattr(model, "tokenizer") else "vocabulary", tokenizer)
+    model.tokenizer = tokenizer
     parent = os.path.dirname(out)
     os.makedirs(parent, exist_ok=True)
     staging = tempfile.mkdtemp(prefix=".convert-", dir=parent)
