@@ -2,16 +2,11 @@ import keras
 import numpy as np
 import pytest
 
-import zoo
 from zoo import optimizers
 
 
-def tiny(**kwargs):
-    return zoo.GCNNLanguageModel(vocabulary_size=50, embedding_dim=8, blocks=[[[3, 8]]], **kwargs)
-
-
-def test_compile_without_arguments_uses_the_papers_recipe():
-    model = tiny()
+def test_compile_without_arguments_uses_the_papers_recipe(tiny_model):
+    model = tiny_model("gcnn", blocks=[[[3, 8]]])
     model.compile()
     opt = model.optimizer
     assert isinstance(opt, keras.optimizers.SGD) and opt.nesterov
@@ -20,8 +15,8 @@ def test_compile_without_arguments_uses_the_papers_recipe():
     assert opt.global_clipnorm == pytest.approx(0.1)
 
 
-def test_presets_with_their_own_optimizer_and_any_keras_optimizer():
-    model = tiny(optimizer={"name": "adam", "learning_rate": 2e-3, "global_clipnorm": 1.0})
+def test_presets_with_their_own_optimizer_and_any_keras_optimizer(tiny_model):
+    model = tiny_model("gcnn", blocks=[[[3, 8]]], optimizer={"name": "adam", "learning_rate": 2e-3, "global_clipnorm": 1.0})
     model.compile()
     assert isinstance(model.optimizer, keras.optimizers.Adam)
     assert float(model.optimizer.learning_rate) == pytest.approx(2e-3)

@@ -13,55 +13,20 @@ import pytest
 
 import zoo
 from zoo.layers import AdaptiveSoftmax, FullSoftmax
-from zoo.data import Vocabulary
+from zoo.data import WordTokenizer
 from zoo.data.pipeline import stream_dataset, stream_windows
-from zoo.models import GCNNLanguageModel, StackLanguageModel
 from zoo.registry import PRESETS
 
-BOTTLENECK_BLOCKS = [[[3, 8]], [[1, 4], [3, 4], [1, 8]], [[1, 4], [5, 4], [1, 12]]]
-TABLE_1 = ("gcnn-13", "gcnn-14b", "gcnn-9", "gcnn-8b", "gcnn-8")
+from tests.model_checks import CPU_PRESETS, MOE_PTB, TABLE_1, TABLE_7, assert_causal
+
 SMALL_CUTOFFS = [10, 20, 30]
-PERTURBATIONS = [(0, 1), (4, 2), (11, 1), (17, 5), (25, 1), (28, 1)]  # (t, j): change token t + j
-
-
-def tiny_gcnn(vocabulary_size=50, blocks=BOTTLENECK_BLOCKS, **kwargs):
-    keras.utils.set_random_seed(0)
-    return GCNNLanguageModel(vocabulary_size=vocabulary_size, embedding_dim=8, blocks=blocks, **kwargs)
-
-
-def tiny_recurrent(cell, vocabulary_size=50, **kwargs):
-    """Two recurrent layers of 8 ("lstm" or "rnn"), no residual connection: lstm-ptb's shape."""
-    keras.utils.set_random_seed(0)
-    return StackLanguageModel(vocabulary_size=vocabulary_size, embedding_dim=8,
-                              layers=[{"type": cell, "units": 8}] * 2, residual=False, **kwargs)
+# The tiny models come from conftest.py's `tiny_model` fixture ("gcnn": three blocks, the last two
+# bottlenecks, receptive field 9; "lstm" / "rnn": two recurrent layers of 8, no residual).
 
 
 # ---- causality of every preset ----------------------------------------------------------
-def assert_causal(model, length=30, seed=0):
-    """Changing token t + j (j >= 1) leaves log_probs at positions <= t unchanged."""
-    vocab = model.vocabulary_size
-    rng = np.random.default_rng(seed)
-    base = rng.integers(4, vocab, size=length)
-    rows = [base]
-    for t, j in PERTURBATIONS:
-        row = base.copy()
-        row[t + j] = 4 + (row[t + j] - 4 + 1 + rng.integers(0, vocab - 5)) % (vocab - 4)
-        assert row[t + j] != base[t + j]
-        rows.append(row)
-    log_probs = model.log_probs(np.stack(rows))  # one batched call
-    assert log_probs.shape == (len(rows), length, vocab)
-    assert log_probs.dtype == np.float32
-    for row, (t, j) in enumerate(PERTURBATIONS, start=1):
-        np.testing.assert_allclose(log_probs[row, : t + 1], log_probs[0, : t + 1], rtol=1e-6, atol=1e-6,
-                                   err_msg=f"position <= {t} sees token {t + j}")
-        assert np.abs(log_probs[row, t + j] - log_probs[0, t + j]).max() > 1e-6, (t, j)
-
-
 def test_every_preset_is_tested():
-    from zoo.models.stack_test import MOE_PTB, TABLE_7
-
-    assert set(zoo.presets()) == (set(TABLE_1) | {"gcnn-14", "gcnn-ptb", "gcnn-ptb-deep", "lstm-ptb", "rnn-char", "gcnn-en"}
-                                  | set(TABLE_7) | set(MOE_PTB))
+    assert set(zoo.presets()) == set(TABLE_1) | set(CPU_PRESETS) | set(TABLE_7) | set(MOE_PTB)
 
 
 @pytest.mark.parametrize("name", [pytest.param(name, marks=pytest.mark.ci) if name in ("gcnn-13", "gcnn-14b") else name
@@ -103,17 +68,21 @@ def test_cpu_presets_are_causal(name):
 
 # ---- one token at a time ------------------------------------------------------------------
 DECODERS = {
-    "gcnn-bottleneck": lambda: tiny_gcnn(),
-    "gcnn-adaptive": lambda: tiny_gcnn(blocks=[[[3, 16]], [[1, 4], [3, 4], [1, 16]]], cutoffs=[10, 30]),
-    "gcnn-tied": lambda: tiny_gcnn(blocks=[[[3, 8]], [[2, 8]]], tie_embeddings=True, embedding_dropout=0.3, dropout=0.2),
-    "lstm": lambda: tiny_recurrent("lstm"),
-    "rnn": lambda: tiny_recurrent("rnn"),
+    "gcnn-bottleneck": ("gcnn", {}),
+    "gcnn-adaptive": ("gcnn", {"blocks": [[[3, 16]], [[1, 4], [3, 4], [1, 16]]], "cutoffs": [10, 30]}),
+    "gcnn-tied": ("gcnn", {"blocks": [[[3, 8]], [[2, 8]]], "tie_embeddings": True, "embedding_dropout": 0.3,
+                           "dropout": 0.2}),
+    "lstm": ("lstm", {}),
+    "lstmp": ("lstmp", {}),
+    "rnn": ("rnn", {}),
+    "moe": ("moe", {}),
 }
 
 
 @pytest.mark.parametrize("kind", sorted(DECODERS))
-def test_decode_step_matches_log_probs(kind):
-    model = DECODERS[kind]()
+def test_decode_step_matches_log_probs(tiny_model, kind):
+    family, overrides = DECODERS[kind]
+    model = tiny_model(family, **overrides)
     ids = np.random.default_rng(1).integers(0, 50, size=(2, 40))
     full = model.log_probs(ids)
     state, steps = None, []
@@ -123,8 +92,8 @@ def test_decode_step_matches_log_probs(kind):
     np.testing.assert_allclose(np.stack(steps, axis=1), full, rtol=0, atol=1e-5)
 
 
-def test_gcnn_receptive_field():
-    model = tiny_gcnn()
+def test_gcnn_receptive_field(tiny_model):
+    model = tiny_model("gcnn")
     assert model.receptive_field == 1 + 2 + 2 + 4
     assert model.stream_context == model.receptive_field - 1
     # token t - 8 still matters at t, token t - 9 does not
@@ -136,10 +105,11 @@ def test_gcnn_receptive_field():
     np.testing.assert_allclose(lp[2, 19], lp[0, 19], rtol=0, atol=1e-6)
 
 
-def test_tied_output_layer_is_the_embedding_transposed(tmp_path):
-    model = tiny_gcnn(blocks=[[[3, 8]], [[2, 8]]], tie_embeddings=True)
+def test_tied_output_layer_is_the_embedding_transposed(tiny_model, tmp_path):
+    words = WordTokenizer(["<pad>", "<s>", "</s>", "<unk>"] + [f"w{i}" for i in range(46)])
+    model = tiny_model("gcnn", tokenizer=words, blocks=[[[3, 8]], [[2, 8]]], tie_embeddings=True)
     assert [w.path.split("/")[-2:] for w in model.head.weights] == [["head", "bias"]]
-    assert model.count_params() == tiny_gcnn(blocks=[[[3, 8]], [[2, 8]]]).count_params() - 8 * 50
+    assert model.count_params() == tiny_model("gcnn", blocks=[[[3, 8]], [[2, 8]]]).count_params() - 8 * 50
     model.head.bias.assign(np.linspace(-1, 1, 50).astype("float32"))
     ids = np.random.default_rng(3).integers(0, 50, size=(2, 7))
     hidden = model(ids).numpy()
@@ -155,7 +125,6 @@ def test_tied_output_layer_is_the_embedding_transposed(tmp_path):
     unused = sorted(set(range(50)) - set(ids.ravel()))
     assert np.abs(grad.numpy()[unused]).max() > 0  # the output layer reaches every row
     # the round trip keeps the tie (the reloaded head still reads the reloaded embedding)
-    model.vocabulary = Vocabulary(["<pad>", "<s>", "</s>", "<unk>"] + [f"w{i}" for i in range(46)])
     loaded = zoo.load(model.save_to_preset(str(tmp_path / "tied")))
     assert loaded.tie_embeddings and loaded.head.weights == [loaded.head.bias]
     np.testing.assert_array_equal(loaded.log_probs(ids), model.log_probs(ids))
@@ -169,15 +138,16 @@ def test_tied_output_layer_is_the_embedding_transposed(tmp_path):
     ({"tie_embeddings": "yes"}, "tie_embeddings must be True or False, got 'yes'"),
     ({"embedding_dropout": 1.0}, "embedding_dropout must be a rate in [0, 1), got 1.0"),
 ])
-def test_bad_tie_or_embedding_dropout_is_refused(kwargs, message):
+def test_bad_tie_or_embedding_dropout_is_refused(tiny_model, kwargs, message):
     with pytest.raises(ValueError, match=re.escape(message)):
-        tiny_gcnn(**{"blocks": [[[3, 8]]], **kwargs})
+        tiny_model("gcnn", **{"blocks": [[[3, 8]]], **kwargs})
 
 
-def test_embedding_dropout_acts_in_training_only():
-    model = tiny_gcnn(blocks=[[[3, 8]]], embedding_dropout=0.5)
+def test_embedding_dropout_acts_in_training_only(tiny_model):
+    model = tiny_model("gcnn", blocks=[[[3, 8]]], embedding_dropout=0.5)
+    plain = tiny_model("gcnn", blocks=[[[3, 8]]])  # the same seed: the same weights, no dropout
     ids = np.random.default_rng(4).integers(0, 50, size=(2, 9))
-    np.testing.assert_array_equal(model(ids, training=False), model(ids, training=False))
+    np.testing.assert_array_equal(model(ids, training=False), plain(ids, training=False))
     assert np.abs(model(ids, training=True).numpy() - model(ids, training=False).numpy()).max() > 1e-3
 
 
@@ -186,10 +156,9 @@ LINES = ["the cat sat on the mat", "the dog sat", "a cat and a dog", "the end"]
 
 
 @pytest.mark.parametrize("kind", ["gcnn", "lstm"])
-def test_save_to_preset_round_trip(tmp_path, kind):
-    vocab = Vocabulary.build(LINES)
-    model = tiny_gcnn(len(vocab)) if kind == "gcnn" else tiny_recurrent("lstm", len(vocab))
-    model.vocabulary = vocab
+def test_save_to_preset_round_trip(tiny_model, tmp_path, kind):
+    vocab = WordTokenizer.build(LINES)
+    model = tiny_model(kind, tokenizer=vocab)
     directory = model.save_to_preset(str(tmp_path / "preset"))
     assert sorted(os.listdir(directory)) == ["config.json", "model.weights.h5", "vocabulary.txt"]
     keras.utils.set_random_seed(123)  # the reloaded model starts from different random weights
@@ -205,32 +174,32 @@ def test_save_to_preset_round_trip(tmp_path, kind):
     assert sorted(os.listdir(tmp_path)) == ["preset"]
 
 
-def test_load_with_weights_argument(tmp_path):
-    model = tiny_gcnn()
+def test_load_with_weights_argument(tiny_model, tmp_path):
+    model = tiny_model("gcnn")
     directory = model.save_to_preset(str(tmp_path / "preset"))
     keras.utils.set_random_seed(7)
     other = zoo.load("gcnn-ptb", weights=directory, vocabulary_size=50, embedding_dim=8,
-                     blocks=BOTTLENECK_BLOCKS, dropout=0.0)
+                     blocks=model.blocks_config, dropout=0.0)
     ids = np.arange(4, 30)
     np.testing.assert_array_equal(other.log_probs(ids), model.log_probs(ids))
 
 
-def test_preset_directory_without_config(tmp_path):
-    directory = tiny_gcnn().save_to_preset(str(tmp_path / "preset"))
+def test_preset_directory_without_config(tiny_model, tmp_path):
+    directory = tiny_model("gcnn").save_to_preset(str(tmp_path / "preset"))
     os.remove(os.path.join(directory, "config.json"))
     with pytest.raises(ValueError, match=r"has no config\.json"):
         zoo.load(directory)
 
 
-def test_preset_directory_without_weights(tmp_path):
-    directory = tiny_gcnn().save_to_preset(str(tmp_path / "preset"))
+def test_preset_directory_without_weights(tiny_model, tmp_path):
+    directory = tiny_model("gcnn").save_to_preset(str(tmp_path / "preset"))
     os.remove(os.path.join(directory, "model.weights.h5"))
     with pytest.raises(ValueError, match=r"No weights at .*model\.weights\.h5"):
         zoo.load(directory)
 
 
-def test_preset_directory_with_bad_config(tmp_path):
-    directory = tiny_gcnn().save_to_preset(str(tmp_path / "preset"))
+def test_preset_directory_with_bad_config(tiny_model, tmp_path):
+    directory = tiny_model("gcnn").save_to_preset(str(tmp_path / "preset"))
     with open(os.path.join(directory, "config.json"), "w") as f:
         f.write("{not json")
     with pytest.raises(ValueError, match="not a valid preset config"):
@@ -255,8 +224,8 @@ def test_unknown_override():
 # ---- id checks ------------------------------------------------------------------------------
 @pytest.mark.parametrize("bad", [50, -1])
 @pytest.mark.parametrize("kind", ["gcnn", "lstm"])
-def test_out_of_range_ids_raise(kind, bad):
-    model = tiny_gcnn() if kind == "gcnn" else tiny_recurrent("lstm")
+def test_out_of_range_ids_raise(tiny_model, kind, bad):
+    model = tiny_model(kind)
     message = rf"Token id {bad} is outside the vocabulary.*\[0, 49\]"
     with pytest.raises(ValueError, match=message):
         model.log_probs([[4, 5, bad, 6]])
@@ -285,11 +254,10 @@ def pattern_corpus(n=30):
 
 @pytest.mark.filterwarnings("ignore:`shuffle=True` was passed")
 @pytest.mark.parametrize("optimizer", [None, "adam"])
-def test_fit_reduces_loss_and_reports_perplexity(optimizer):
+def test_fit_reduces_loss_and_reports_perplexity(tiny_model, optimizer):
     lines = pattern_corpus()
-    vocab = Vocabulary.build(lines)
-    model = tiny_gcnn(len(vocab), blocks=[[[3, 8]], [[3, 8]]])
-    model.vocabulary = vocab
+    vocab = WordTokenizer.build(lines)
+    model = tiny_model("gcnn", tokenizer=vocab, blocks=[[[3, 8]], [[3, 8]]])
     # seq_len 7 = one line per window: every window scores exactly 6 tokens (its <s> target has
     # weight 0), so the batch-mean loss Keras reports and the token-weighted perplexity agree.
     dataset = stream_dataset(lines, vocab, batch_size=5, seq_len=7)
@@ -311,22 +279,22 @@ def test_fit_reduces_loss_and_reports_perplexity(optimizer):
     assert math.exp(evaluated["loss"]) == pytest.approx(after, rel=1e-5)
 
 
-def test_metrics_are_listed_once():
-    model = tiny_gcnn()
+def test_metrics_are_listed_once(tiny_model):
+    model = tiny_model("gcnn")
     model.compile()
     # evaluate(return_dict=False) returns one value per name: a duplicate would shift them
     assert model.metrics_names == ["loss", "perplexity"]
 
 
-def test_predict_returns_log_probs():
-    model = tiny_gcnn()
+def test_predict_returns_log_probs(tiny_model):
+    model = tiny_model("gcnn")
     ids = np.random.default_rng(3).integers(0, 50, size=(2, 10)).astype("int32")
     np.testing.assert_array_equal(model.predict(ids, verbose=0), model.log_probs(ids))
 
 
 @pytest.mark.parametrize("kind", ["gcnn", "lstm"])
-def test_keras_file_round_trip(tmp_path, kind):
-    model = tiny_gcnn() if kind == "gcnn" else tiny_recurrent("lstm")
+def test_keras_file_round_trip(tiny_model, tmp_path, kind):
+    model = tiny_model(kind)
     path = str(tmp_path / "model.keras")
     model.save(path)
     keras.utils.set_random_seed(99)
@@ -337,29 +305,28 @@ def test_keras_file_round_trip(tmp_path, kind):
     np.testing.assert_array_equal(restored.log_probs(ids), model.log_probs(ids))
 
 
-def test_compile_rejects_a_loss():
+def test_compile_rejects_a_loss(tiny_model):
     with pytest.raises(ValueError, match="computes its own loss"):
-        tiny_gcnn().compile(loss="sparse_categorical_crossentropy")
+        tiny_model("gcnn").compile(loss="sparse_categorical_crossentropy")
 
 
-def _vocab_model(kind="gcnn"):
+def _vocab_model(tiny_model, kind="gcnn"):
     lines = pattern_corpus(12) + LINES
-    vocab = Vocabulary.build(lines)
+    vocab = WordTokenizer.build(lines)
     if kind == "gcnn":
-        model = tiny_gcnn(len(vocab), blocks=[[[3, 8]], [[2, 8]]])  # receptive field 4
+        model = tiny_model("gcnn", tokenizer=vocab, blocks=[[[3, 8]], [[2, 8]]])  # receptive field 4
         assert isinstance(model.head, FullSoftmax)
     elif kind == "gcnn-adaptive":
-        model = tiny_gcnn(len(vocab), blocks=[[[3, 16]], [[2, 16]]], cutoffs=[6, 12])
+        model = tiny_model("gcnn", tokenizer=vocab, blocks=[[[3, 16]], [[2, 16]]], cutoffs=[6, 12])
         assert isinstance(model.head, AdaptiveSoftmax)
     else:
-        model = tiny_recurrent(kind, len(vocab))
-    model.vocabulary = vocab
+        model = tiny_model(kind, tokenizer=vocab)
     return model, lines
 
 
 @pytest.mark.parametrize("kind", ["gcnn", "gcnn-adaptive", "lstm"])
-def test_sentence_perplexity_matches_score(kind):
-    model, lines = _vocab_model(kind)
+def test_sentence_perplexity_matches_score(tiny_model, kind):
+    model, lines = _vocab_model(tiny_model, kind)
     scores = model.score(lines)
     assert [len(s) for s in scores] == [len(line.split()) + 1 for line in lines]
     expected = math.exp(-sum(float(s.sum()) for s in scores) / sum(len(s) for s in scores))
@@ -368,8 +335,8 @@ def test_sentence_perplexity_matches_score(kind):
 
 
 @pytest.mark.parametrize("kind", ["gcnn", "gcnn-adaptive"])
-def test_score_of_text_equals_log_probs_of_ids(kind):
-    model, lines = _vocab_model(kind)
+def test_score_of_text_equals_log_probs_of_ids(tiny_model, kind):
+    model, lines = _vocab_model(tiny_model, kind)
     ids = model.vocabulary.encode(lines[0])
     lp = model.log_probs(ids[:-1])[0]
     expected = lp[np.arange(len(ids) - 1), ids[1:]]
@@ -377,8 +344,8 @@ def test_score_of_text_equals_log_probs_of_ids(kind):
     np.testing.assert_allclose(model.score([ids])[0], expected, rtol=1e-6, atol=1e-6)
 
 
-def test_stream_perplexity_is_exact_for_a_gcnn():
-    model, lines = _vocab_model()
+def test_stream_perplexity_is_exact_for_a_gcnn(tiny_model):
+    model, lines = _vocab_model(tiny_model)
     assert model.stream_context == 3
     ids = np.array([i for line in lines for i in model.vocabulary.encode(line)])
     lp = model.log_probs(ids[:-1])[0]
@@ -390,10 +357,10 @@ def test_stream_perplexity_is_exact_for_a_gcnn():
         assert got == pytest.approx(expected, rel=1e-5), (seq_len, batch_size)
 
 
-def test_stream_windows_after_the_first_are_exact_for_a_gcnn():
+def test_stream_windows_after_the_first_are_exact_for_a_gcnn(tiny_model):
     """Every target whose left context lies inside the stream gets exactly the whole-stream
     log-probability: the `stream_context` tokens of left context are enough (and needed)."""
-    model, lines = _vocab_model()
+    model, lines = _vocab_model(tiny_model)
     vocab = model.vocabulary
     ids = np.array([i for line in lines for i in vocab.encode(line)])
     lp = model.log_probs(ids[:-1])[0]
@@ -410,8 +377,8 @@ def test_stream_windows_after_the_first_are_exact_for_a_gcnn():
         assert np.allclose(got[tail], want[tail], rtol=0, atol=1e-5) == exact, window_context
 
 
-def test_perplexity_rejects_unknown_mode_and_empty_data():
-    model, lines = _vocab_model()
+def test_perplexity_rejects_unknown_mode_and_empty_data(tiny_model):
+    model, lines = _vocab_model(tiny_model)
     with pytest.raises(ValueError, match="Unknown mode 'token'"):
         model.perplexity(lines, mode="token")
     with pytest.raises(ValueError, match="empty"):
@@ -434,8 +401,8 @@ def _greedy_by_hand(model, prompt, max_length):
 
 
 @pytest.mark.parametrize("kind", ["gcnn", "lstm"])
-def test_greedy_generation(kind):
-    model = tiny_gcnn() if kind == "gcnn" else tiny_recurrent("lstm")
+def test_greedy_generation(tiny_model, kind):
+    model = tiny_model(kind)
     prompt = [1, 7, 12, 30]
     greedy = model.generate(prompt, max_new_tokens=12, temperature=0)
     assert len(greedy) == len(prompt) + 12
@@ -445,8 +412,8 @@ def test_greedy_generation(kind):
         assert model.generate(prompt, max_new_tokens=12, temperature=1.0, top_k=1, seed=seed) == greedy
 
 
-def test_sampling_is_seeded():
-    model = tiny_gcnn()
+def test_sampling_is_seeded(tiny_model):
+    model = tiny_model("gcnn")
     a = model.generate([1, 5], max_new_tokens=15, temperature=1.5, seed=3)
     assert a == model.generate([1, 5], max_new_tokens=15, temperature=1.5, seed=3)
     others = [model.generate([1, 5], max_new_tokens=15, temperature=1.5, seed=s) for s in range(4, 8)]
@@ -454,8 +421,8 @@ def test_sampling_is_seeded():
     assert all(t not in (0, 1) for t in a[2:])
 
 
-def test_text_generation_stops_at_end_of_sentence():
-    model, _ = _vocab_model()
+def test_text_generation_stops_at_end_of_sentence(tiny_model):
+    model, _ = _vocab_model(tiny_model)
     vocab = model.vocabulary
     text = model.generate("a b", max_new_tokens=25, temperature=0)
     ids = _greedy_by_hand(model, vocab.encode("a b", add_eos=False), 25)
@@ -465,8 +432,8 @@ def test_text_generation_stops_at_end_of_sentence():
     assert text.startswith("a b")
 
 
-def test_generate_rejects_bad_arguments():
-    model = tiny_gcnn()
+def test_generate_rejects_bad_arguments(tiny_model):
+    model = tiny_model("gcnn")
     with pytest.raises(ValueError, match="temperature must be a number >= 0"):
         model.generate([1], temperature=-1)
     with pytest.raises(ValueError, match=r"top_k must be in \[1, 50\]"):

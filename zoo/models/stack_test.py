@@ -12,19 +12,36 @@ import pytest
 import zoo
 from zoo import weights as sources
 from zoo.export.state import StateLayout
-from zoo.models.models_test import assert_causal
 from zoo.models.stack import StackLanguageModel
 from zoo.registry import PRESETS, count_params
 
-TABLE_7 = ("moe-4", "moe-32", "moe-256", "moe-256-h", "moe-1024-h", "moe-4096-h", "moe-34m",
-           "moe-143m", "moe-1-wide", "moe-1-deep", "4xlstm-512", "lstm-2048-512")
-# the treebank's stack presets (and gcnn-moe-ptb); lstmp-ptb: 10,002×128 embedding 1,280,256 + LSTM
-# 512→128 (128×2048 + 128×2048 + 2048 + 512×128 = 591,872) + softmax 128×10,002 + 10,002 = 1,290,258
-MOE_PTB = ("lstm-moe-ptb", "lstm-wide-ptb", "gcnn-moe-ptb", "lstmp-ptb")
-# `zoo presets --params` before parameter counts were read off the layers (the hand-written count
-# of the first releases); docs/presets.md's tables print these.
-PAPER_COUNTS = {"lstm-moe-ptb": 10_408_722, "lstm-wide-ptb": 6_707_218, "gcnn-moe-ptb": 4_161_810,
-                "lstmp-ptb": 1_280_256 + 591_872 + 1_290_258}
+from tests.model_checks import MOE_PTB, TABLE_7, assert_causal
+
+V = 10_002  # the treebank's vocabulary
+
+
+def lstm_params(inputs, units, projection=None):
+    """Keras' LSTM: four gates, each inputs×units + out×units + units (out: the projection's
+    width, or units), plus the projection units×projection."""
+    out = projection or units
+    return 4 * (inputs * units + out * units + units) + (units * projection if projection else 0)
+
+
+def moe_params(dim, experts, hidden):
+    """`experts` feed-forward experts dim→hidden→dim with biases, and the gate's and the noise's
+    dim×experts matrices (Shazeer et al. eq. 3-5)."""
+    return experts * (dim * hidden + hidden + hidden * dim + dim) + 2 * dim * experts
+
+
+# The treebank's presets counted from their shapes (stack_presets.py, gcnn_presets.py): embedding
+# V×d, the middle layers, a full softmax d×V + V.
+EXPECTED_COUNTS = {
+    "lstm-moe-ptb": V * 256 + 2 * lstm_params(256, 256) + moe_params(256, 32, 256) + 256 * V + V,
+    "lstm-wide-ptb": V * 256 + 2 * lstm_params(256, 256) + (256 * 1024 + 1024 + 1024 * 256 + 256) + 256 * V + V,
+    # four GLU blocks [4, 128]: kernel 4×128×(2·128), weight norm g and bias 2·128 each; the MoE after block 1
+    "gcnn-moe-ptb": V * 128 + 4 * (4 * 128 * 256 + 2 * 256) + moe_params(128, 32, 128) + 128 * V + V,
+    "lstmp-ptb": V * 128 + lstm_params(128, 512, projection=128) + 128 * V + V,
+}
 
 
 def scaled(spec, dim=16):
@@ -57,20 +74,19 @@ def test_table_7_presets_are_causal_at_small_width(name):
 def test_moe_ptb_presets_are_causal_and_counted(name):
     model = zoo.load(name)
     assert_causal(model)
-    assert model.count_params() == count_params(name) == PAPER_COUNTS[name]
+    assert model.count_params() == count_params(name) == EXPECTED_COUNTS[name]
 
 
-def tiny_stack(**kwargs):
-    keras.utils.set_random_seed(0)
-    layers = [{"type": "lstm", "units": 24, "projection": 16},
-              {"type": "moe", "num_experts": 8, "k": 2, "hidden_units": 8, "groups": 2},
-              {"type": "ffn", "hidden_units": [12, 12]},
-              {"type": "lstm", "units": 16}]
-    return StackLanguageModel(vocabulary_size=50, embedding_dim=16, layers=layers, **kwargs)
+# Every kind of stack layer at width 16: projected LSTM, hierarchical MoE, feed-forward, LSTM.
+MIXED = {"embedding_dim": 16, "residual": True,
+         "layers": [{"type": "lstm", "units": 24, "projection": 16},
+                    {"type": "moe", "num_experts": 8, "k": 2, "hidden_units": 8, "groups": 2},
+                    {"type": "ffn", "hidden_units": [12, 12]},
+                    {"type": "lstm", "units": 16}]}
 
 
-def test_decode_step_matches_log_probs_through_moe_and_projected_lstm():
-    model = tiny_stack(cutoffs=[10, 30])
+def test_decode_step_matches_log_probs_through_moe_and_projected_lstm(tiny_model):
+    model = tiny_model("moe", **MIXED, cutoffs=[10, 30])
     ids = np.random.default_rng(1).integers(0, 50, size=(2, 40))
     full = model.log_probs(ids)
     state, steps = None, []
@@ -80,8 +96,8 @@ def test_decode_step_matches_log_probs_through_moe_and_projected_lstm():
     np.testing.assert_allclose(np.stack(steps, axis=1), full, atol=1e-5)
 
 
-def test_parameter_count_and_preset_round_trip(tmp_path):
-    model = tiny_stack()
+def test_parameter_count_and_preset_round_trip(tiny_model, tmp_path):
+    model = tiny_model("moe", **MIXED)
     config = model.get_config()
     # LSTMP 16→24→16: 4·(16·24 + 16·24 + 24) + 24·16; MoE: 8 experts 16→8→16 and two gate levels;
     # ffn 16→12→12→16; LSTM 16: 4·(16·16 + 16·16 + 16); full softmax 16→50.
@@ -97,8 +113,8 @@ def test_parameter_count_and_preset_round_trip(tmp_path):
     np.testing.assert_array_equal(again.log_probs(ids), model.log_probs(ids))
 
 
-def test_moe_metrics_show_in_fit_logs_and_aux_losses_enter_the_loss():
-    model = tiny_stack()
+def test_moe_metrics_show_in_fit_logs_and_aux_losses_enter_the_loss(tiny_model):
+    model = tiny_model("moe", **MIXED)
     model.compile(optimizer=keras.optimizers.Adam(1e-3))
     x = np.random.default_rng(3).integers(0, 50, size=(8, 12))
     history = model.fit(x, np.roll(x, -1, axis=1), epochs=1, verbose=0).history
@@ -157,10 +173,8 @@ def test_a_directory_naming_an_unknown_family_is_refused(tmp_path):
 
 
 @pytest.mark.parametrize("residual", [False, True])
-def test_residual_adds_each_layer_s_input_where_the_widths_agree(residual):
-    keras.utils.set_random_seed(0)
-    model = StackLanguageModel(vocabulary_size=50, embedding_dim=8, residual=residual,
-                               layers=[{"type": "rnn", "units": 8}, {"type": "lstm", "units": 6}])
+def test_residual_adds_each_layer_s_input_where_the_widths_agree(tiny_model, residual):
+    model = tiny_model("rnn", residual=residual, layers=[{"type": "rnn", "units": 8}, {"type": "lstm", "units": 6}])
     ids = np.random.default_rng(4).integers(0, 50, size=(2, 5))
     x = model.embedding(ids)
     h = model.stack[0](x)[0]

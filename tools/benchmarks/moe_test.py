@@ -1,6 +1,5 @@
-"""Fast checks of the `zoo benchmark moe` and `zoo benchmark optimizer-memory` modules at tiny sizes."""
+"""Fast checks of the `zoo benchmark moe` module at tiny sizes."""
 
-import json
 
 import numpy as np
 import pytest
@@ -15,12 +14,6 @@ def bench_moe():
 
     return moe
 
-
-@pytest.fixture(scope="module")
-def bench_memory():
-    from zoo.tools.benchmarks import optimizer_memory
-
-    return optimizer_memory
 
 
 def quiet(*args, **kwargs):
@@ -111,81 +104,3 @@ def test_moe_benchmark_runs_all_models_and_skips_by_estimate(bench_moe):
     with pytest.raises(ValueError, match="group-size"):
         bench_moe.run_benchmark(dict(sizes, group_size=5), [2], log=quiet)
 
-
-@pytest.mark.parametrize("biases", [False, True])
-def test_optimizer_state_bytes_follow_the_formulas(bench_memory, biases):
-    e, d, h = 4, 8, 16
-    sizes = {"experts": e, "k": 2, "input_dim": d, "hidden": h}
-    report = bench_memory.run_benchmark(sizes, repeats=1, biases=biases, log=quiet)
-    r = report["results"]
-    floats = 4
-    # Appendix D: a row ([E, rows]) and a column ([E, cols]) vector per expert matrix, no momentum.
-    ours = 2 * e * (d + h)
-    adam = 2 * (2 * e * d * h)  # first and second moment of both kernels
-    adafactor = 2 * e * d * h + 2 * e * (d + h)  # full-size velocity plus the row/column factors
-    if biases:
-        # FactorizedAdam's own default decides whether a stacked bias [E, n] is factored (an E x n
-        # matrix: E + n floats) or gets Adam's two moments (2·E·n floats); the report says which.
-        factored = r["factorized_adam"]["factored"]
-        assert factored[:2] == [True, True]
-        for n, is_factored in zip((h, d), factored[2:]):
-            ours += (e + n) if is_factored else 2 * e * n
-        adam += 2 * (e * h + e * d)
-        adafactor += (e * h + e * d) + (e + h) + (e + d)  # Keras factors every rank-2 variable
-    assert report["params"] == 2 * e * d * h + (e * h + e * d if biases else 0)
-    assert r["factorized_adam"]["state_bytes"] == ours * floats
-    assert r["adam"]["state_bytes"] == adam * floats
-    assert r["adafactor"]["state_bytes"] == adafactor * floats
-    if r["factorized_adam"].get("helper_state_bytes") is not None:
-        assert r["factorized_adam"]["helper_state_bytes"] == ours * floats
-    assert r["factorized_adam"]["bytes_vs_adam"] == pytest.approx(ours / adam)
-    for name in bench_memory.OPTIMIZERS:
-        assert r[name]["median_s"] > 0 and len(r[name]["times_s"]) == 1
-
-
-def test_optimizer_steps_change_the_expert_weights(bench_memory):
-    import keras
-
-    sizes = {"experts": 2, "k": 1, "input_dim": 4, "hidden": 8}
-    layer, variables = bench_memory.expert_variables(sizes)
-    before = [v.numpy().copy() for v in variables]
-    optimizer = bench_memory.make_optimizer("factorized_adam")
-    optimizer.apply_gradients(zip([tf.ones(v.shape) for v in variables], variables))
-    for old, v in zip(before, variables):
-        assert not np.allclose(old, v.numpy())
-    with pytest.raises(ValueError, match="unknown optimizer"):
-        bench_memory.make_optimizer("sgd")
-    assert isinstance(bench_memory.make_optimizer("adafactor"), keras.optimizers.Adafactor)
-
-
-def test_input_benchmark_tokenises_raw_text_as_zoo_train_does(tmp_path):
-    from zoo.tools.benchmarks import input_pipeline
-    from zoo.training.tokenization_test import raw_corpus
-
-    data = raw_corpus(tmp_path / "raw")
-    result = input_pipeline.main(
-        ["--data", data, "--tokenizer", "subword", "--vocabulary-size", "320", "--rounds", "2", "--batches", "3",
-         "--steps", "1", "--global-batch-size", "2", "--seq-len", "8", "--json", str(tmp_path / "r.json")])
-    assert result["tokenizer"] == "subword" and result["vocabulary_size"] == 320
-    assert len(result["pipeline_rounds"]) == len(result["step_rounds"]) == 2
-    assert result["ratio"] == result["pipeline_tokens_per_s"] / result["step_tokens_per_s"]
-    assert json.load(open(tmp_path / "r.json"))["ratio"] == result["ratio"]
-
-
-def test_raw_text_benchmark_times_word_subword_and_the_body_on_the_corpus(tmp_path, capsys):
-    from zoo.tools.benchmarks import raw_text
-    from zoo.training.data import load_corpus
-    from zoo.training.tokenization_test import raw_corpus
-
-    data = raw_corpus(tmp_path / "raw")
-    report = raw_text.main(["--data", data, "--vocabulary-size", "320", "--small"])
-    assert set(report) == {"word", "subword", "body"}
-    assert report["body"]["ids"] == 300 and report["subword"]["ids"] == 320
-    _, _, words = load_corpus(data, None, "word", 1, None, "word", None, log=lambda m: None)
-    assert report["word"]["ids"] == len(words) and report["word"]["tokens_per_word"] == 1.0
-    assert report["subword"]["tokens_per_word"] > 1.0 == report["word"]["tokens_per_word"]
-    assert report["body"]["tokens_per_word"] == report["subword"]["tokens_per_word"]
-    for r in report.values():
-        assert r["words_per_second"] == 4 * 16 / r["seconds_per_step"] / r["tokens_per_word"]
-    assert report["word"]["words_per_second_vs_word"] == 1.0
-    assert "command: zoo benchmark raw-text" in capsys.readouterr().out
