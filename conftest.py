@@ -42,7 +42,7 @@ TINY_SPLITS = {"train": TINY_LINES * 3, "valid": TINY_LINES[:2], "test": TINY_LI
 
 def set_tokenizer(model, tokenizer):
     """The one place the tests attach a tokenizer to a model."""
-    model.vocabulary = tokenizer
+    model.tokenizer = tokenizer
     return model
 
 

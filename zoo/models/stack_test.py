@@ -155,9 +155,12 @@ def test_preset_directories_of_the_former_recurrent_family_load_with_their_numbe
     model = zoo.load(os.path.join(FORMER, cell))
     assert type(model) is StackLanguageModel and not model.residual
     assert [s["type"] for s in model.layer_specs] == [cell, cell] and model.stream_context == 7
-    assert model.vocabulary.tokens[4:6] == ["the", "a"]
+    assert model.tokenizer.tokens[4:6] == ["the", "a"]
     ids = np.load(os.path.join(FORMER, "ids.npy"))
-    np.testing.assert_array_equal(model.log_probs(ids), np.load(os.path.join(FORMER, f"{cell}_log_probs.npy")))
+    # to float32 rounding: the recurrent kernels' summation order differs between CPUs (an
+    # AMD host differs from the Intel one that wrote the file by 1 ulp in a few entries)
+    np.testing.assert_allclose(model.log_probs(ids), np.load(os.path.join(FORMER, f"{cell}_log_probs.npy")),
+                               rtol=1e-6, atol=0)
     names = {"lstm": ["state_lstm_0_h", "state_lstm_0_c", "state_lstm_1_h", "state_lstm_1_c"],
              "rnn": ["state_rnn_0_h", "state_rnn_1_h"]}[cell]
     assert list(StateLayout(model).specs) == names
