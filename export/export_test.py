@@ -307,10 +307,12 @@ def fresh_process(exported, tmp_path_factory):
     return dict(np.load(work / "out.npz"))
 
 
+@pytest.mark.ci
 def test_fresh_process_imports_only_tensorflow(fresh_process):
     assert list(fresh_process["project_modules"]) == []
 
 
+@pytest.mark.ci
 @pytest.mark.parametrize("family", sorted(FAMILIES))
 def test_every_signature_in_a_fresh_process_equals_the_in_process_model(family, exported, fresh_process):
     model, _ = exported[family]
@@ -336,6 +338,7 @@ def test_every_signature_in_a_fresh_process_equals_the_in_process_model(family, 
         np.testing.assert_allclose(fresh_process[f"{family}/decode_step/{name}"], np.asarray(value), atol=1e-5)
 
 
+@pytest.mark.ci
 @pytest.mark.parametrize("family", sorted(FAMILIES))
 def test_generate_signature_in_a_fresh_process_equals_lm_generate(family, exported, fresh_process):
     model, _ = exported[family]
@@ -348,6 +351,7 @@ def test_generate_signature_in_a_fresh_process_equals_lm_generate(family, export
     assert texts[0].startswith("the big cat ") and texts[2].startswith("a dog ran to the old house and the ")
 
 
+@pytest.mark.ci
 @pytest.mark.parametrize("family", sorted(FAMILIES))
 def test_streaming_decode_step_gives_greedy_generate(family, exported, fresh_process):
     model, _ = exported[family]
@@ -385,6 +389,7 @@ def parse_saved_model_cli(text):
     return out
 
 
+@pytest.mark.ci
 def test_saved_model_cli_lists_the_four_signatures_with_names_and_dtypes(exported):
     cli = os.path.join(os.path.dirname(sys.executable), "saved_model_cli")
     proc = subprocess.run([cli, "show", "--dir", exported["gcnn"][1], "--all"], capture_output=True, text=True,
@@ -411,6 +416,7 @@ def test_saved_model_cli_lists_the_four_signatures_with_names_and_dtypes(exporte
                     "ids": ("DT_INT32", "(-1, -1)"), "lengths": ("DT_INT32", "(-1)")}}
 
 
+@pytest.mark.ci
 def test_saved_model_cli_run_generates_what_lm_generate_does(exported, tmp_path):
     cli = os.path.join(os.path.dirname(sys.executable), "saved_model_cli")
     model, path = exported["lstm"]
@@ -517,6 +523,7 @@ def assert_answer_close(got, want, where):
         assert got == want, f"{where}: {got!r} != {want!r}"
 
 
+@pytest.mark.ci
 def test_readme_rest_bodies_map_to_signature_calls_with_the_readme_answers(exported, loaded):
     examples = readme_examples()
     seen = {(request.get("signature_name", "serving_default"), "instances" if "instances" in request else "inputs")
@@ -776,6 +783,7 @@ def test_a_model_without_vocabulary_is_refused(tmp_path):
         export.export_saved_model(model, str(tmp_path), "m")
 
 
+@pytest.mark.ci
 def test_a_character_model_generates_through_the_export_as_in_process(tmp_path):
     """A character vocabulary (U+2581 for a space) detokenised in the graph: the signature's text
     is what `lm.generate` returns, greedy and seeded, with odd characters in the prompts."""

@@ -261,6 +261,7 @@ def _served(fresh_process, name, signature):
     return {key[len(prefix):]: value for key, value in fresh_process.items() if key.startswith(prefix)}
 
 
+@pytest.mark.ci
 def test_fresh_process_imports_only_tensorflow_and_tensorflow_text(fresh_process):
     assert list(fresh_process["project_modules"]) == []
 
@@ -281,6 +282,7 @@ def assert_word_scores(served, rows, what):
         assert np.all(np.isfinite(value)), what
 
 
+@pytest.mark.ci
 def test_serving_default_scores_words_as_score_does(exported, tokenizer, fresh_process):
     model, _, max_tokens = exported["subword"]
     served = _served(fresh_process, "subword", "serving_default")
@@ -296,6 +298,7 @@ def test_serving_default_scores_words_as_score_does(exported, tokenizer, fresh_p
     assert pieces > 2 * int(np.sum(served["lengths"]))
 
 
+@pytest.mark.ci
 def test_in_graph_ids_are_the_python_ids(exported, tokenizer, fresh_process):
     """score_ids on the Python ids gives per-piece scores whose sum is serving_default's total for
     every line that is not cut: the graph scored the same pieces."""
@@ -315,6 +318,7 @@ def test_in_graph_ids_are_the_python_ids(exported, tokenizer, fresh_process):
     assert np.std(model.log_probs([[1]])[0, -1]) > 0.5
 
 
+@pytest.mark.ci
 def test_an_over_long_line_is_cut_at_a_word_boundary(exported, tokenizer, fresh_process):
     model, _, max_tokens = exported["short"]
     cases = cut_lines(tokenizer)
@@ -337,6 +341,7 @@ def test_an_over_long_line_is_cut_at_a_word_boundary(exported, tokenizer, fresh_
     assert served["log_prob"][3] == 0 and served["perplexity"][3] == 1  # nothing scored
 
 
+@pytest.mark.ci
 def test_next_token_gives_readable_pieces_and_the_top_k(exported, tokenizer, fresh_process):
     model, _, max_tokens = exported["subword"]
     served = _served(fresh_process, "subword", "next_token")
@@ -357,6 +362,7 @@ def test_next_token_gives_readable_pieces_and_the_top_k(exported, tokenizer, fre
     assert any(w.startswith(" ") and len(w) > 1 for w in words)  # a word-initial piece: " the"
 
 
+@pytest.mark.ci
 def test_decode_step_streamed_equals_in_process(exported, tokenizer, fresh_process):
     model, _, _ = exported["subword"]
     state, steps = None, []
@@ -370,6 +376,7 @@ def test_decode_step_streamed_equals_in_process(exported, tokenizer, fresh_proce
     assert fresh_process["subword/stream"].tolist() == generated
 
 
+@pytest.mark.ci
 def test_generate_signature_detokenises_what_lm_generate_writes(exported, tokenizer, fresh_process):
     model, _, _ = exported["subword"]
     texts = [_text(t) for t in TEXTS.values()]
@@ -399,6 +406,7 @@ def test_metadata_records_the_tokenizer(exported):
     assert not os.path.exists(os.path.join(path, "assets", "vocabulary.txt"))  # the model is in the graph
 
 
+@pytest.mark.ci
 def test_without_tensorflow_text_the_export_does_not_load(exported, tmp_path):
     script = "import sys, tensorflow as tf\ntf.saved_model.load(sys.argv[1])\n"
     proc = subprocess.run([sys.executable, "-c", script, exported["subword"][1]], cwd=tmp_path, env=_fresh_env(),
@@ -425,6 +433,7 @@ def _ops(command, path, tmp_path):
     return set(proc.stdout.split())
 
 
+@pytest.mark.ci
 def test_readme_one_liner_lists_the_tensorflow_text_ops(exported, tmp_path):
     command = readme_ops_command()
     ops = _ops(command, exported["subword"][1], tmp_path)
@@ -438,6 +447,7 @@ def test_readme_one_liner_lists_the_tensorflow_text_ops(exported, tmp_path):
     assert "StringSplitV2" in ops and not {o for o in ops if o.startswith("Sentencepiece") or o == "NormalizeUTF8"}
 
 
+@pytest.mark.ci
 def test_saved_model_cli_lists_the_signatures_and_the_ops(exported):
     cli = os.path.join(os.path.dirname(sys.executable), "saved_model_cli")
     proc = subprocess.run([cli, "show", "--dir", exported["subword"][1], "--all"], capture_output=True, text=True,

@@ -206,6 +206,7 @@ json.dump({"one": one, "two": two}, sys.stdout)
 """
 
 
+@pytest.mark.ci
 def test_gradients_under_mirrored_strategy_equal_one_device():
     """Each replica dispatches its own half of the batch (unknown size while tracing)."""
     import json

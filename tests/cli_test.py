@@ -79,6 +79,7 @@ def test_evaluate_matches_history_and_score_generate_print(trained, corpus, caps
     assert printed == zoo.load(os.path.join(trained, "best")).generate("the big", max_new_tokens=6, temperature=0)
 
 
+@pytest.mark.ci
 def test_generate_batches_prompts_from_the_command_line_and_a_file(trained, tmp_path, capsys):
     best = os.path.join(trained, "best")
     model = zoo.load(best)
@@ -140,6 +141,7 @@ PARAMETER_COUNTS = {
 }
 
 
+@pytest.mark.ci
 def test_presets_params_prints_every_preset_with_its_unchanged_count(capsys):
     assert main(["presets", "--params"]) == 0
     lines = capsys.readouterr().out.strip().split("\n")

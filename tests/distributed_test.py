@@ -271,6 +271,7 @@ FIT_SCRIPT = textwrap.dedent(
 )
 
 
+@pytest.mark.ci
 def test_mirrored_fit_with_adaptive_softmax_matches_one_device():
     out = subprocess.run([sys.executable, "-c", FIT_SCRIPT], capture_output=True, text=True, env=_env(),
                          timeout=300)

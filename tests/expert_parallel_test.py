@@ -104,6 +104,7 @@ def test_capacity_factor_one_on_an_unbalanced_batch(corpus, start, tmp_path):
     assert d["trained_dropped"] > 0
 
 
+@pytest.mark.ci
 def test_bad_input_is_one_sentence_each(corpus, start, tmp_path):
     e = _run("mirrored:2", corpus, start, str(tmp_path / "result.json"), "errors")["errors"]
     expected = {

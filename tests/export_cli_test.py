@@ -30,6 +30,7 @@ def _digest(directory):
     return h.hexdigest()
 
 
+@pytest.mark.ci
 def test_export_twice_makes_versions_1_and_2_and_never_touches_1(preset, tmp_path, capsys):
     base = tmp_path / "exports"
     assert main(["export", preset, "--base", str(base)]) == 0

@@ -178,6 +178,7 @@ print(json.dumps({"names": names, "token_log_probs": scores["token_log_probs"].n
 """
 
 
+@pytest.mark.ci
 def test_it_exports_for_tf_serving_and_a_tensorflow_only_process_serves_it(model, tmp_path):
     path = export_saved_model(model, str(tmp_path / "exports"), "gru-tiny")
     run = subprocess.run([sys.executable, "-c", SERVE, path], capture_output=True, text=True, timeout=300,

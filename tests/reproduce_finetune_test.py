@@ -23,6 +23,7 @@ def quick_run(tmp_path_factory):
         return out, json.load(f)
 
 
+@pytest.mark.ci
 def test_quick_run_measures_every_unit_and_derives_the_reduction(quick_run):
     out, result = quick_run
     assert list(result["units"]) == [f"{d}/{a}" for d in finetune.DOMAINS for a in finetune.ARMS]

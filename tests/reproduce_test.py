@@ -160,6 +160,7 @@ def interrupting_after(n, calls):
     return run
 
 
+@pytest.mark.ci
 def test_an_interrupted_run_resumes_from_its_saved_units(tmp_path, monkeypatch):
     out = str(tmp_path / "results")
     partial_path = os.path.join(out, "table4.partial.json")
@@ -236,6 +237,7 @@ def test_results_md_gathers_the_benchmark_tables_after_the_experiments_in_file_n
     assert "| SavedModel | 1.0 |" in section and "| 4 | 2.0 |" in section and "`zoo benchmark serving`" in section
 
 
+@pytest.mark.ci
 def test_table4_body_quick_times_the_body_beside_the_scoring_and_checks_the_prompt_pass(tmp_path):
     out = str(tmp_path / "results")
     assert cli.main(["reproduce", "table4-body", "--quick", "--out", out]) == 0

@@ -54,6 +54,7 @@ def test_the_pages_state_the_measured_figure(preset):
         assert f"`{preset}`" in pages[page] and stated in pages[page], page
 
 
+@pytest.mark.ci
 def test_trained_presets_score_generate_and_export_by_name_from_the_command_line(capsys, tmp_path):
     # README.md's 30-second win runs `zoo score gcnn-ptb "..."`
     model = zoo.load("gcnn-ptb", weights="trained")

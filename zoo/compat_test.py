@@ -89,6 +89,7 @@ def _child(script):
     return json.loads(run.stdout.strip().splitlines()[-1])
 
 
+@pytest.mark.ci
 def test_replica_losses_keeps_each_replica_its_own_auxiliary_loss():
     (seen_0, kept_0, value_0), (seen_1, kept_1, value_1) = _child(REPLICA_LOSSES_UNDER_MIRRORED)
     version = keras.version()
@@ -102,6 +103,7 @@ def test_replica_losses_keeps_each_replica_its_own_auxiliary_loss():
         "loss each, 1 and 2); update the shim.")
 
 
+@pytest.mark.ci
 def test_disable_gradient_all_reduce_leaves_each_replica_its_own_gradient():
     result = _child(APPLY_UNDER_MIRRORED)
     version = keras.version()

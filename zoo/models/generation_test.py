@@ -166,6 +166,7 @@ def test_xla_samples_top_p_on_a_vocabulary_larger_than_a_block():
         assert all(len(r) == len(p) + 6 and min(r[len(p):]) >= 2 for r, p in zip(rows, PROMPTS))
 
 
+@pytest.mark.ci
 def test_auto_uses_xla_where_it_can_in_shape_buckets_and_the_graph_loop_elsewhere():
     model = gcnn()
     sampled = model.generate(PROMPTS, max_new_tokens=10, top_k=5, seed=2)  # default: jit_compile="auto"
@@ -184,6 +185,7 @@ SAMPLERS = [{"temperature": 1.5}, {"top_k": 5}, {"top_p": 0.8, "temperature": 1.
             {"sampler": "top_p", "top_p": 0.9, "top_k": 7}]
 
 
+@pytest.mark.ci
 @pytest.mark.parametrize("settings", SAMPLERS)
 def test_seeded_sampling_is_reproducible_batched_or_not(settings):
     model = gcnn()
@@ -255,6 +257,7 @@ def test_top_k_of_equals_tf_top_k():
                 np.testing.assert_array_equal(ids, want.indices)
 
 
+@pytest.mark.ci
 @pytest.mark.parametrize("family", ["gcnn", "lstm", "moe-stack"])
 def test_one_beam_is_greedy_and_the_best_of_four_is_at_least_as_likely(family):
     model = FAMILIES[family]()
@@ -348,6 +351,7 @@ def _ngrams(row, n):
     return [tuple(row[i:i + n]) for i in range(len(row) - n + 1)]
 
 
+@pytest.mark.ci
 @pytest.mark.parametrize("n", [1, 2, 3])
 def test_no_repeat_ngram_leaves_no_repeated_ngram(n):
     model = gcnn()

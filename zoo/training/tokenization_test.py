@@ -94,6 +94,7 @@ def test_a_corpus_too_small_for_the_default_size_gets_the_most_it_supplies(tmp_p
                for line in log)
 
 
+@pytest.mark.ci
 def test_a_large_vocabulary_gets_the_adaptive_softmax_unless_the_head_is_chosen(tmp_path):
     root = tmp_path / "big"
     root.mkdir()
@@ -187,6 +188,7 @@ def long_lines(n, chars, seed):
     return lines
 
 
+@pytest.mark.ci
 def test_lines_of_200k_characters_train_score_and_export_whole(tmp_path):
     """One document per line, each of 200,000 characters: the tokenizer learns from every line, the
     training log says so, `perplexity` scores every piece of a line, and an export whose
