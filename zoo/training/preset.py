@@ -24,12 +24,12 @@ class PresetInfo:
 
 def resolve_preset(preset):
     """The `PresetInfo` of a preset name or a preset directory; an unknown name, or a directory
-    without a vocabulary, is refused in one sentence."""
+    without a tokenizer, is refused in one sentence."""
     if os.path.isdir(preset):
-        vocabulary = preset_directory.resolve_tokenizer(directory=preset)
-        if vocabulary is None:
-            raise ValueError(f"The preset directory {preset!r} has no vocabulary to train with.")
-        return PresetInfo({}, None, vocabulary)  # its config records its output layer
+        tokenizer = preset_directory.resolve_tokenizer(directory=preset)
+        if tokenizer is None:
+            raise ValueError(f"The preset directory {preset!r} has no tokenizer to train with.")
+        return PresetInfo({}, None, tokenizer)  # its config records its output layer
     spec = registry.get_preset(preset)  # a `registry.Preset`
     return PresetInfo({"global_batch_size": spec.batch_size, "seq_len": spec.seq_len}, spec.token_kind,
                       fixes_head="cutoffs" in spec.config)
