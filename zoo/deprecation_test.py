@@ -13,6 +13,8 @@ FORMER = [
     ("zoo.data", "CharacterVocabulary", "zoo.data.CharTokenizer", "zoo.data", "CharTokenizer"),
     ("zoo.data.vocab", "Vocabulary", "zoo.data.WordTokenizer", "zoo.data", "WordTokenizer"),
     ("zoo.data.vocab", "CharacterVocabulary", "zoo.data.CharTokenizer", "zoo.data", "CharTokenizer"),
+    ("zoo.data.tokenizers", "Vocabulary", "zoo.data.WordTokenizer", "zoo.data", "WordTokenizer"),
+    ("zoo.data.tokenizers", "CharacterVocabulary", "zoo.data.CharTokenizer", "zoo.data", "CharTokenizer"),
     ("zoo.data.vocab", "load_vocabulary", "zoo.data.tokenizers.load_tokenizer", "zoo.data.vocab", "load_word_or_char"),
     ("zoo.metrics", "Perplexity", "zoo.metrics.PerplexityMetric", "zoo.metrics", "PerplexityMetric"),
     ("zoo.data.graph_tokenizers", "normalize_subword", "zoo.data.graph_tokenizers.normalize_subword_in_graph",

