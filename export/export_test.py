@@ -35,6 +35,9 @@ from zoo.data.vocab import SPECIALS, Vocabulary
 from zoo.models import GCNNLanguageModel
 from zoo.models.stack import StackLanguageModel
 
+# Every test here needs a whole export first (a module fixture): the capability tier.
+pytestmark = pytest.mark.ci
+
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 # 46 words, so that the vocabulary has 50 ids; the examples of docs/serving.md use them.
 WORDS = ("the a cat dog sat on mat big small red ran to house is was and of in it he she saw "

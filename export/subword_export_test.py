@@ -32,6 +32,9 @@ from zoo.data.tokenizers_test import corpus as made_up_corpus
 from zoo.data.vocab import SPECIALS, Vocabulary
 from zoo.models import GCNNLanguageModel
 
+# Every test here needs a whole export first (a module fixture): the capability tier.
+pytestmark = pytest.mark.ci
+
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 SIGNATURES = ["decode_step", "generate", "next_token", "score_ids", "serving_default"]
 SHORT = 10  # max_tokens of the second export, for the cut

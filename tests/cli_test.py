@@ -46,6 +46,7 @@ def test_train_writes_history_best_preset_and_logs(trained, capsys):
     assert best["best"] is True
 
 
+@pytest.mark.ci
 def test_evaluate_matches_history_and_score_generate_print(trained, corpus, capsys):
     history = json.load(open(os.path.join(trained, "history.json")))
     best = min(h["val_perplexity"] for h in history)

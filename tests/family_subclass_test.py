@@ -75,6 +75,7 @@ def test_its_hidden_states_are_the_parent_s_scaled(families):
     np.testing.assert_allclose(child(IDS).numpy(), 0.5 * parent(IDS).numpy(), rtol=1e-6)
 
 
+@pytest.mark.ci
 @pytest.mark.parametrize("which", [0, 1])
 def test_it_builds_once_trains_and_comes_back_from_a_preset_directory(families, which, tmp_path):
     family = families[which]

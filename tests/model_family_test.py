@@ -120,6 +120,7 @@ EXPECTED_PARAMETERS = expected_parameters(UNITS)
 IDS = np.random.default_rng(0).integers(3, len(VOCABULARY), size=(2, 10))
 
 
+@pytest.mark.ci
 def test_its_presets_are_listed_by_the_api_and_the_command_line(family, capsys):
     assert zoo.presets()["gru-tiny"] == "A one-layer GRU language model (a test family)."
     assert registry.get_preset("gru-tiny").batch_size == 4

@@ -50,6 +50,7 @@ def test_gating_variants_keep_the_glu_models_parameter_count_within_1_percent(na
         assert abs(n / glu - 1) <= 0.01, (key, n, glu)  # as the experiments' descriptions say
 
 
+@pytest.mark.ci
 @pytest.mark.parametrize("name", ["figure3-deep", "depth-sweep", "figure5-deep"])
 def test_deep_gating_variants_match_parameters_at_each_depth_and_see_30_tokens(name):
     variants = reproduce.experiment(name).settings()["variants"]

@@ -40,6 +40,7 @@ def test_unknown_experiment_and_missing_name_are_one_sentence(capsys, tmp_path):
     assert "--list" in capsys.readouterr().err
 
 
+@pytest.mark.ci
 def test_quick_run_writes_every_figure_beside_the_papers(quick_run):
     out, result = quick_run
     assert result["experiment"] == "table4" and result["quick"] is True
@@ -60,6 +61,7 @@ def test_quick_run_writes_every_figure_beside_the_papers(quick_run):
         assert info["xla_max_abs_diff_vs_plain"] < 1e-4, preset
 
 
+@pytest.mark.ci
 def test_quick_run_records_machine_commit_and_profile(quick_run):
     _, result = quick_run
     m = result["machine"]
@@ -76,6 +78,7 @@ def test_quick_run_records_machine_commit_and_profile(quick_run):
         assert sum(p["share"] for p in parts.values()) == pytest.approx(1.0, abs=1e-3)
 
 
+@pytest.mark.ci
 def test_quick_run_plot_is_a_png(quick_run):
     out, result = quick_run
     path = os.path.join(out, result["plot"])
@@ -88,6 +91,7 @@ def test_quick_run_plot_is_a_png(quick_run):
     assert not os.path.exists(os.path.join(out, "table4.partial.json"))  # removed once complete
 
 
+@pytest.mark.ci
 def test_results_markdown_has_one_row_per_figure(quick_run, tmp_path):
     out, result = quick_run
     md_path = str(tmp_path / "RESULTS.md")
@@ -197,6 +201,7 @@ def test_an_interrupted_run_resumes_from_its_saved_units(tmp_path, monkeypatch):
     assert not os.path.exists(partial_path) and os.path.exists(os.path.join(out, "table4.png"))
 
 
+@pytest.mark.ci
 def test_redraw_derives_the_same_figures_from_the_stored_units(quick_run, tmp_path):
     out, result = quick_run
     copy = str(tmp_path / "results")

@@ -11,6 +11,9 @@ import hashlib
 from zoo.training.tokenization_test import raw_corpus
 from zoo.tools.cli import main
 
+# Every test here trains a subword run first (a module fixture): the capability tier.
+pytestmark = pytest.mark.ci
+
 TINY = ["--set", "dropout=0.0", "--set", "blocks=[[[3, 16]], [[3, 16]]]", "--set", "embedding_dim=16"]
 
 

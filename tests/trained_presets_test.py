@@ -104,6 +104,7 @@ def test_gcnn_en_ships_its_preset_directory_in_float16_within_25_mb():
     assert {k: config[k] for k in preset.config} == json.loads(json.dumps(preset.config))  # the preset as registered
 
 
+@pytest.mark.ci
 def test_gcnn_en_loads_by_name_with_its_tokenizer_and_gives_the_card_s_figures():
     """The probe of the model card (tools/reproduce/model_card.py), measured on these very weights:
     its per-word perplexity on a fixed text and its greedy continuations."""

@@ -53,6 +53,7 @@ def test_prompts_are_the_treebank_test_stream_or_the_vocabulary_cycled(bench, ti
     assert ids[1:47] == list(range(4, 50)) and ids[47] == 4
 
 
+@pytest.mark.ci
 def test_a_quick_small_run_prints_and_writes_the_table(bench, tmp_path, capsys):
     out = tmp_path / "generate.md"
     report = bench.main(["--quick", "--small", "--models", "gcnn-ptb", "--batch", "4", "--out", str(out)])

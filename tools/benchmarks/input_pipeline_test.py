@@ -1,8 +1,11 @@
 """`zoo benchmark input-pipeline` on a tiny raw corpus."""
 
+import pytest
+
 import json
 
 
+@pytest.mark.ci
 def test_input_benchmark_tokenises_raw_text_as_zoo_train_does(tmp_path):
     from zoo.tools.benchmarks import input_pipeline
     from zoo.training.tokenization_test import raw_corpus

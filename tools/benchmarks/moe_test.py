@@ -86,6 +86,7 @@ def test_skip_reasons(bench_moe):
     assert "capacity" in tiny_group["skipped"]
 
 
+@pytest.mark.ci
 def test_moe_benchmark_runs_all_models_and_skips_by_estimate(bench_moe):
     sizes = {"tokens": 32, "input_dim": 8, "hidden": 16, "k": 2, "group_size": 16}
     # With a 0 s limit every configuration after the first is estimated too slow, except ours.

@@ -1,6 +1,9 @@
 """`zoo benchmark raw-text` on a tiny raw corpus."""
 
+import pytest
 
+
+@pytest.mark.ci
 def test_raw_text_benchmark_times_word_subword_and_the_body_on_the_corpus(tmp_path, capsys):
     from zoo.tools.benchmarks import raw_text
     from zoo.training.data import load_corpus

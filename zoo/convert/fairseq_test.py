@@ -25,6 +25,7 @@ def zoo_ids(ids):
     return swapped
 
 
+@pytest.mark.ci
 @pytest.mark.parametrize("fmt", [".pt", ".legacy.pt"])
 @pytest.mark.parametrize("case", CASES)
 def test_log_probs_and_greedy_decoding_equal_fairseqs(tmp_path, case, fmt):

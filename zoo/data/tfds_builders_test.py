@@ -45,6 +45,7 @@ def write(path, text):
     path.write_text(text, encoding="utf-8")
 
 
+@pytest.mark.ci
 def test_ptb_validation_is_read_lines_in_order(tmp_path):
     expected = read_lines("ptb", "valid")
     texts = load("zoo_ptb", tmp_path, split="validation")

@@ -52,6 +52,7 @@ def test_hidden_states_are_fairseqs_composition():
     np.testing.assert_allclose(model(ids).numpy(), reference_hidden(model, ids), rtol=1e-4, atol=1e-4)
 
 
+@pytest.mark.ci
 def test_one_token_at_a_time_equals_the_whole_sequence():
     model = fairseq_gcnn(**FAIRSEQ)
     ids = np.random.default_rng(3).integers(0, 40, size=(2, 9))

@@ -134,6 +134,7 @@ def test_a_subclass_changing_step_alone_reads_its_prompt_through_its_step():
 
 
 # ---- 3: exact where it can be -------------------------------------------------------------------
+@pytest.mark.ci
 @pytest.mark.parametrize("family", sorted(FAMILIES))
 def test_greedy_batched_equals_one_prompt_at_a_time_and_by_hand(family):
     model = FAMILIES[family]()
@@ -147,6 +148,7 @@ def test_greedy_batched_equals_one_prompt_at_a_time_and_by_hand(family):
     assert model.generate(PROMPTS, max_new_tokens=10, sampler=zoo.samplers.Greedy()) == batched
 
 
+@pytest.mark.ci
 @pytest.mark.parametrize("family", ["gcnn", "lstm"])
 def test_xla_compiled_greedy_equals_the_graph_loop(family):
     model = FAMILIES[family]()
@@ -157,6 +159,7 @@ def test_xla_compiled_greedy_equals_the_graph_loop(family):
         model.generate(PROMPTS * 3, max_new_tokens=8, temperature=0, jit_compile=False)
 
 
+@pytest.mark.ci
 def test_xla_samples_top_p_on_a_vocabulary_larger_than_a_block():
     keras.utils.set_random_seed(0)
     model = GCNNLanguageModel(vocabulary_size=300, embedding_dim=8, blocks=[[[3, 8]]])
@@ -206,6 +209,7 @@ def test_seeded_sampling_is_reproducible_batched_or_not(settings):
     assert b[len(many) // 2:] != b[:len(many) // 2]  # the two groups draw differently
 
 
+@pytest.mark.ci
 def test_top_p_keeps_the_smallest_set_whose_mass_reaches_p():
     probabilities = np.array([[0.5, 0.25, 0.125, 0.0625, 0.0625]])
     log_probs = tf.constant(np.log(probabilities), tf.float32)
@@ -269,6 +273,7 @@ def test_one_beam_is_greedy_and_the_best_of_four_is_at_least_as_likely(family):
         assert sequence_log_prob(model, b, len(prompt)) >= sequence_log_prob(model, g, len(prompt)) - 1e-4
 
 
+@pytest.mark.ci
 @pytest.mark.parametrize("name", ["gcnn-ptb", "lstmp-ptb"])
 def test_on_the_trained_presets_beam_search_finds_likelier_text_than_greedy(name):
     model = zoo.load(name, weights="trained")
@@ -282,6 +287,7 @@ def test_on_the_trained_presets_beam_search_finds_likelier_text_than_greedy(name
     assert min(gains) >= -1e-4 and max(gains) > 0.1, gains
 
 
+@pytest.mark.ci
 def test_beam_search_ranks_finished_beams_by_length_penalty():
     model, vocab = vocabulary_model()
     bias = model.head.bias.numpy()
@@ -308,6 +314,7 @@ def vocabulary_model():
     return model, vocab
 
 
+@pytest.mark.ci
 def test_stop_ends_each_row_where_its_stop_text_appears():
     model, vocab = vocabulary_model()
     prompts = ["the cat", "a dog ran to the", ""]
@@ -336,6 +343,7 @@ def test_stop_ends_each_row_where_its_stop_text_appears():
     assert model.generate(ids, max_new_tokens=15, temperature=0, stop=None) == free_ids  # </s> unlikely anyway
 
 
+@pytest.mark.ci
 def test_stop_none_runs_every_row_to_max_length_past_end_of_sentence():
     model, vocab = vocabulary_model()
     bias = model.head.bias.numpy()
@@ -378,6 +386,7 @@ def test_repeated_ngrams_matches_a_python_reference():
             assert set(np.flatnonzero(got[b]).tolist()) == banned, (n, b)
 
 
+@pytest.mark.ci
 def test_the_gcnn_reads_a_prompt_longer_than_its_receptive_field_and_only_the_last_tokens_matter():
     model = gcnn()
     field = model.receptive_field
@@ -435,6 +444,7 @@ def test_xla_refuses_a_model_with_moe_layers_in_one_sentence():
         moe_stack().generate([[1, 4]], max_new_tokens=2, jit_compile=True)
 
 
+@pytest.mark.ci
 def test_numpy_scalars_are_taken_as_the_numbers_they_hold():
     model = gcnn()
     want = model.generate(PROMPTS, max_new_tokens=5, temperature=0.8, top_k=5, top_p=0.9, seed=3, no_repeat_ngram_size=2)
@@ -444,6 +454,7 @@ def test_numpy_scalars_are_taken_as_the_numbers_they_hold():
     assert stopped[0][-1] == want[0][-1] or len(stopped[0]) == len(PROMPTS[0]) + 8
 
 
+@pytest.mark.ci
 def test_one_beam_without_the_greedy_fallback_is_greedy():
     model = gcnn()
     ids, lengths = padded(PROMPTS)

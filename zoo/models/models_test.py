@@ -31,6 +31,7 @@ def test_every_preset_is_tested():
 
 @pytest.mark.parametrize("name", [pytest.param(name, marks=pytest.mark.ci) if name in ("gcnn-13", "gcnn-14b") else name
                                   for name in TABLE_1])  # ci: the two largest take the longest to build
+@pytest.mark.ci
 def test_table_1_presets_are_causal(name):
     # Table 1's cutoffs (4k-200k) do not fit a vocabulary of 50: three small clusters instead,
     # so the adaptive softmax's head and tails are exercised too.
@@ -222,6 +223,7 @@ def test_unknown_override():
 
 
 # ---- id checks ------------------------------------------------------------------------------
+@pytest.mark.ci
 @pytest.mark.parametrize("bad", [50, -1])
 @pytest.mark.parametrize("kind", ["gcnn", "lstm"])
 def test_out_of_range_ids_raise(tiny_model, kind, bad):
@@ -252,6 +254,7 @@ def pattern_corpus(n=30):
     return [" ".join(letters[(i + k) % 8] for k in range(5)) for i in range(n)]
 
 
+@pytest.mark.ci
 @pytest.mark.filterwarnings("ignore:`shuffle=True` was passed")
 @pytest.mark.parametrize("optimizer", [None, "adam"])
 def test_fit_reduces_loss_and_reports_perplexity(tiny_model, optimizer):
@@ -400,6 +403,7 @@ def _greedy_by_hand(model, prompt, max_length):
     return list(prompt) + out
 
 
+@pytest.mark.ci
 @pytest.mark.parametrize("kind", ["gcnn", "lstm"])
 def test_greedy_generation(tiny_model, kind):
     model = tiny_model(kind)
@@ -412,6 +416,7 @@ def test_greedy_generation(tiny_model, kind):
         assert model.generate(prompt, max_new_tokens=12, temperature=1.0, top_k=1, seed=seed) == greedy
 
 
+@pytest.mark.ci
 def test_sampling_is_seeded(tiny_model):
     model = tiny_model("gcnn")
     a = model.generate([1, 5], max_new_tokens=15, temperature=1.5, seed=3)

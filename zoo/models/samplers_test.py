@@ -107,6 +107,7 @@ def tiny_lm():
     return model
 
 
+@pytest.mark.ci
 def test_an_outside_sampler_runs_through_generate_and_an_export_alike(tiny_lm, tmp_path):
     from zoo.export import export_saved_model
 

@@ -113,6 +113,7 @@ def test_parameter_count_and_preset_round_trip(tiny_model, tmp_path):
     np.testing.assert_array_equal(again.log_probs(ids), model.log_probs(ids))
 
 
+@pytest.mark.ci
 def test_moe_metrics_show_in_fit_logs_and_aux_losses_enter_the_loss(tiny_model):
     model = tiny_model("moe", **MIXED)
     model.compile(optimizer=keras.optimizers.Adam(1e-3))

@@ -58,6 +58,7 @@ def test_the_default_tokenizer_follows_the_corpus(tmp_path):
     assert choose_tokenizer(raw, "word", "word") == "word"
 
 
+@pytest.mark.ci
 def test_raw_text_trains_with_a_learned_subword_vocabulary_end_to_end(tmp_path):
     data = raw_corpus(tmp_path / "raw")
     out = str(tmp_path / "run")
@@ -114,6 +115,7 @@ def test_a_large_vocabulary_gets_the_adaptive_softmax_unless_the_head_is_chosen(
     assert isinstance(model.head, FullSoftmax)
 
 
+@pytest.mark.ci
 def test_fine_tuning_a_saved_model_keeps_its_tokenizer(tmp_path):
     data = raw_corpus(tmp_path / "raw")
     config = TrainConfig(steps=2, global_batch_size=4, seq_len=16, vocabulary_size=320)
@@ -130,6 +132,7 @@ def test_fine_tuning_a_saved_model_keeps_its_tokenizer(tmp_path):
     assert not os.path.exists(tmp_path / "third" / "final")
 
 
+@pytest.mark.ci
 def test_keras_fit_fine_tunes_a_saved_subword_model_with_its_tokenizer(tmp_path):
     # docs/data-and-tokenizers.md's fine-tuning example: zoo.load restores the tokenizer, fit runs on new text.
     data = raw_corpus(tmp_path / "raw")
@@ -146,6 +149,7 @@ def test_keras_fit_fine_tunes_a_saved_subword_model_with_its_tokenizer(tmp_path)
     assert zoo.load(tuned).vocabulary == lm.vocabulary
 
 
+@pytest.mark.ci
 def test_a_word_model_reports_the_share_of_unk_words_in_its_log_history_and_perplexity(tmp_path, capsys):
     root = tmp_path / "words"
     root.mkdir()
@@ -224,6 +228,7 @@ def test_lines_of_200k_characters_train_score_and_export_whole(tmp_path):
     assert float(served["log_prob"][0]) == pytest.approx(total, rel=1e-4)
 
 
+@pytest.mark.ci
 def test_long_lines_each_alone_are_scored_whole_and_sequences_past_the_cap_are_refused():
     """mode="sentence" scores a line of more than LONG_LINE_CHARS alone (windows for a GCNN, one
     sequence for a recurrent model), exactly as the whole line; `score` and `generate` refuse a

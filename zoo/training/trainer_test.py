@@ -65,6 +65,7 @@ def test_evaluation_windows_are_padded_with_weightless_windows():
     assert weights.sum() == real - 2 and np.all(weights[-1] == 0)
 
 
+@pytest.mark.ci
 @pytest.mark.parametrize("policy", ["mixed_bfloat16", "mixed_float16"])
 def test_mixed_precision_trains_in_half_precision_with_float32_softmax(policy, tmp_path):
     import keras
@@ -167,6 +168,7 @@ def _ema_run(corpus, out, steps, ema=None, callbacks=()):
                  log=lambda m: None, callbacks=list(callbacks))
 
 
+@pytest.mark.ci
 def test_weight_averaging_validates_and_saves_the_moving_average_and_resumes_exactly(tmp_path):
     import zoo
 
