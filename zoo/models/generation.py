@@ -20,6 +20,8 @@ import tensorflow as tf
 from zoo.layers import SparseMoE
 from zoo.layers.sparse_moe import balance_metrics_paused
 from zoo.models import samplers
+# A sampler owns its choice; the arithmetic the samplers share stays importable from here too.
+from zoo.models.samplers import BLOCK, candidates, draw, greedy_choice, sample_tokens, top_k_of  # noqa: F401
 from zoo.models.inference import check_sequence_length
 
 PAD_ID, BOS_ID = 0, 1  # never emitted
@@ -67,9 +69,6 @@ def stepwise_prefill(model, token_ids, lengths):
 
 
 # ---- choosing a token ------------------------------------------------------------------------------
-# A sampler owns its choice (`zoo.models.samplers`); the shared arithmetic stays importable here.
-from zoo.models.samplers import BLOCK, candidates, draw, greedy_choice, sample_tokens, top_k_of  # noqa: E402,F401
-
 
 def served_sampler(temperature, top_k, top_p):
     """The exported `generate` signature's token chooser, its settings as tensors (`Served`)."""
