@@ -257,6 +257,9 @@ def convert(checkpoint, dictionary, out):
         raise ValueError(f"{out} already holds a preset; give an --out that does not exist or is empty.")
     if os.path.isdir(out) and os.listdir(out):
         raise ValueError(f"{out} is not empty; give an --out that does not exist or is empty.")
+    for what, path in (("checkpoint", checkpoint), ("dictionary", dictionary)):
+        if not os.path.isfile(str(path)):
+            raise ValueError(f"The {what} {str(path)!r} is not a file; give fairseq's .pt checkpoint and its dict.txt.")
     try:
         loaded = torch_pickle.load(checkpoint)
     except torch_pickle.CheckpointError as e:

@@ -155,3 +155,10 @@ def test_the_published_wikitext103_layers_are_gcnn_14s_blocks():
     gbw = fairseq.parse_layers(fairseq.ARCHITECTURES["fconv_lm_dauphin_gbw"]["decoder_layers"])
     blocks, residual, _ = fairseq.group_blocks(gbw)
     assert len(blocks) == 14 and all(residual) and [len(b) for b in blocks] == [1] + [3] * 13
+
+
+def test_a_missing_checkpoint_or_dictionary_is_one_sentence_and_nothing_is_written(tmp_path):
+    out = tmp_path / "out"
+    with pytest.raises(ValueError, match=r"^The checkpoint '.*nope\.pt' is not a file; give fairseq's .pt checkpoint and its dict\.txt\.$"):
+        fairseq.convert(str(tmp_path / "nope.pt"), str(tmp_path / "dict.txt"), str(out))
+    assert not out.exists()
