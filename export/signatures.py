@@ -18,7 +18,9 @@ Every signature takes and returns named tensors (dict outputs), batch first:
 - `generate`: `text` string [batch] (prompts, read as `<s> w1 … wn`, the last `max_tokens`
   tokens of a longer one) and the optional scalars `max_new_tokens` int32 (default 20, at most the
   export's `max_new_tokens` cap), `temperature` float32 (1.0; 0 is greedy), `top_k` int32 (0:
-  off), `top_p` float32 (1.0: off), `seed` int32 (0) → `text` string [batch] (the prompt and its
+  off), `top_p` float32 (1.0: off), `seed` int32 (0), `num_beams` int32 (1; k in [2, 16] is beam
+  search's best answer, what `generate(sampler="beam", num_beams=k)` returns, the sampling inputs
+  then unused) → `text` string [batch] (the prompt and its
   continuation, detokenised, what `LanguageModel.generate` returns), `completion` string [batch]
   (the continuation alone), `ids` int32 [batch, new] (the new ids, `<pad>` after a row's end) and
   `lengths` int32 [batch] (new tokens per row). The whole loop runs in the graph
@@ -63,9 +65,17 @@ import tensorflow as tf
 
 from zoo.export.state import StateLayout
 from zoo.layers.sparse_moe import balance_metrics_paused
-from zoo.models import generation
+from zoo.models import generation, samplers
 
 FLOAT32_MAX = 3.4028234663852886e38  # where a subword model's per-word perplexity saturates
+MAX_BEAMS = 16  # the most beams a served `generate` request may ask for
+
+
+class _RequestedBeams(samplers.Beam):
+    """`zoo.samplers.Beam` with the request's `num_beams`, a tensor (checked by the signature)."""
+
+    def __post_init__(self):
+        pass
 
 
 @contextlib.contextmanager
@@ -111,13 +121,14 @@ class Signatures:
                 tf.TensorSpec([], tf.float32, name="temperature"),
                 tf.TensorSpec([], tf.int32, name="top_k"),
                 tf.TensorSpec([], tf.float32, name="top_p"),
-                tf.TensorSpec([], tf.int32, name="seed")]),
+                tf.TensorSpec([], tf.int32, name="seed"),
+                tf.TensorSpec([], tf.int32, name="num_beams")]),
         }
 
     def generate_defaults(self):
         """The optional inputs of `generate` and their values when a request leaves them out."""
         return {"max_new_tokens": min(20, self.max_new_tokens), "temperature": 1.0, "top_k": 0, "top_p": 1.0,
-                "seed": 0}
+                "seed": 0, "num_beams": 1}
 
     def outputs(self, endpoint):
         """`{output name: dtype}` of a signature."""
@@ -168,9 +179,9 @@ class Signatures:
         hidden = self.model(dense, training=False)
         last = tf.gather(hidden, lengths - 1, batch_dims=1)
         log_probs = tf.cast(self.model.head.log_prob(last), tf.float32)
-        # never <pad> or <s>, as in LanguageModel.generate
-        never = tf.one_hot(t.pad_id, self.vocabulary_size, on_value=True, off_value=False) | tf.one_hot(
-            t.bos_id, self.vocabulary_size, on_value=True, off_value=False)
+        # never <pad> or <s> (ids 0 and 1 of every tokenizer), as in LanguageModel.generate
+        never = tf.one_hot(generation.PAD_ID, self.vocabulary_size, on_value=True, off_value=False) | tf.one_hot(
+            generation.BOS_ID, self.vocabulary_size, on_value=True, off_value=False)
         candidates = tf.where(never[None, :], tf.constant(-float("inf")), log_probs)
         k = tf.reshape(tf.cast(k, tf.int32), [-1])
         k = tf.cond(tf.equal(tf.size(k), 1), lambda: tf.fill([n], k[0]), lambda: k)
@@ -193,13 +204,16 @@ class Signatures:
 
         def generate(text, max_new_tokens=tf.constant(d["max_new_tokens"], tf.int32),
                      temperature=tf.constant(d["temperature"], tf.float32), top_k=tf.constant(d["top_k"], tf.int32),
-                     top_p=tf.constant(d["top_p"], tf.float32), seed=tf.constant(d["seed"], tf.int32)):
-            return self.generate(text, max_new_tokens, temperature, top_k, top_p, seed)
+                     top_p=tf.constant(d["top_p"], tf.float32), seed=tf.constant(d["seed"], tf.int32),
+                     num_beams=tf.constant(d["num_beams"], tf.int32)):
+            return self.generate(text, max_new_tokens, temperature, top_k, top_p, seed, num_beams)
 
         return generate
 
-    def generate(self, text, max_new_tokens, temperature, top_k, top_p, seed):
+    def generate(self, text, max_new_tokens, temperature, top_k, top_p, seed, num_beams=None):
         t, v, cap = self.tokenizer, self.vocabulary_size, self.max_new_tokens
+        num_beams = tf.constant(1, tf.int32) if num_beams is None else num_beams
+        beams = f"num_beams must be in [1, {MAX_BEAMS}] (1: no beam search)"
         checks = [
             tf.debugging.assert_greater_equal(max_new_tokens, 1, message=f"max_new_tokens must be in [1, {cap}] "
                                               "(the export's cap, zoo export --max-new-tokens)"),
@@ -211,6 +225,8 @@ class Signatures:
             tf.debugging.assert_less_equal(top_k, v, message=f"top_k must be in [0, {v}] (0: off)"),
             tf.debugging.assert_greater(top_p, 0.0, message="top_p must be in (0, 1] (1: off)"),
             tf.debugging.assert_less_equal(top_p, 1.0, message="top_p must be in (0, 1] (1: off)"),
+            tf.debugging.assert_greater_equal(num_beams, 1, message=beams),
+            tf.debugging.assert_less_equal(num_beams, MAX_BEAMS, message=beams),
         ]
         with tf.control_dependencies(checks):
             max_new_tokens = tf.identity(max_new_tokens)
@@ -222,9 +238,21 @@ class Signatures:
         lengths = tf.cast(prompts.row_lengths(), tf.int32)
         choose = generation.served_sampler(temperature, top_k, top_p) if self.sampler is None else self.sampler.next
         seed = tf.math.floormod(tf.cast(seed, tf.int64), 2**31)  # as LanguageModel.generate maps it
+        dense = prompts.to_tensor(t.pad_id)
+
+        def sampled():
+            return generation.decode(self.model, dense, lengths, max_new_tokens, choose, seed, t.eos_id)
+
+        def searched():  # LanguageModel.generate(sampler="beam", num_beams=k): the same loop, its best answer
+            ids, ends, _ = generation.beam_search(self.model, dense, lengths, max_new_tokens, num_beams, 1.0,
+                                                  t.eos_id, sampler=_RequestedBeams(num_beams))
+            return ids, ends
+
         with generation.loop_invariants(self.model):
-            ids, ends = generation.decode(self.model, prompts.to_tensor(t.pad_id), lengths, max_new_tokens,
-                                          choose, seed, t.eos_id)
+            if self.sampler is None:
+                ids, ends = tf.cond(num_beams > 1, searched, sampled)
+            else:  # a baked-in sampler decides alone
+                ids, ends = sampled()
         new = tf.gather(ids, tf.ragged.range(lengths, ends), batch_dims=1)
         whole = tf.gather(ids, tf.ragged.range(ends), batch_dims=1)
         return {

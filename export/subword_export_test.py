@@ -22,7 +22,6 @@ import re
 import subprocess
 import sys
 
-import keras
 import numpy as np
 import pytest
 
@@ -30,7 +29,7 @@ import zoo.export as export
 from zoo.data.tokenizers import NORMALIZATION, SubwordTokenizer
 from zoo.data.tokenizers_test import corpus as made_up_corpus
 from zoo.data.vocab import SPECIALS, Vocabulary
-from zoo.models import GCNNLanguageModel
+from tests.export_checks import pad
 
 # Every test here needs a whole export first (a module fixture): the capability tier.
 pytestmark = pytest.mark.ci
@@ -84,11 +83,9 @@ def tokenizer():
     return tok
 
 
-def tiny_model(tokenizer):
-    keras.utils.set_random_seed(0)
-    model = GCNNLanguageModel(vocabulary_size=len(tokenizer), embedding_dim=8, blocks=[[[3, 16]]],
-                              cutoffs=[60, 200])
-    model.vocabulary = tokenizer
+def subword_model(tiny_model, tokenizer):
+    """conftest's tiny GCNN with one block of 16, an adaptive softmax and the subword tokenizer."""
+    model = tiny_model("gcnn", tokenizer=tokenizer, blocks=[[[3, 16]]], cutoffs=[60, 200])
     # Biases like a unigram model's (ids are sorted by count) plus noise: every piece has its own
     # log-probability, so a different piece would change a score; </s> made unlikely, so that
     # greedy decoding runs its whole length.
@@ -101,11 +98,11 @@ def tiny_model(tokenizer):
 
 
 @pytest.fixture(scope="module")
-def exported(tokenizer, tmp_path_factory):
+def exported(tokenizer, tmp_path_factory, tiny_model):
     """{name: (model, path, max_tokens)}: one model, exported with the default max_tokens and
     with a short one."""
     base = str(tmp_path_factory.mktemp("exports"))
-    model = tiny_model(tokenizer)
+    model = subword_model(tiny_model, tokenizer)
     return {
         "subword": (model, export.export_saved_model(model, base, "subword"), export.DEFAULT_MAX_TOKENS),
         "short": (model, export.export_saved_model(model, base, "short", max_tokens=SHORT), SHORT),
@@ -219,22 +216,14 @@ print("ok", len(out))
 '''
 
 
-def _pad(rows, value, dtype):
-    width = max([len(r) for r in rows] + [0])
-    out = np.full((len(rows), width), value, dtype)
-    for i, r in enumerate(rows):
-        out[i, : len(r)] = r
-    return out
-
-
 def _fresh_env():
     env = {k: v for k, v in os.environ.items() if k != "PYTHONPATH"}  # the repository is not importable
     env.update(TF_CPP_MIN_LOG_LEVEL="2", CUDA_VISIBLE_DEVICES="")
     return env
 
 
-GENERATE = {"greedy": {"max_new_tokens": 15, "temperature": 0.0, "top_k": 0, "top_p": 1.0, "seed": 0},
-            "top_p": {"max_new_tokens": 10, "temperature": 0.9, "top_k": 50, "top_p": 0.8, "seed": 11}}
+GENERATE = {"greedy": {"max_new_tokens": 15, "temperature": 0.0, "top_k": 0, "top_p": 1.0, "seed": 0, "num_beams": 1},
+            "top_p": {"max_new_tokens": 10, "temperature": 0.9, "top_k": 50, "top_p": 0.8, "seed": 11, "num_beams": 1}}
 DECODE_IDS = np.random.default_rng(3).integers(0, 400, size=(3, 6)).T.tolist()  # 6 steps of 3 sequences
 
 
@@ -244,7 +233,7 @@ def fresh_process(exported, tokenizer, tmp_path_factory):
     python_ids = tokenizer.encode_batch([_text(t) for t in TEXTS.values()])
     plan = {
         "subword": {"path": exported["subword"][1], "texts": [_bytes(t).hex() for t in TEXTS.values()],
-                    "ids": _pad(python_ids, 0, np.int32).tolist(), "lengths": [len(i) for i in python_ids],
+                    "ids": pad(python_ids, 0, np.int32).tolist(), "lengths": [len(i) for i in python_ids],
                     "prefixes": PREFIXES, "k": K, "decode_ids": DECODE_IDS,
                     "prompt": tokenizer.encode(PROMPT, add_eos=False), "max_length": STREAM_LENGTH,
                     "generate": GENERATE},
@@ -274,7 +263,7 @@ def assert_word_scores(served, rows, what):
     np.testing.assert_array_equal(served["lengths"], lengths, err_msg=what)
     assert served["token_log_probs"].shape == (len(rows), max(lengths)), what
     # to 1e-5, and a relative 1e-6 for a long word's sum of many pieces (float32 at -400 is 3e-5 apart)
-    np.testing.assert_allclose(served["token_log_probs"], _pad(rows, 0.0, np.float32), rtol=1e-6, atol=1e-5,
+    np.testing.assert_allclose(served["token_log_probs"], pad(rows, 0.0, np.float32), rtol=1e-6, atol=1e-5,
                                err_msg=what)
     total = np.array([np.sum(r, dtype=np.float64) for r in rows])
     np.testing.assert_allclose(served["log_prob"], total, rtol=1e-6, atol=1e-5, err_msg=what)
@@ -393,7 +382,7 @@ def test_generate_signature_detokenises_what_lm_generate_writes(exported, tokeni
         rows = model.generate(prompts, **kw)
         new = [row[len(p):] for row, p in zip(rows, prompts)]
         assert served["lengths"].tolist() == [len(n) for n in new], tag
-        assert served["ids"].tolist() == _pad(new, 0, np.int32).tolist(), tag
+        assert served["ids"].tolist() == pad(new, 0, np.int32).tolist(), tag
         assert served["text"].tolist() == [tokenizer.decode(r) for r in rows], tag
         assert served["completion"].tolist() == [tokenizer.decode(n) for n in new], tag
     # the text of a string prompt, as lm.generate gives it
@@ -437,14 +426,12 @@ def _ops(command, path, tmp_path):
 
 
 @pytest.mark.ci
-def test_readme_one_liner_lists_the_tensorflow_text_ops(exported, tmp_path):
+def test_readme_one_liner_lists_the_tensorflow_text_ops(exported, tiny_model, tmp_path):
     command = readme_ops_command()
     ops = _ops(command, exported["subword"][1], tmp_path)
     assert {"SentencepieceOp", "SentencepieceTokenizeOp", "NormalizeUTF8", "UnsortedSegmentSum"} <= ops
     # a word model's graph has none of them
-    keras.utils.set_random_seed(0)
-    words = GCNNLanguageModel(vocabulary_size=8, embedding_dim=4, blocks=[[[3, 4]]])
-    words.vocabulary = Vocabulary(list(SPECIALS) + ["the", "cat", "sat", "mat"])
+    words = tiny_model("gcnn", tokenizer=Vocabulary(list(SPECIALS) + ["the", "cat", "sat", "mat"]))
     path = export.export_saved_model(words, str(tmp_path / "exports"), "words")
     ops = _ops(command, path, tmp_path)
     assert "StringSplitV2" in ops and not {o for o in ops if o.startswith("Sentencepiece") or o == "NormalizeUTF8"}

@@ -2,7 +2,7 @@
 expert on every token, weighted by the dense gate matrix), and the expert-parallel dispatch, run
 on one replica whose exchange gives back what it is sent, equals it with enough capacity and
 drops and renormalises exactly as described over capacity. (Several replicas:
-tests/expert_parallel_test.py.)"""
+layers/expert_parallel_test.py.)"""
 
 import numpy as np
 import pytest

@@ -1,4 +1,4 @@
-"""The runs `expert_parallel_test.py` compares, each in a fresh process (logical devices and the
+"""The runs `layers/expert_parallel_test.py` compares, each in a fresh process (logical devices and the
 collectives are configured when TensorFlow starts).
 
     python expert_parallel_worker.py init CORPUS OUT                   # one device: OUT/<model>-init

@@ -4,8 +4,8 @@ package."""
 
 import numpy as np
 
-# The presets each test file covers: models_test.py the GCNN and recurrent ones, stack_test.py
-# Table 7 and the treebank's stack presets.
+# The presets each test file covers: gcnn_test.py Table 1's, base_test.py the treebank-sized GCNN
+# and recurrent ones, stack_test.py Table 7 and the treebank's stack presets.
 TABLE_1 = ("gcnn-13", "gcnn-14b", "gcnn-9", "gcnn-8b", "gcnn-8")
 CPU_PRESETS = ("gcnn-14", "gcnn-ptb", "gcnn-ptb-deep", "lstm-ptb", "rnn-char", "gcnn-en")
 TABLE_7 = ("moe-4", "moe-32", "moe-256", "moe-256-h", "moe-1024-h", "moe-4096-h", "moe-34m",
@@ -33,3 +33,30 @@ def assert_causal(model, length=30, seed=0):
         np.testing.assert_allclose(log_probs[row, : t + 1], log_probs[0, : t + 1], rtol=1e-6, atol=1e-6,
                                    err_msg=f"position <= {t} sees token {t + j}")
         assert np.abs(log_probs[row, t + j] - log_probs[0, t + j]).max() > 1e-6, (t, j)
+
+
+def pattern_corpus(n=30):
+    """Line i is five consecutive letters of a cycle starting at letter i: the next letter
+    is always determined by the current one."""
+    letters = "a b c d e f g h".split()
+    return [" ".join(letters[(i + k) % 8] for k in range(5)) for i in range(n)]
+
+
+def vocab_model(tiny_model, lines, kind="gcnn"):
+    """`(model, lines)`: a tiny model of `kind` ("gcnn": receptive field 4, a full softmax;
+    "gcnn-adaptive": an adaptive softmax; else a conftest family) with a word tokenizer of
+    12 pattern lines plus `lines` (conftest's `tiny_lines`), and those lines."""
+    from zoo.data import WordTokenizer
+    from zoo.layers import AdaptiveSoftmax, FullSoftmax
+
+    lines = pattern_corpus(12) + list(lines)
+    vocab = WordTokenizer.build(lines)
+    if kind == "gcnn":
+        model = tiny_model("gcnn", tokenizer=vocab, blocks=[[[3, 8]], [[2, 8]]])  # receptive field 4
+        assert isinstance(model.head, FullSoftmax)
+    elif kind == "gcnn-adaptive":
+        model = tiny_model("gcnn", tokenizer=vocab, blocks=[[[3, 16]], [[2, 16]]], cutoffs=[6, 12])
+        assert isinstance(model.head, AdaptiveSoftmax)
+    else:
+        model = tiny_model(kind, tokenizer=vocab)
+    return model, lines

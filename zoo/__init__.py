@@ -33,6 +33,7 @@ except ModuleNotFoundError as _error:
 from zoo.factorized_adam import FactorizedAdam  # registered for .keras loading
 from zoo.models import GCNNLanguageModel, LanguageModel, StackLanguageModel, samplers
 from zoo.registry import count_params, load, presets, register_presets
+import zoo.convert.fairseq  # noqa: E402,F401  (zoo.load(PRESET, weights=a fairseq checkpoint))
 
 __version__ = "0.1.0"
 __all__ = ["load", "presets", "count_params", "register_presets", "GCNNLanguageModel", "StackLanguageModel", "samplers",

@@ -94,13 +94,29 @@ def build_model(cls, config):
     return model
 
 
+# Readers of other frameworks' checkpoints given as `zoo.load(..., weights=)`: (detect(path) ->
+# bool, read(path, cls, config, label) -> model), registered by zoo.convert's converters.
+CHECKPOINT_READERS = []
+
+
+def register_checkpoint_reader(detect, read):
+    """Lets `zoo.load(preset, weights=FILE)` read a file that `detect(FILE)` recognises with
+    `read(FILE, family class, preset config, preset name)`, which returns the model."""
+    CHECKPOINT_READERS.append((detect, read))
+
+
 def load_model(cls, config, weights=None, directory=None, preset=None):
     """`zoo.load`'s model: `cls(**config)` built, with the weights of `weights` (a local
     `.weights.h5` file or preset directory, or None for the initial ones) and the tokenizer
     `resolve_tokenizer(preset, vocabulary_size, directory, weights)` chooses.
 
     `directory` is the preset directory being loaded, `preset` the `zoo.registry.Preset` being
-    loaded by name (one of them is None)."""
+    loaded by name (one of them is None). A file of another framework is read by the first of
+    `CHECKPOINT_READERS` that recognises it (fairseq's: `zoo.convert.fairseq.load_as_preset`)."""
+    if weights is not None and os.path.isfile(weights):
+        for detect, read in CHECKPOINT_READERS:
+            if detect(weights):
+                return read(weights, cls, config, preset.name if preset else str(directory))
     model = build_model(cls, config)
     if weights is not None:
         load_weights(model, weights)

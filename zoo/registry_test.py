@@ -1,5 +1,6 @@
 """`zoo.registry`: the walk of `zoo.load` through the modules, the preset's `tokenizer` field (and
-its former name `vocabulary`), and a loaded model's `tokenizer` (and its former name)."""
+its former name `vocabulary`), a loaded model's `tokenizer` (and its former name), and what `zoo.load`
+refuses: an unknown preset (naming the closest), a missing directory, an unknown config key."""
 
 import sys
 
@@ -124,3 +125,20 @@ def test_saving_a_model_reads_no_deprecated_attribute(tmp_path, recwarn):
     model.tokenizer = WORDS
     zoo.load(model.save_to_preset(str(tmp_path / "preset")))
     assert not [w for w in recwarn if issubclass(w.category, DeprecationWarning) and "vocabulary" in str(w.message)]
+
+
+
+# ---- zoo.load's refusals: an unknown preset, a missing directory, an unknown config key -----------
+def test_unknown_preset_names_closest():
+    with pytest.raises(ValueError, match=r"Unknown preset 'gcnn-14x'\. Did you mean 'gcnn-14'"):
+        zoo.load("gcnn-14x")
+
+
+def test_missing_preset_directory(tmp_path):
+    with pytest.raises(ValueError, match="does not exist"):
+        zoo.load(str(tmp_path / "nowhere"))
+
+
+def test_unknown_override():
+    with pytest.raises(ValueError, match=r"Unknown config key\(s\) \['nonsense_key'\]"):
+        zoo.load("gcnn-ptb", nonsense_key=1)

@@ -313,3 +313,15 @@ def test_random_weights_are_announced_once_per_preset(tmp_path, monkeypatch, cap
                                        'weights="trained" lists the ones that do).\n')
     zoo.load(model.save_to_preset(str(tmp_path / "preset")))  # a preset directory: its own weights
     assert capsys.readouterr().err == ""
+
+
+
+def test_save_float16_halves_the_file_and_loads_back(tmp_path):
+    model = zoo.load("gcnn-ptb", weights="random", embedding_dim=8, blocks=[[[4, 8]]], vocabulary_size=50)
+    full = str(tmp_path / "m.weights.h5")
+    model.save_weights(full)
+    half = zoo.weights.save_float16(full, str(tmp_path / "h.weights.h5"))
+    back = zoo.load("gcnn-ptb", weights=half, embedding_dim=8, blocks=[[[4, 8]]], vocabulary_size=50)
+    for a, b in zip(model.get_weights(), back.get_weights(), strict=True):
+        assert b.dtype == np.float32
+        np.testing.assert_array_equal(b, a.astype(np.float16).astype(np.float32))

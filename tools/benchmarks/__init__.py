@@ -3,8 +3,8 @@
 One module per benchmark, each with a `main(argv)` whose argument parser documents its flags
 (`zoo benchmark NAME --help`); `BENCHMARKS` below is the one list of them. Beside them:
 `common` (what they share), `side_by_side` (models trained on the same batches, steps
-interleaved) and `adaptive_softmax_torch` (the PyTorch peer of `adaptive-softmax`, a script run
-under a Python with torch). Measured tables: see docs/benchmarks.md.
+interleaved), and `adaptive_softmax_torch` and `fairseq_torch` (the PyTorch peers of
+`adaptive-softmax` and `fairseq`, scripts run under a Python with torch). Measured tables: see docs/benchmarks.md.
 """
 
 import importlib
@@ -12,6 +12,7 @@ import importlib
 # `zoo benchmark NAME` -> its module in this package
 BENCHMARKS = {
     "adaptive-softmax": "adaptive_softmax",
+    "fairseq": "fairseq",
     "generate": "generate",
     "input": "input_pipeline",
     "moe": "moe",
@@ -21,6 +22,7 @@ BENCHMARKS = {
     "ptb-softmax": "ptb_softmax",
     "raw-text": "raw_text",
     "serving": "serving",
+    "warmup": "warmup",
 }
 
 

@@ -7,6 +7,7 @@ Standard library and numpy only, and no import of the zoo: the PyTorch peer of `
 
 import importlib.util
 import json
+import sys
 import os
 import platform
 import subprocess
@@ -163,3 +164,23 @@ def write_results(path, out):
         with open(path, "w") as f:
             json.dump(out, f, indent=1)
         print(f"results written to {path}")
+
+
+def serve(worker, ready):
+    """A benchmark worker process's loop: prints `ready` (a dict) as one JSON line, then answers
+    each JSON command line on stdin, `{"op": method, **arguments}`, with the JSON of
+    `worker.method(**arguments)` (or `{"error": ...}`) until `{"op": "quit"}`. Only answers go to
+    the real stdout; anything else printed goes to stderr."""
+    out = sys.stdout
+    sys.stdout = sys.stderr
+    print(json.dumps(ready), file=out, flush=True)
+    for line in sys.stdin:
+        command = json.loads(line)
+        op = command.pop("op")
+        if op == "quit":
+            break
+        try:
+            answer = getattr(worker, op)(**command)
+        except Exception as e:  # noqa: BLE001 - the orchestrator prints it and stops
+            answer = {"error": f"{type(e).__name__}: {e}"}
+        print(json.dumps(answer), file=out, flush=True)

@@ -194,7 +194,8 @@ def measure(preset, args, log=print):
         generate = tf.saved_model.load(path).signatures["generate"]
         prompt = sentences(model.tokenizer, 1, words=10, seed=SEED + 2)
         settings = {"max_new_tokens": tf.constant(args.new_tokens), "temperature": tf.constant(0.8),
-                    "top_k": tf.constant(40), "top_p": tf.constant(1.0), "seed": tf.constant(0)}
+                    "top_k": tf.constant(40), "top_p": tf.constant(1.0), "seed": tf.constant(0),
+                    "num_beams": tf.constant(1)}
         paths = {"saved": lambda: generate(text=tf.constant(prompt), **settings)["text"].numpy()[0].decode(),
                  "local": lambda: model.generate(prompt[0], max_new_tokens=args.new_tokens, temperature=0.8, top_k=40,
                                                  seed=0, jit_compile=False)}

@@ -12,6 +12,12 @@ def add_parser(subparsers):
                    help="train, valid or test (default test); `all` scores every line of --data, one text file "
                         "(its training lines included, if a model was trained on it)")
     s.add_argument("--mode", default="stream", choices=["stream", "sentence"])
+    s.add_argument("--seq-len", type=int, default=128, help="scored tokens per stream window (default 128)")
+    s.add_argument("--context", type=int, default=None,
+                   help="unscored tokens of left context per stream window (default: the model's, exact for a "
+                        "GCNN); fairseq's eval_lm --tokens-per-sample T --context-window C is --seq-len T-C --context C")
+    s.add_argument("--keep-empty-lines", action="store_true",
+                   help="with --split all: score a blank line as one </s>, as fairseq's eval_lm does")
     s.set_defaults(func=run)
 
 
@@ -27,11 +33,18 @@ def run(args):
         raise ValueError(f"--split all scores one whole text file, and --data {args.data!r} is not one; give a "
                          "file, or a split: train, valid or test.")
     model = load_model(args.directory)
-    lines = read_file_lines(args.data) if args.split == "all" else read_lines(args.data, args.split)
-    ppl = model.perplexity(lines, mode=args.mode)
+    if args.keep_empty_lines and args.split != "all":
+        raise ValueError("--keep-empty-lines applies to one whole text file (--split all), whose blank lines it "
+                         f"keeps; --split {args.split} reads a corpus split without them.")
+    if args.split == "all":
+        lines = read_file_lines(args.data, keep_empty=args.keep_empty_lines)
+    else:
+        lines = read_lines(args.data, args.split)
+    windows = dict(seq_len=args.seq_len, context=args.context)
+    ppl = model.perplexity(lines, mode=args.mode, **windows)
     print(f"{args.split} perplexity ({args.mode}): {ppl:.2f}")
     # words plus one </s> per line, whatever the tokenizer: comparable across tokenizers
-    per_word = model.perplexity(lines, mode=args.mode, per="word")
+    per_word = model.perplexity(lines, mode=args.mode, per="word", **windows)
     print(f"{args.split} perplexity per word ({args.mode}): {per_word:.2f}")
     unknown = unknown_note(per_word.unknown_share)
     if unknown:  # a closed vocabulary: how much of the per-word figure is the easy <unk>

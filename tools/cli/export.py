@@ -14,6 +14,10 @@ def add_parser(subparsers):
     s.add_argument("--version", type=int, help="version number (default: one above the highest present)")
     s.add_argument("--max-new-tokens", type=int, default=256,
                    help="the most new tokens the generate signature writes a request (default 256)")
+    s.add_argument("--batch-sizes", help="batch sizes of the warmup records and of the example "
+                                          "assets.extra/batching_parameters.txt (default 1,2,4,8,16,32)")
+    s.add_argument("--batching-file", help="your model server's --batching_parameters_file: the warmup covers its "
+                                           "allowed_batch_sizes")
     s.set_defaults(func=run)
 
 
@@ -29,11 +33,19 @@ def default_export_name(directory):
 
 
 def run(args):
-    from zoo.export import export_saved_model
+    from zoo.export import export_saved_model, warmup
 
+    batch_sizes = None  # checked before the model is loaded
+    if args.batch_sizes is not None:
+        try:
+            batch_sizes = [int(b) for b in args.batch_sizes.split(",")]
+        except ValueError:
+            raise ValueError(f"--batch-sizes takes whole numbers separated by commas, e.g. 1,4,16; got "
+                             f"{args.batch_sizes!r}.") from None
+    batch_sizes = warmup.sizes_of(args.batching_file, batch_sizes)
     model = load_model(args.directory)
     if model.tokenizer is None:
         raise ValueError(f"The preset directory {args.directory!r} has no vocabulary, which the exported "
                          "model needs to tokenise text.")
     print(export_saved_model(model, args.base, args.name or default_export_name(args.directory),
-                             version=args.version, max_new_tokens=args.max_new_tokens))
+                             version=args.version, max_new_tokens=args.max_new_tokens, batch_sizes=batch_sizes))

@@ -1,5 +1,5 @@
 """The harness's resumption of an interrupted run and its refusal of a minutes budget where an
-experiment has none (the whole `reproduce`: tests/reproduce_test.py)."""
+experiment has none (a whole `reproduce`: experiments/table4_test.py)."""
 
 import json
 import types

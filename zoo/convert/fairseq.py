@@ -16,7 +16,12 @@ The mapping, layer by layer of fairseq's `FConvDecoder`:
 - weight normalisation as fairseq stores it: a convolution's `weight_v` is the kernel
   (time, input, 2·width) and `weight_g` its gains; a linear layer's `weight_v` transposed;
 - `adaptive_softmax` → a bias-free adaptive softmax head; a state dict without
-  `adaptive_softmax.version` is fairseq's 2018 format (`adaptive_softmax_2018`).
+  `adaptive_softmax.version` is fairseq's 2018 format (`adaptive_softmax_2018`); without an
+  adaptive softmax (criterion cross_entropy), `fc2` → `output_projection` and `fc3` (weight
+  normalised) → a full softmax whose kernel is `g · v / ‖v‖`.
+
+`zoo.load(PRESET, weights=CHECKPOINT)` converts in memory (`load_as_preset`) when the
+checkpoint's shapes are the preset's, and names the first that differs otherwise.
 
 Ids: fairseq's are `<s>`=0, `<pad>`=1, `</s>`=2, `<unk>`=3, then dict.txt in order, padded with
 `madeupwordNNNN` to the embedding's rows. The zoo's word tokenizer keeps `<pad>` at 0 and `<s>`
@@ -32,6 +37,7 @@ import tempfile
 
 import numpy as np
 
+from zoo import preset_directory
 from zoo.convert import torch_pickle
 from zoo.data import WordTokenizer
 from zoo.models.gcnn import GCNNLanguageModel
@@ -53,6 +59,9 @@ ARCHITECTURES = {
 RESIDUAL_SCALE = math.sqrt(0.5)  # fairseq's FConvDecoder: (x + residual) * sqrt(0.5)
 SPECIALS = ("<pad>", "<s>", "</s>", "<unk>")  # the zoo's ids 0-3; fairseq's 0 and 1 swapped
 PREFIX = "decoder."
+# the GCNN family's options that express fairseq's network (a converted model sets them)
+FAIRSEQ_OPTIONS = ("input_projection", "output_projection", "residual", "residual_scale", "head_bias",
+                   "adaptive_softmax_2018")
 
 
 def parse_layers(expression):
@@ -134,7 +143,7 @@ def read_dictionary(path, rows):
         raise ValueError(f"{path} gives {size} ids ({len(words)} words and 4 specials, {padded} padded to a "
                          f"multiple of 8) but the checkpoint's embedding has {rows} rows.")
     words += [f"madeupword{i:04d}" for i in range(rows - size)]
-    return WordTokenizer(list(SPECIALS) + words)
+    return WordTokenizer(list(SPECIALS) + words, line_start="</s>")  # fairseq: each line after a </s>
 
 
 def model_args(checkpoint):
@@ -204,9 +213,6 @@ def build_model(checkpoint):
     if np.asarray(state.get(PREFIX + "version", [2])).reshape(-1)[0] < 2:
         raise ValueError("The checkpoint's decoder.version is below 2 (weight normalisation over the kernel's "
                          "first axis, before fairseq 0.1); it does not convert yet.")
-    if args.get("criterion") != "adaptive_loss" or not args.get("adaptive_softmax_cutoff"):
-        raise ValueError(f"The checkpoint's criterion is {args.get('criterion')!r}; only fconv_lm models with an "
-                         "adaptive softmax (criterion adaptive_loss) convert yet.")
     if str(args.get("decoder_attention", "False")) != "False":
         raise ValueError(f"The checkpoint's decoder_attention is {args['decoder_attention']!r}; a language model "
                          "has none ('False').")
@@ -216,14 +222,17 @@ def build_model(checkpoint):
     if embedding_dim != int(args["decoder_embed_dim"]):
         raise ValueError(f"decoder.embed_tokens.weight has shape {[rows, embedding_dim]}, but the checkpoint's "
                          f"args give decoder_embed_dim {args['decoder_embed_dim']}.")
-    cutoffs = [int(c) for c in str(args["adaptive_softmax_cutoff"]).split(",")]
-    cutoffs = [c for c in cutoffs if c < rows]  # fairseq drops a cutoff equal to the vocabulary size
     dropout = float(args.get("dropout", 0.1) or 0.0)
-    model = GCNNLanguageModel(
-        vocabulary_size=int(rows), embedding_dim=int(embedding_dim), blocks=blocks, dropout=dropout,
-        embedding_dropout=dropout, cutoffs=cutoffs, input_projection=True, residual=residual,
-        residual_scale=RESIDUAL_SCALE, head_bias=False,
-        adaptive_softmax_2018=PREFIX + "adaptive_softmax.version" not in state)
+    common = dict(vocabulary_size=int(rows), embedding_dim=int(embedding_dim), blocks=blocks, dropout=dropout,
+                  embedding_dropout=dropout, input_projection=True, residual=residual, residual_scale=RESIDUAL_SCALE)
+    adaptive = args.get("criterion") == "adaptive_loss" and args.get("adaptive_softmax_cutoff")
+    if adaptive:
+        cutoffs = [int(c) for c in str(args["adaptive_softmax_cutoff"]).split(",")]
+        cutoffs = [c for c in cutoffs if c < rows]  # fairseq drops a cutoff equal to the vocabulary size
+        model = GCNNLanguageModel(**common, cutoffs=cutoffs, head_bias=False,
+                                  adaptive_softmax_2018=PREFIX + "adaptive_softmax.version" not in state)
+    else:  # fairseq's fc2 (to decoder_embed_dim), then fc3 (a full softmax)
+        model = GCNNLanguageModel(**common, output_projection=int(embedding_dim))
     sd = _StateDict(state)
     model.embedding.embeddings.assign(_swap_01(sd.take("embed_tokens.weight"), 0))
     _linear(model.input_projection_layer, sd, "fc1")
@@ -238,13 +247,86 @@ def build_model(checkpoint):
         if block.projection is not None:
             _linear(block.projection, sd, f"projections.{last}")
     head = model.head
-    head.head_kernel.assign(_swap_01(sd.take("adaptive_softmax.head.weight", head.head_kernel.shape[::-1]).T, 1))
-    for t, (projection, kernel) in enumerate(zip(head.tail_projections, head.tail_kernels)):
-        projection.assign(sd.take(f"adaptive_softmax.tail.{t}.0.weight", projection.shape[::-1]).T)
-        kernel.assign(sd.take(f"adaptive_softmax.tail.{t}.2.weight", kernel.shape[::-1]).T)
+    if adaptive:
+        head.head_kernel.assign(_swap_01(sd.take("adaptive_softmax.head.weight", head.head_kernel.shape[::-1]).T, 1))
+        for t, (projection, kernel) in enumerate(zip(head.tail_projections, head.tail_kernels)):
+            projection.assign(sd.take(f"adaptive_softmax.tail.{t}.0.weight", projection.shape[::-1]).T)
+            kernel.assign(sd.take(f"adaptive_softmax.tail.{t}.2.weight", kernel.shape[::-1]).T)
+    else:
+        _linear(model.output_projection_layer, sd, "fc2")
+        # fc3, weight-normalised: its weight g · v / ‖v‖ (row-wise) is the softmax's kernel
+        n_in = head.kernel.shape[0]
+        v = sd.take("fc3.weight_v", (rows, n_in)).astype(np.float64)
+        g = sd.take("fc3.weight_g", (rows, 1)).astype(np.float64)
+        head.kernel.assign(_swap_01((g * v / np.linalg.norm(v, axis=1, keepdims=True)).T.astype(np.float32), 1))
+        head.bias.assign(_swap_01(sd.take("fc3.bias", (rows,)), 0))
     if sd.left():
         raise ValueError(f"The checkpoint holds {sd.left()[0]}, which the architecture from its args "
                          f"({arch}: {len(layers)} layers) has no place for.")
+    return model
+
+
+def read_checkpoint(checkpoint):
+    """The checkpoint file as Python objects (`torch_pickle.load`), its refusals as ValueError."""
+    if not os.path.isfile(str(checkpoint)):
+        raise ValueError(f"The checkpoint {str(checkpoint)!r} is not a file; give fairseq's .pt checkpoint and its "
+                         "dict.txt.")
+    try:
+        return torch_pickle.load(checkpoint)
+    except torch_pickle.CheckpointError as e:
+        raise ValueError(str(e)) from None
+
+
+def _conv_shapes(model):
+    return [tuple(conv.kernel.shape) for block in model.blocks for conv in block.convs]
+
+
+def first_difference(model, reference, label):
+    """The first of the converted `model`'s shapes that `reference` (a preset's model) does not
+    have, in fairseq's names, or None when the architectures agree (the vocabulary's size is
+    dict.txt's, whatever the preset's)."""
+    dims = model.embedding.embeddings.shape[1], reference.embedding.embeddings.shape[1]
+    if dims[0] != dims[1]:
+        return (f"decoder.embed_tokens.weight has shape {[model.vocabulary_size, dims[0]]}, where {label} has "
+                f"{[model.vocabulary_size, dims[1]]}")
+    ours, theirs = _conv_shapes(model), _conv_shapes(reference)
+    for i, (a, b) in enumerate(zip(ours, theirs)):
+        if a != b:
+            return f"decoder.convolutions.{i}.weight_v has shape {list(a)}, where {label} has {list(b)}"
+    if len(ours) != len(theirs):
+        return (f"the checkpoint has {len(ours)} convolutions, where {label} has {len(theirs)}"
+                + (f" (its convolution {len(ours)} has shape {list(theirs[len(ours)])})" if len(theirs) > len(ours)
+                   else f" (the checkpoint's decoder.convolutions.{len(theirs)} has no place)"))
+    cutoffs = list(getattr(model.head, "cutoffs", [])), list(getattr(reference.head, "cutoffs", []))
+    if cutoffs[0] != cutoffs[1]:
+        return f"decoder.adaptive_softmax has cutoffs {cutoffs[0]}, where {label} has {cutoffs[1]}"
+    return None
+
+
+def load_as_preset(checkpoint, cls, config, label):
+    """`zoo.load(PRESET, weights=CHECKPOINT)`: the fairseq checkpoint converted (its own GCNN with
+    fairseq's options, the tokenizer of the `dict.txt` beside it, if any) when its architecture
+    is the preset's (`cls(**config)`: the same embedding, convolutions and cutoffs); otherwise
+    one sentence naming the first shape that differs."""
+    import tensorflow as tf
+
+    if not issubclass(cls, GCNNLanguageModel):
+        raise ValueError(f"{checkpoint} is a torch checkpoint, which converts to a GCNN preset (zoo.convert.fairseq); "
+                         f"{label} is a {cls.__name__}.")
+    model = build_model(read_checkpoint(checkpoint))
+    # the preset's shapes with fairseq's options (fc1, its residual pattern ...): nothing allocated
+    fairseq_options = {k: v for k, v in model.get_config().items() if k in FAIRSEQ_OPTIONS}
+    with tf.Graph().as_default():
+        reference = cls(**{**config, **fairseq_options})
+        if not reference.built:
+            reference.build()
+        difference = first_difference(model, reference, label)
+    if difference:
+        raise ValueError(f"{checkpoint} is not {label}'s architecture: {difference}. Convert it to a preset "
+                         "directory of its own with `zoo convert fairseq` and load that.")
+    dictionary = os.path.join(os.path.dirname(os.path.abspath(str(checkpoint))), "dict.txt")
+    if os.path.isfile(dictionary):
+        model.tokenizer = read_dictionary(dictionary, model.vocabulary_size)
     return model
 
 
@@ -260,11 +342,7 @@ def convert(checkpoint, dictionary, out):
     for what, path in (("checkpoint", checkpoint), ("dictionary", dictionary)):
         if not os.path.isfile(str(path)):
             raise ValueError(f"The {what} {str(path)!r} is not a file; give fairseq's .pt checkpoint and its dict.txt.")
-    try:
-        loaded = torch_pickle.load(checkpoint)
-    except torch_pickle.CheckpointError as e:
-        raise ValueError(str(e)) from None
-    model = build_model(loaded)
+    model = build_model(read_checkpoint(checkpoint))
     tokenizer = read_dictionary(dictionary, model.vocabulary_size)
     model.tokenizer = tokenizer
     parent = os.path.dirname(out)
@@ -278,3 +356,6 @@ def convert(checkpoint, dictionary, out):
     finally:
         shutil.rmtree(staging, ignore_errors=True)
     return model
+
+
+preset_directory.register_checkpoint_reader(torch_pickle.is_checkpoint, load_as_preset)

@@ -20,6 +20,7 @@ Both formats `torch.save` writes are read:
 import argparse
 import collections
 import io
+import os
 import pickle
 import struct
 import zipfile
@@ -319,6 +320,16 @@ def _load_legacy(path):
         raise CheckpointError(f"{path} is truncated: storage {missing[0]} has no bytes.")
     _resolve_views(storages)
     return _materialise(obj)
+
+
+def is_checkpoint(path):
+    """Whether `path` is a file that starts as a torch checkpoint does (a zip archive, or the
+    legacy format's pickle), not an HDF5 file such as Keras' `.weights.h5`."""
+    if not os.path.isfile(str(path)):
+        return False
+    with open(str(path), "rb") as f:
+        start = f.read(4)
+    return start == b"PK\x03\x04" or start[:1] == b"\x80"
 
 
 def load(path):

@@ -72,12 +72,16 @@ def _ordinal(n):
     return f"{n}{'th' if 10 <= n % 100 <= 20 else {1: 'st', 2: 'nd', 3: 'rd'}.get(n % 10, 'th')}"
 
 
-def read_file_lines(path):
+def read_file_lines(path, keep_empty=False):
     """The non-empty, whitespace-stripped lines of one whole text file (no part held out): what
-    `zoo evaluate --data FILE --split all` scores."""
+    `zoo evaluate --data FILE --split all` scores. `keep_empty=True` keeps every line, a blank
+    one as "" (which a language model scores as one `</s>`, as fairseq's `eval_lm` does)."""
     if not os.path.isfile(path):
         raise ValueError(f"{path!r} is not a text file.")
-    return _nonempty(_clean(_read(path)), f"The file {path}")
+    lines = _read(path)
+    if keep_empty and any(line.strip() for line in lines):
+        return [line.strip() for line in (lines[:-1] if lines[-1] == "" else lines)]  # "" after the last \n
+    return _nonempty(_clean(lines), f"The file {path}")
 
 
 def _find_split_file(directory, split):

@@ -22,9 +22,25 @@ def encode(lines, vocabulary):
 
 
 def stream_ids(lines, vocabulary):
-    """All lines as one id stream, each wrapped in `<s> … </s>`."""
-    encoded = vocabulary.encode_batch(lines) if hasattr(vocabulary, "encode_batch") else map(vocabulary.encode, lines)
+    """All lines as one id stream, each wrapped in `<s> … </s>`. With a tokenizer whose line
+    start is `</s>` (`bos_id == eos_id`, fairseq's convention) one `</s>` opens the stream and
+    each line's `</s>` opens the next, as in fairseq's streams."""
+    if vocabulary.bos_id == vocabulary.eos_id:
+        encoded = (vocabulary.encode(line, add_bos=i == 0) for i, line in enumerate(lines))
+    else:
+        encoded = vocabulary.encode_batch(lines) if hasattr(vocabulary, "encode_batch") else map(vocabulary.encode, lines)
     return np.fromiter((i for ids in encoded for i in ids), dtype=np.int32)
+
+
+def unscored_id(vocabulary):
+    """The id a stream's targets never score: the line start `<s>` (no model predicts it), or
+    None when the line start is `</s>`, which is scored as each line's end."""
+    return None if vocabulary.bos_id == vocabulary.eos_id else vocabulary.bos_id
+
+
+def stream_arrays(lines, vocabulary, seq_len, context=0):
+    """`stream_windows` of the stream of `lines`: `(inputs, targets, weights)`."""
+    return stream_windows(stream_ids(lines, vocabulary), seq_len, context, unscored_id(vocabulary))
 
 
 def stream_windows(ids, seq_len, context=0, bos_id=1):
@@ -34,7 +50,8 @@ def stream_windows(ids, seq_len, context=0, bos_id=1):
     every one of its targets (its left edge is the start of the stream, as in a whole-stream
     call); every later window scores only its last `seq_len` targets, the `context` before them
     being seen but not scored. So every target is scored once, with `context` tokens of left
-    context or all there is. The last window is padded with `<pad>` (id 0, weight 0).
+    context or all there is. The last window is padded with `<pad>` (id 0, weight 0). Targets
+    equal to `bos_id` (the line start) get weight 0; None scores every target.
     """
     n = len(ids) - 1  # number of next-token predictions in the stream
     if n < 1:
@@ -49,14 +66,14 @@ def stream_windows(ids, seq_len, context=0, bos_id=1):
     weights = np.ones((windows, length), dtype=np.float32)
     weights[1:, :context] = 0.0
     weights[idx + 1 > n] = 0.0
-    weights[targets == bos_id] = 0.0
+    if bos_id is not None:
+        weights[targets == bos_id] = 0.0
     return inputs, targets, weights
 
 
 def stream_dataset(lines, vocabulary, batch_size, seq_len, context=0, shuffle=False, seed=0,
                    repeat=False):
-    ids = stream_ids(lines, vocabulary)
-    inputs, targets, weights = stream_windows(ids, seq_len, context, vocabulary.bos_id)
+    inputs, targets, weights = stream_arrays(lines, vocabulary, seq_len, context)
     ds = tf.data.Dataset.from_tensor_slices((inputs, targets, weights))
     if shuffle:
         ds = ds.shuffle(len(inputs), seed=seed, reshuffle_each_iteration=True)

@@ -20,6 +20,8 @@ PAD, BOS, EOS, UNK = "<pad>", "<s>", "</s>", "<unk>"
 SPECIALS = (PAD, BOS, EOS, UNK)
 FILENAME = "vocabulary.txt"
 KIND_FILENAME = "vocabulary_kind.txt"  # "char" for a `CharTokenizer`; absent for a `WordTokenizer`
+LINE_START_FILENAME = "vocabulary_line_start.txt"  # "</s>" for fairseq's convention; absent for "<s>"
+LINE_STARTS = (BOS, EOS)
 
 
 class WordTokenizer:
@@ -28,11 +30,16 @@ class WordTokenizer:
     It is the "word" member of the tokenizer family of `zoo.data.tokenizers` (`kind`,
     `normalize`, `encode`, `encode_batch`, `decode`, `token_texts`, `word_index`, `save`,
     `graph_tokenizer`); text may be given as `bytes`, decoded as UTF-8 with errors="replace".
+
+    `line_start` is the token that opens every line: `<s>` (the paper's §4.1), or `</s>` for a
+    model converted from fairseq, whose language models read each line after the previous line's
+    `</s>` (`zoo.convert.fairseq`). Then `bos_id == eos_id`, and a stream of lines
+    (`zoo.data.pipeline.stream_ids`) holds one `</s>` between lines, as fairseq's does.
     """
 
     kind = "word"
 
-    def __init__(self, tokens):
+    def __init__(self, tokens, line_start=BOS):
         tokens = list(tokens)
         if tuple(tokens[: len(SPECIALS)]) != SPECIALS:
             raise ValueError(f"A vocabulary must start with {SPECIALS}, got {tokens[:4]}.")
@@ -41,7 +48,11 @@ class WordTokenizer:
             raise ValueError(f"Repeated tokens in vocabulary: {[t for t, c in seen.items() if c > 1][:5]}.")
         self.tokens = tokens
         self.index = {t: i for i, t in enumerate(tokens)}
-        self.pad_id, self.bos_id, self.eos_id, self.unk_id = range(4)
+        if line_start not in LINE_STARTS:
+            raise ValueError(f"line_start must be one of {LINE_STARTS}, got {line_start!r}.")
+        self.line_start = line_start
+        self.pad_id, self.eos_id, self.unk_id = 0, 2, 3
+        self.bos_id = self.index[line_start]  # 1 (<s>), or 2 (</s>)
 
     @classmethod
     def build(cls, lines, min_count=1, max_size=None):
@@ -61,7 +72,8 @@ class WordTokenizer:
         return len(self.tokens)
 
     def __eq__(self, other):
-        return isinstance(other, WordTokenizer) and self.tokens == other.tokens
+        return (isinstance(other, WordTokenizer) and self.tokens == other.tokens
+                and self.line_start == other.line_start)
 
     def normalize(self, text):
         """The text `decode(encode(text))` gives back when every word is in the vocabulary:
@@ -91,9 +103,9 @@ class WordTokenizer:
         belongs to; -1 for `<s>` (and `<pad>`), one past the last word for `</s>`. Every other
         token (`<unk>` included) is a word of its own: 0, 1, 2 …"""
         out, words = [], 0
-        for i in ids:
+        for position, i in enumerate(ids):
             i = int(i)
-            if i in (self.pad_id, self.bos_id):
+            if i == self.pad_id or self._opens(i, position):
                 out.append(-1)
             elif i == self.eos_id:
                 out.append(words)
@@ -101,6 +113,11 @@ class WordTokenizer:
                 out.append(words)
                 words += 1
         return out
+
+    def _opens(self, i, position):
+        """Whether id `i` at `position` of an encoded line is its line start (a `</s>` line
+        start opens a line only as its first id)."""
+        return i == self.bos_id and (self.bos_id != self.eos_id or position == 0)
 
     def graph_tokenizer(self, asset_dir):
         """The in-graph tokenizer (`zoo.data.graph_tokenizers.GraphTokenizer`) for a SavedModel:
@@ -112,6 +129,9 @@ class WordTokenizer:
         path = os.path.join(directory, FILENAME)
         with open(path, "w", encoding="utf-8") as f:
             f.write("\n".join(self.tokens) + "\n")
+        if self.line_start != BOS:
+            with open(os.path.join(directory, LINE_START_FILENAME), "w", encoding="utf-8") as f:
+                f.write(self.line_start + "\n")
         return path
 
     @classmethod
@@ -119,8 +139,14 @@ class WordTokenizer:
         path = directory_or_file
         if os.path.isdir(path):
             path = os.path.join(path, FILENAME)
+        line_start, start_file = BOS, os.path.join(os.path.dirname(path), LINE_START_FILENAME)
+        if os.path.exists(start_file):
+            with open(start_file, encoding="utf-8") as f:
+                line_start = f.read().strip()
+            if line_start not in LINE_STARTS:
+                raise ValueError(f"{start_file} says {line_start!r}; a line start is one of {LINE_STARTS}.")
         with open(path, encoding="utf-8") as f:
-            return cls(line.rstrip("\n") for line in f if line.rstrip("\n"))
+            return cls((line.rstrip("\n") for line in f if line.rstrip("\n")), line_start=line_start)
 
 
 class CharTokenizer(WordTokenizer):
@@ -155,9 +181,9 @@ class CharTokenizer(WordTokenizer):
     def word_index(self, ids):
         space = self.index.get("\u2581")
         out, words, in_word = [], 0, False
-        for i in ids:
+        for position, i in enumerate(ids):
             i = int(i)
-            if i in (self.pad_id, self.bos_id):
+            if i == self.pad_id or self._opens(i, position):
                 out.append(-1)
             elif i == self.eos_id:
                 out.append(words)

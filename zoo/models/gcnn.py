@@ -40,6 +40,9 @@ class GCNNLanguageModel(LanguageModel):
         residual: True, or one boolean per block: False drops that block's skip path
             (fairseq's residual 0).
         residual_scale: each residual sum is multiplied by it (fairseq: √0.5).
+        output_projection: None, or the width of a weight-normalised width-1 linear layer (with
+            bias) between the last block and a full softmax (fairseq's `fc2`, in an `fconv_lm`
+            without an adaptive softmax).
         head_bias: the adaptive softmax's head has a bias (fairseq's has none).
         adaptive_softmax_2018: the adaptive softmax of fairseq's 2018 checkpoints
             (`layers.AdaptiveSoftmax`'s `fairseq_2018`).
@@ -59,6 +62,7 @@ class GCNNLanguageModel(LanguageModel):
         tie_embeddings=False,
         embedding_dropout=0.0,
         input_projection=False,
+        output_projection=None,
         residual=True,
         residual_scale=1.0,
         head_bias=True,
@@ -84,7 +88,10 @@ class GCNNLanguageModel(LanguageModel):
         if (not head_bias or adaptive_softmax_2018) and not cutoffs:
             raise ValueError("head_bias=False and adaptive_softmax_2018=True are options of an adaptive softmax; "
                              "give cutoffs too.")
+        if output_projection is not None and (not is_int(output_projection) or output_projection < 1):
+            raise ValueError(f"output_projection must be None or a width >= 1, got {output_projection!r}.")
         self.input_projection = input_projection
+        self.output_projection = output_projection
         self.head_bias = head_bias
         self.adaptive_softmax_2018 = adaptive_softmax_2018
         self.embedding = keras.layers.Embedding(vocabulary_size, embedding_dim, name="embedding")
@@ -92,6 +99,10 @@ class GCNNLanguageModel(LanguageModel):
         if input_projection:
             self.input_projection_layer = GatedConv1D(self.blocks_config[0][0][1], 1, activation="linear",
                                                       weight_norm=weight_norm, name="input_projection")
+        self.output_projection_layer = None
+        if output_projection is not None:
+            self.output_projection_layer = GatedConv1D(output_projection, 1, activation="linear",
+                                                       weight_norm=weight_norm, name="output_projection")
         self.blocks = [
             ResidualBlock(spec, activation=activation, weight_norm=weight_norm, dropout=dropout,
                           name=f"block_{i}",
@@ -137,10 +148,12 @@ class GCNNLanguageModel(LanguageModel):
             dim = block.layer_specs[-1][1]
             if i in self._moe_after:
                 self.moe_layers[self._moe_after[i]].build((None, None, dim))
+        if self.output_projection_layer is not None:
+            self.output_projection_layer.build((None, None, dim))
 
     @property
     def hidden_dim(self):
-        return self.blocks_config[-1][-1][1]
+        return self.output_projection or self.blocks_config[-1][-1][1]
 
     @property
     def receptive_field(self):
@@ -168,6 +181,8 @@ class GCNNLanguageModel(LanguageModel):
             x = block(x, training=training)
             if i in self._moe_after:
                 x = x + self.moe_layers[self._moe_after[i]](x, training=training)
+        if self.output_projection_layer is not None:
+            x = self.output_projection_layer(x)
         if self.output_dropout is not None:
             x = self.output_dropout(x, training=training)
         return x
@@ -197,6 +212,8 @@ class GCNNLanguageModel(LanguageModel):
             new_state.append(s)
             if i in self._moe_after:
                 x = x + self.moe_layers[self._moe_after[i]](x, training=False)
+        if self.output_projection_layer is not None:
+            x = self.output_projection_layer(x[:, None, :])[:, 0, :]
         return x, new_state
 
     @contextlib.contextmanager
@@ -221,7 +238,10 @@ class GCNNLanguageModel(LanguageModel):
             states.append(s)
             if i in self._moe_after:
                 x = x + self.moe_layers[self._moe_after[i]](x, training=False)
-        return tf.gather(x, lengths - 1, batch_dims=1), states
+        last = tf.gather(x, lengths - 1, batch_dims=1)
+        if self.output_projection_layer is not None:
+            last = self.output_projection_layer(last[:, None, :])[:, 0, :]
+        return last, states
 
     def get_config(self):
         config = super().get_config()
@@ -245,6 +265,8 @@ class GCNNLanguageModel(LanguageModel):
                 config[name] = getattr(self, name)
         if not all(self.residual):
             config["residual"] = list(self.residual)
+        if self.output_projection is not None:
+            config["output_projection"] = self.output_projection
         return config
 
 

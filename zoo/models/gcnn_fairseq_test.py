@@ -41,6 +41,8 @@ def reference_hidden(model, ids):
         if residual:
             skip = x if block.projection is None else _conv(block.projection, x)
             h = (skip + h) * model.residual_scale
+    if model.output_projection_layer is not None:
+        h = _conv(model.output_projection_layer, h)
     return h
 
 
@@ -52,9 +54,18 @@ def test_hidden_states_are_fairseqs_composition():
     np.testing.assert_allclose(model(ids).numpy(), reference_hidden(model, ids), rtol=1e-4, atol=1e-4)
 
 
+def test_the_output_projection_is_fairseqs_fc2_before_a_full_softmax():
+    model = fairseq_gcnn(input_projection=True, output_projection=5)
+    assert model.output_projection_layer.kernel.shape == (1, 12, 5) and model.head.kernel.shape == (5, 40)
+    ids = np.random.default_rng(4).integers(0, 40, size=(2, 9))
+    np.testing.assert_allclose(model(ids).numpy(), reference_hidden(model, ids), rtol=1e-4, atol=1e-4)
+    assert model.get_config()["output_projection"] == 5
+
+
 @pytest.mark.ci
-def test_one_token_at_a_time_equals_the_whole_sequence():
-    model = fairseq_gcnn(**FAIRSEQ)
+@pytest.mark.parametrize("options", [FAIRSEQ, dict(input_projection=True, output_projection=5)])
+def test_one_token_at_a_time_equals_the_whole_sequence(options):
+    model = fairseq_gcnn(**options)
     ids = np.random.default_rng(3).integers(0, 40, size=(2, 9))
     full = model.log_probs(ids)
     state = None
@@ -71,7 +82,8 @@ def test_one_token_at_a_time_equals_the_whole_sequence():
 
 def test_options_round_trip_through_the_config_and_stay_out_of_default_configs():
     default = GCNNLanguageModel(vocabulary_size=40, embedding_dim=6, blocks=BLOCKS, cutoffs=[10]).get_config()
-    assert {"input_projection", "residual", "residual_scale", "head_bias", "adaptive_softmax_2018"}.isdisjoint(default)
+    assert {"input_projection", "output_projection", "residual", "residual_scale", "head_bias",
+            "adaptive_softmax_2018"}.isdisjoint(default)
     model = fairseq_gcnn(**FAIRSEQ)
     config = model.get_config()
     assert {k: config[k] for k in FAIRSEQ} == {**FAIRSEQ, "residual_scale": 0.5 ** 0.5}
@@ -84,6 +96,7 @@ def test_options_round_trip_through_the_config_and_stay_out_of_default_configs()
 @pytest.mark.parametrize("options,match", [
     ({"residual": [True, False]}, r"residual must be True, False or a list of 3 booleans \(one per block\), got \[True, False\]"),
     ({"input_projection": 1}, "input_projection must be True or False, got 1"),
+    ({"output_projection": 0}, "output_projection must be None or a width >= 1, got 0"),
     ({"head_bias": False}, "head_bias=False and adaptive_softmax_2018=True are options of an adaptive softmax; give cutoffs too"),
     ({"adaptive_softmax_2018": True}, "options of an adaptive softmax"),
 ])

@@ -215,19 +215,23 @@ def _decode_body(model, lengths, choose, seed, eos_id, stop_sequences, ngram, wi
 
 
 def beam_search(model, token_ids, lengths, max_new_tokens, num_beams, length_penalty, eos_id,
-                stop_sequences=(), ngram=0, against_greedy=True, sampler=None):
+                stop_sequences=(), ngram=0, against_greedy=True, sampler=None, all_beams=False):
     """Beam search: `num_beams` hypotheses per prompt, each extended by every token and the best
     `num_beams` of all kept (by log-probability); a finished hypothesis (after `eos_id` or a stop
     sequence) stays as it is. At the end each prompt's hypotheses are ranked by
     `log-probability / new tokens ** length_penalty`, together with the greedy one (decoded beside
     them): beam search can lose the greedy hypothesis on the way, and never returns anything
     ranked below it. Returns `decode`'s `(ids, ends)` for the best hypothesis of each prompt, and
-    its log-probability [batch]."""
+    its log-probability [batch]. `all_beams=True` returns every beam instead, best first within
+    each prompt (the greedy hypothesis not added): `(ids [batch·n, width], ends [batch·n],
+    log-probabilities [batch·n], ranking scores [batch·n])`."""
     beams = sampler if sampler is not None else samplers.Beam(num_beams, length_penalty)
     lengths = tf.cast(lengths, tf.int32)
     hidden, state = prefill(model, token_ids, lengths)
     batch, n = tf.shape(lengths)[0], num_beams
-    tile = lambda x: tf.repeat(x, n, axis=0)
+    def tile(x):  # each row n times; the static shape kept (n may be a request's tensor)
+        return tf.ensure_shape(tf.repeat(x, n, axis=0), [None] + x.shape[1:])
+
     hidden, state = tile(hidden), tf.nest.map_structure(tile, state)
     buffer, lengths = tile(_prompt_buffer(token_ids, max_new_tokens)), tile(lengths)
     # only the first beam of each prompt is live at the start: the others would repeat it
@@ -258,21 +262,27 @@ def beam_search(model, token_ids, lengths, max_new_tokens, num_beams, length_pen
     _, _, ends, buffer, scores, _, _ = tf.while_loop(keep_going, body, loop)
     new = tf.reshape(tf.cast(tf.maximum(ends - lengths, 1), tf.float32), [batch, n])
     ranked = beams.rank(scores, new)
+    if all_beams:
+        order = tf.reshape(tf.argsort(ranked, axis=1, direction="DESCENDING", stable=True)
+                           + tf.range(batch)[:, None] * n, [-1])
+        return (tf.gather(buffer, order), tf.gather(ends, order), tf.gather(tf.reshape(scores, [-1]), order),
+                tf.gather(tf.reshape(ranked, [-1]), order))
     best = tf.argmax(ranked, axis=1, output_type=tf.int32)
     ranked_best = tf.gather(ranked, best, batch_dims=1)
     best += tf.range(batch) * n
     ids, ends, score = tf.gather(buffer, best), tf.gather(ends, best), tf.gather(tf.reshape(scores, [-1]), best)
     if not against_greedy:  # the beams alone (tests)
         return ids, ends, score
-    g_ids, g_ends, g_score = decode(model, token_ids, lengths[::n], max_new_tokens, greedy_choice, 0, eos_id,
+    prompt_lengths = tf.reshape(lengths[::n], [-1])  # a rank the stride of a request's beams leaves unknown
+    g_ids, g_ends, g_score = decode(model, token_ids, prompt_lengths, max_new_tokens, greedy_choice, 0, eos_id,
                                     stop_sequences, ngram, with_log_prob=True)
-    g_ranked = beams.rank(g_score, tf.cast(tf.maximum(g_ends - lengths[::n], 1), tf.float32))
+    g_ranked = beams.rank(g_score, tf.cast(tf.maximum(g_ends - prompt_lengths, 1), tf.float32))
     greedy_wins = g_ranked > ranked_best
     return (tf.where(greedy_wins[:, None], g_ids, ids), tf.where(greedy_wins, g_ends, ends),
             tf.where(greedy_wins, g_score, score))
 
 
-def compiled(model, sampler, ngram, stop_sequences, eos_id, jit_compile, room=None):
+def compiled(model, sampler, ngram, stop_sequences, eos_id, jit_compile, room=None, all_beams=False):
     """The compiled generation function of `model` for one static configuration, made once and
     kept on the model: `fn(token_ids, lengths, max_new_tokens, seed, temperature, top_p)`.
 
@@ -281,7 +291,7 @@ def compiled(model, sampler, ngram, stop_sequences, eos_id, jit_compile, room=No
     computation runs its ops one after the other; two run at once on two cores). Group g draws
     with seed `seed + g · GROUP_SEED`, as the graph loop's groups do."""
     functions = model.__dict__.setdefault("_generation_functions", {})
-    key = (sampler.static_key(), ngram, stop_sequences, eos_id, jit_compile, room)
+    key = (sampler.static_key(), ngram, stop_sequences, eos_id, jit_compile, room, all_beams)
     if key in functions:
         return functions[key]
     spec = [tf.TensorSpec([None, None], tf.int32), tf.TensorSpec([None], tf.int32),
@@ -291,7 +301,7 @@ def compiled(model, sampler, ngram, stop_sequences, eos_id, jit_compile, room=No
     if beam:
         def run(token_ids, lengths, max_new_tokens, seed, temperature, top_p):
             return beam_search(model, token_ids, lengths, max_new_tokens, sampler.num_beams, sampler.length_penalty,
-                               eos_id, stop_sequences, ngram, sampler=sampler)
+                               eos_id, stop_sequences, ngram, sampler=sampler, all_beams=all_beams)
     else:
         def run(token_ids, lengths, max_new_tokens, seed, temperature, top_p):
             choose = _traced_sampler(sampler, temperature, top_p).next
@@ -368,8 +378,8 @@ class Generation:
                  sampler: "str | samplers.Sampler | None" = None, top_p: "float | None" = None,
                  num_beams: "int | None" = None, length_penalty: "float | None" = None,
                  no_repeat_ngram_size: int = 0, stop: "str | int | list | None" = "auto",
-                 jit_compile: "bool | str" = "auto",
-                 max_length: "int | None" = None) -> "str | list[str] | list[int] | list[list[int]]":
+                 jit_compile: "bool | str" = "auto", return_all_beams: bool = False,
+                 max_length: "int | None" = None) -> "str | list[str] | list[int] | list[list[int]] | list":
         """Continue each prompt by up to `max_new_tokens` new tokens (default 20).
 
         Args:
@@ -383,11 +393,16 @@ class Generation:
             no_repeat_ngram_size: n > 0 forbids repeating any n-gram of the prompt and output.
             stop: "auto" (`</s>`), a string, an id, a list of them, or None.
             jit_compile: "auto", True or False (XLA for the decoding loop).
+            return_all_beams: with beam search, every beam of each prompt instead of the best
+                one (keras-hub's name): a list of `num_beams` dicts per prompt, best first,
+                `{"output": text or ids, "log_prob": total log-probability of the new tokens,
+                "score": log_prob / new tokens ** length_penalty}` (the ranking score).
             max_length: the deprecated name of `max_new_tokens`.
 
         Returns:
             Like `prompts`: a string (prompt and continuation, detokenised), a list of strings, an
-            id list or a list of id lists (each the prompt's ids, then the new ones).
+            id list or a list of id lists (each the prompt's ids, then the new ones); with
+            `return_all_beams`, a list of beams per prompt (one list for one prompt).
 
         Example:
 
@@ -446,6 +461,11 @@ class Generation:
                              "data-dependent shapes, which XLA does not take); use jit_compile=False or 'auto'.")
         if jit_compile is True and chosen.is_search:
             raise ValueError("jit_compile=True: beam search runs as a graph loop only; use jit_compile='auto' or False.")
+        if return_all_beams not in (True, False):
+            raise ValueError(f"return_all_beams must be True or False, got {return_all_beams!r}.")
+        if return_all_beams and not chosen.is_search:
+            raise ValueError(f"return_all_beams=True returns beam search's beams; the sampler is {chosen.name!r}: "
+                             "give sampler=\"beam\" (or num_beams=k).")
         rows, as_text, single = self._prompt_rows(prompts)
         stop_ids, stop_texts = self._stop(stop, as_text)
         # a model without a vocabulary has no </s> to stop at
@@ -462,7 +482,10 @@ class Generation:
         lengths = np.array([len(r) for r in rows], np.int32)
         if seed is None:
             seed = int(np.random.default_rng().integers(2**62))
-        run = compiled(self, chosen, int(no_repeat_ngram_size), stop_ids, int(eos), xla, room)
+        run = compiled(self, chosen, int(no_repeat_ngram_size), stop_ids, int(eos), xla, room, return_all_beams)
+        if return_all_beams:
+            return self._all_beams(run, padded, lengths, new_tokens, rows, chosen.num_beams, as_text, single,
+                                   stop_texts)
         ids, ends, _ = run(tf.constant(padded), tf.constant(lengths), tf.constant(new_tokens, tf.int32),
                            tf.constant(int(seed) % 2**31, tf.int64),  # as the exported signature maps it
                            tf.constant(getattr(chosen, "temperature", 1.0), tf.float32),
@@ -471,6 +494,22 @@ class Generation:
         out = [ids[i, :ends[i]].tolist() for i in range(len(rows))]
         if as_text:
             out = [self._text(row, len(prompt), stop_texts) for row, prompt in zip(out, rows)]
+        return out[0] if single else out
+
+    def _all_beams(self, run, padded, lengths, new_tokens, rows, n, as_text, single, stop_texts):
+        """`generate(..., return_all_beams=True)`'s lists of beams, best first."""
+        ids, ends, log_probs, scores = (t.numpy() for t in run(
+            tf.constant(padded), tf.constant(lengths), tf.constant(new_tokens, tf.int32), tf.constant(0, tf.int64),
+            tf.constant(1.0, tf.float32), tf.constant(1.0, tf.float32)))
+        out = []
+        for p, prompt in enumerate(rows):
+            beams = []
+            for b in range(p * n, (p + 1) * n):
+                output = ids[b, :ends[b]].tolist()
+                if as_text:
+                    output = self._text(output, len(prompt), stop_texts)
+                beams.append({"output": output, "log_prob": float(log_probs[b]), "score": float(scores[b])})
+            out.append(beams)
         return out[0] if single else out
 
     def _prompt_rows(self, prompts):

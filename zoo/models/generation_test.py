@@ -15,46 +15,44 @@ import tensorflow as tf
 
 import zoo
 from zoo.data.vocab import SPECIALS, Vocabulary
-from zoo.models import GCNNLanguageModel, StackLanguageModel, generation
+from zoo.models import GCNNLanguageModel, generation
+
+from tests.model_checks import vocab_model
 
 PROMPTS = [[1, 7, 12, 30, 4, 9], [1], [1, 22, 5], [1, 3, 3, 3, 40, 41, 42, 43, 44, 45, 46, 47, 48]]
 WORDS = ("the a cat dog sat on mat big small red ran to house is was and of in it he she saw bird tree "
          "green blue old new man woman child ate fish bread with under over by at home park car").split()
 
 
-def gcnn():
-    keras.utils.set_random_seed(0)
-    return GCNNLanguageModel(vocabulary_size=50, embedding_dim=8,
-                             blocks=[[[3, 8]], [[1, 4], [3, 4], [1, 12]], [[2, 12]]])
+# The families, from conftest.py's `tiny_model` factory (its seeded construction): conftest's "lstm"
+# as it is; the others with the overrides the tests below need (a GCNN whose receptive field the
+# long-prompt test counts on, an MoE GCNN with an adaptive softmax, one RNN layer, an LSTM–MoE–FFN–LSTM
+# stack whose gates route tokens apart).
+def gcnn(tiny_model):
+    return tiny_model("gcnn", blocks=[[[3, 8]], [[1, 4], [3, 4], [1, 12]], [[2, 12]]])
 
 
-def gcnn_moe_adaptive():
-    keras.utils.set_random_seed(0)
-    model = GCNNLanguageModel(vocabulary_size=50, embedding_dim=8, blocks=[[[3, 16]], [[4, 16]]], cutoffs=[10, 30],
-                              moe={"num_experts": 4, "k": 2, "hidden_units": 8, "after_blocks": [0]})
+def gcnn_moe_adaptive(tiny_model):
+    model = tiny_model("gcnn", blocks=[[[3, 16]], [[4, 16]]], cutoffs=[10, 30],
+                       moe={"num_experts": 4, "k": 2, "hidden_units": 8, "after_blocks": [0]})
     _random_gates(model.moe_layers[0])
     return model
 
 
-def lstm():
-    keras.utils.set_random_seed(0)
-    return StackLanguageModel(vocabulary_size=50, embedding_dim=8, layers=[{"type": "lstm", "units": 8}] * 2,
-                              residual=False)
+def lstm(tiny_model):
+    return tiny_model("lstm")
 
 
-def rnn():
-    keras.utils.set_random_seed(0)
-    return StackLanguageModel(vocabulary_size=50, embedding_dim=8, layers=[{"type": "rnn", "units": 8}],
-                              residual=False)
+def rnn(tiny_model):
+    return tiny_model("rnn", layers=[{"type": "rnn", "units": 8}])
 
 
-def moe_stack():
-    keras.utils.set_random_seed(0)
+def moe_stack(tiny_model):
     layers = [{"type": "lstm", "units": 24, "projection": 16},
               {"type": "moe", "num_experts": 8, "k": 2, "hidden_units": 8, "groups": 2},
               {"type": "ffn", "hidden_units": [12]},
               {"type": "lstm", "units": 16}]
-    model = StackLanguageModel(vocabulary_size=50, embedding_dim=16, layers=layers)
+    model = tiny_model("moe", embedding_dim=16, layers=layers)
     _random_gates(model.stack[1])
     return model
 
@@ -104,8 +102,8 @@ def sequence_log_prob(model, row, start):
 
 # ---- 2: the prompt in one parallel pass -------------------------------------------------------
 @pytest.mark.parametrize("family", sorted(FAMILIES))
-def test_parallel_prompt_pass_equals_feeding_the_prompt_token_by_token(family):
-    model = FAMILIES[family]()
+def test_parallel_prompt_pass_equals_feeding_the_prompt_token_by_token(tiny_model, family):
+    model = FAMILIES[family](tiny_model)
     assert generation.reads_prompt_in_parallel(model)
     ids, lengths = padded(PROMPTS)
     hidden, state = model.prefill(ids, lengths)
@@ -136,8 +134,8 @@ def test_a_subclass_changing_step_alone_reads_its_prompt_through_its_step():
 # ---- 3: exact where it can be -------------------------------------------------------------------
 @pytest.mark.ci
 @pytest.mark.parametrize("family", sorted(FAMILIES))
-def test_greedy_batched_equals_one_prompt_at_a_time_and_by_hand(family):
-    model = FAMILIES[family]()
+def test_greedy_batched_equals_one_prompt_at_a_time_and_by_hand(tiny_model, family):
+    model = FAMILIES[family](tiny_model)
     batched = model.generate(PROMPTS, max_new_tokens=10, temperature=0)
     assert batched == [model.generate(p, max_new_tokens=10, temperature=0) for p in PROMPTS]
     assert batched == [greedy_by_hand(model, p, 10) for p in PROMPTS]
@@ -150,8 +148,8 @@ def test_greedy_batched_equals_one_prompt_at_a_time_and_by_hand(family):
 
 @pytest.mark.ci
 @pytest.mark.parametrize("family", ["gcnn", "lstm"])
-def test_xla_compiled_greedy_equals_the_graph_loop(family):
-    model = FAMILIES[family]()
+def test_xla_compiled_greedy_equals_the_graph_loop(tiny_model, family):
+    model = FAMILIES[family](tiny_model)
     assert model.generate(PROMPTS, max_new_tokens=8, temperature=0, jit_compile=True) == \
         model.generate(PROMPTS, max_new_tokens=8, temperature=0, jit_compile=False)
     # at GROUP_FROM rows or more, groups of rows each in their own XLA loop, side by side
@@ -170,14 +168,14 @@ def test_xla_samples_top_p_on_a_vocabulary_larger_than_a_block():
 
 
 @pytest.mark.ci
-def test_auto_uses_xla_where_it_can_in_shape_buckets_and_the_graph_loop_elsewhere():
-    model = gcnn()
+def test_auto_uses_xla_where_it_can_in_shape_buckets_and_the_graph_loop_elsewhere(tiny_model):
+    model = gcnn(tiny_model)
     sampled = model.generate(PROMPTS, max_new_tokens=10, top_k=5, seed=2)  # default: jit_compile="auto"
     assert sampled == model.generate(PROMPTS, max_new_tokens=10, top_k=5, seed=2, jit_compile=True)
     model.generate(PROMPTS[:2], max_new_tokens=12, top_k=5, seed=2)  # another width and length, the same buckets
     model.generate(PROMPTS[:2], max_new_tokens=12, top_k=5, seed=2, temperature=0.7)  # a new temperature: a tensor
     assert [key[-2:] for key in model._generation_functions] == [(True, 16)]
-    stack = moe_stack()  # MoE layers: the graph loop
+    stack = moe_stack(tiny_model)  # MoE layers: the graph loop
     assert stack.generate(PROMPTS, max_new_tokens=6, top_k=5, seed=2) == \
         stack.generate(PROMPTS, max_new_tokens=6, top_k=5, seed=2, jit_compile=False)
     with pytest.raises(ValueError, match="jit_compile must be True, False or 'auto', got 'yes'"):
@@ -190,8 +188,8 @@ SAMPLERS = [{"temperature": 1.5}, {"top_k": 5}, {"top_p": 0.8, "temperature": 1.
 
 @pytest.mark.ci
 @pytest.mark.parametrize("settings", SAMPLERS)
-def test_seeded_sampling_is_reproducible_batched_or_not(settings):
-    model = gcnn()
+def test_seeded_sampling_is_reproducible_batched_or_not(tiny_model, settings):
+    model = gcnn(tiny_model)
     a = model.generate(PROMPTS, max_new_tokens=12, seed=3, **settings)
     assert a == model.generate(PROMPTS, max_new_tokens=12, seed=3, **settings)
     # a row's draws depend on the seed, its index and its own text, never on the other rows
@@ -263,8 +261,8 @@ def test_top_k_of_equals_tf_top_k():
 
 @pytest.mark.ci
 @pytest.mark.parametrize("family", ["gcnn", "lstm", "moe-stack"])
-def test_one_beam_is_greedy_and_the_best_of_four_is_at_least_as_likely(family):
-    model = FAMILIES[family]()
+def test_one_beam_is_greedy_and_the_best_of_four_is_at_least_as_likely(tiny_model, family):
+    model = FAMILIES[family](tiny_model)
     greedy = model.generate(PROMPTS, max_new_tokens=8, temperature=0)
     assert model.generate(PROMPTS, max_new_tokens=8, sampler="beam", num_beams=1) == greedy
     beams = model.generate(PROMPTS, max_new_tokens=8, sampler="beam", num_beams=4, length_penalty=0.0)
@@ -361,8 +359,8 @@ def _ngrams(row, n):
 
 @pytest.mark.ci
 @pytest.mark.parametrize("n", [1, 2, 3])
-def test_no_repeat_ngram_leaves_no_repeated_ngram(n):
-    model = gcnn()
+def test_no_repeat_ngram_leaves_no_repeated_ngram(tiny_model, n):
+    model = gcnn(tiny_model)
     greedy = model.generate(PROMPTS, max_new_tokens=12, temperature=0)
     assert any(len(set(_ngrams(r, 2))) < len(_ngrams(r, 2)) for r in greedy)  # greedy repeats itself
     for settings in ({"temperature": 0}, {"top_k": 5, "seed": 1}, {"sampler": "beam", "num_beams": 3}):
@@ -387,8 +385,8 @@ def test_repeated_ngrams_matches_a_python_reference():
 
 
 @pytest.mark.ci
-def test_the_gcnn_reads_a_prompt_longer_than_its_receptive_field_and_only_the_last_tokens_matter():
-    model = gcnn()
+def test_the_gcnn_reads_a_prompt_longer_than_its_receptive_field_and_only_the_last_tokens_matter(tiny_model):
+    model = gcnn(tiny_model)
     field = model.receptive_field
     rng = np.random.default_rng(0)
     tail = rng.integers(3, 50, size=field).tolist()
@@ -433,20 +431,20 @@ BAD = [
 
 
 @pytest.mark.parametrize("kwargs, message", BAD)
-def test_bad_arguments_are_refused_in_one_sentence(kwargs, message):
-    model = gcnn()
+def test_bad_arguments_are_refused_in_one_sentence(tiny_model, kwargs, message):
+    model = gcnn(tiny_model)
     with pytest.raises(ValueError, match=message):
         model.generate([[1, 4, 5]], **{"max_new_tokens": 3, **kwargs})
 
 
-def test_xla_refuses_a_model_with_moe_layers_in_one_sentence():
+def test_xla_refuses_a_model_with_moe_layers_in_one_sentence(tiny_model):
     with pytest.raises(ValueError, match="jit_compile=True cannot compile this model's sparse MoE layers"):
-        moe_stack().generate([[1, 4]], max_new_tokens=2, jit_compile=True)
+        moe_stack(tiny_model).generate([[1, 4]], max_new_tokens=2, jit_compile=True)
 
 
 @pytest.mark.ci
-def test_numpy_scalars_are_taken_as_the_numbers_they_hold():
-    model = gcnn()
+def test_numpy_scalars_are_taken_as_the_numbers_they_hold(tiny_model):
+    model = gcnn(tiny_model)
     want = model.generate(PROMPTS, max_new_tokens=5, temperature=0.8, top_k=5, top_p=0.9, seed=3, no_repeat_ngram_size=2)
     assert model.generate(PROMPTS, max_new_tokens=np.int64(5), temperature=np.float32(0.8), top_k=np.int32(5),
                           top_p=np.float64(0.9), seed=np.int64(3), no_repeat_ngram_size=np.int8(2)) == want
@@ -455,8 +453,8 @@ def test_numpy_scalars_are_taken_as_the_numbers_they_hold():
 
 
 @pytest.mark.ci
-def test_one_beam_without_the_greedy_fallback_is_greedy():
-    model = gcnn()
+def test_one_beam_without_the_greedy_fallback_is_greedy(tiny_model):
+    model = gcnn(tiny_model)
     ids, lengths = padded(PROMPTS)
     run = tf.function(lambda i, l: generation.beam_search(model, i, l, 8, 1, 1.0, generation.NO_STOP,
                                                           against_greedy=False))
@@ -465,8 +463,8 @@ def test_one_beam_without_the_greedy_fallback_is_greedy():
         model.generate(PROMPTS, max_new_tokens=8, temperature=0)
 
 
-def test_max_length_is_the_deprecated_name_of_max_new_tokens():
-    model = gcnn()
+def test_max_length_is_the_deprecated_name_of_max_new_tokens(tiny_model):
+    model = gcnn(tiny_model)
     want = model.generate(PROMPTS, max_new_tokens=5, temperature=0)
     assert model.generate(PROMPTS, 5, temperature=0) == want  # positional, as before
     with pytest.warns(DeprecationWarning, match=r"use max_new_tokens="):
@@ -475,8 +473,8 @@ def test_max_length_is_the_deprecated_name_of_max_new_tokens():
         model.generate(PROMPTS, max_new_tokens=5, max_length=5)
 
 
-def test_bad_prompts_are_refused_in_one_sentence():
-    model = gcnn()
+def test_bad_prompts_are_refused_in_one_sentence(tiny_model):
+    model = gcnn(tiny_model)
     with pytest.raises(ValueError, match=r"Token id 50 is outside the vocabulary: ids must be in \[0, 49\]"):
         model.generate([[1, 50]])
     with pytest.raises(ValueError, match="must be integers"):
@@ -491,3 +489,47 @@ def test_bad_prompts_are_refused_in_one_sentence():
         vocabulary_model()[0].generate([[1, 4], "the cat"])
     with pytest.raises(ValueError, match="mixes strings with ids"):
         vocabulary_model()[0].generate(["the cat", 5])
+
+
+
+# ---- greedy equals decode_step by hand, sampling is seeded, text stops at </s> --------------------
+@pytest.mark.ci
+@pytest.mark.parametrize("kind", ["gcnn", "lstm"])
+def test_greedy_generation(tiny_model, kind):
+    model = tiny_model(kind)
+    prompt = [1, 7, 12, 30]
+    greedy = model.generate(prompt, max_new_tokens=12, temperature=0)
+    assert len(greedy) == len(prompt) + 12
+    assert greedy == greedy_by_hand(model, prompt, 12)
+    assert model.generate(prompt, max_new_tokens=12, temperature=0, seed=5) == greedy
+    for seed in (0, 1):
+        assert model.generate(prompt, max_new_tokens=12, temperature=1.0, top_k=1, seed=seed) == greedy
+
+
+@pytest.mark.ci
+def test_sampling_is_seeded(tiny_model):
+    model = tiny_model("gcnn")
+    a = model.generate([1, 5], max_new_tokens=15, temperature=1.5, seed=3)
+    assert a == model.generate([1, 5], max_new_tokens=15, temperature=1.5, seed=3)
+    others = [model.generate([1, 5], max_new_tokens=15, temperature=1.5, seed=s) for s in range(4, 8)]
+    assert any(o != a for o in others)
+    assert all(t not in (0, 1) for t in a[2:])
+
+
+def test_text_generation_stops_at_end_of_sentence(tiny_model, tiny_lines):
+    model, _ = vocab_model(tiny_model, tiny_lines)
+    vocab = model.vocabulary
+    text = model.generate("a b", max_new_tokens=25, temperature=0)
+    ids = greedy_by_hand(model, vocab.encode("a b", add_eos=False), 25)
+    if vocab.eos_id in ids[3:]:
+        ids = ids[: ids.index(vocab.eos_id, 3) + 1]
+    assert text == vocab.decode(ids)
+    assert text.startswith("a b")
+
+
+def test_generate_rejects_bad_arguments(tiny_model):
+    model = tiny_model("gcnn")
+    with pytest.raises(ValueError, match="temperature must be a number >= 0"):
+        model.generate([1], temperature=-1)
+    with pytest.raises(ValueError, match=r"top_k must be in \[1, 50\]"):
+        model.generate([1], top_k=0)

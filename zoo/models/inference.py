@@ -187,7 +187,8 @@ class Inference:
         return out
 
     def perplexity(self, data: Sequence[str] | str | tf.data.Dataset, mode: str = "stream", batch_size: int = 32,
-                   seq_len: int = 128, split: str | None = None, per: str = "token") -> Perplexity:
+                   seq_len: int = 128, split: str | None = None, per: str = "token",
+                   context: int | None = None) -> Perplexity:
         """Perplexity `exp(total NLL / N)`, as the papers compute it (§4.1).
 
         Args:
@@ -196,7 +197,7 @@ class Inference:
                 `(<int32>[batch, time] inputs, <int32>[batch, time] targets,
                 <float32>[batch, time] sample_weight)` batches.
             mode: for lines, "sentence" scores each line alone, "stream" their concatenation in
-                windows of `seq_len` with `self.stream_context` tokens of left context each.
+                windows of `seq_len` with `context` tokens of left context each.
             batch_size: rows per batch, for lines.
             seq_len: tokens per window under mode="stream".
             split: the split of a corpus name or path ("valid" when None).
@@ -205,6 +206,10 @@ class Inference:
                 per line (`zoo.data.corpus.scored_words`), whatever the tokenizer, so that word,
                 character and subword models are comparable (it needs lines). For a word
                 tokenizer the two are equal.
+            context: tokens of unscored left context per stream window; None: the model's
+                `stream_context` (for a GCNN its receptive field, so every target is scored
+                exactly as in one whole-stream call). fairseq's `eval_lm --tokens-per-sample T
+                --context-window C` is `seq_len=T - C, context=C` (docs/using-the-authors-weights.md).
 
         Returns:
             A `Perplexity` (a float). With lines and a closed word vocabulary, its
@@ -228,6 +233,13 @@ class Inference:
         if per == "word" and isinstance(data, tf.data.Dataset):
             raise ValueError("per='word' needs the lines (a list of strings or a corpus name), not a "
                              "tf.data.Dataset: words are counted on the text.")
+        if context is None:
+            context = self.stream_context
+        if isinstance(context, bool) or not isinstance(context, (int, np.integer)) or context < 0:
+            raise ValueError(f"context must be a whole number of tokens >= 0 (or None: the model's stream_context), "
+                             f"got {context!r}.")
+        if isinstance(seq_len, bool) or not isinstance(seq_len, (int, np.integer)) or seq_len < 1:
+            raise ValueError(f"seq_len must be a whole number of tokens >= 1, got {seq_len!r}.")
         if isinstance(data, str):
             data = read_lines(data, split or "valid")
         if isinstance(data, tf.data.Dataset):
@@ -238,7 +250,7 @@ class Inference:
                 raise ValueError("Nothing to evaluate: the list of lines is empty.")
             vocab = self.require_tokenizer()
             if mode == "stream":
-                datasets = [pipeline.stream_dataset(lines, vocab, batch_size, seq_len, context=self.stream_context)]
+                datasets = [pipeline.stream_dataset(lines, vocab, batch_size, seq_len, context=int(context))]
             else:
                 datasets = self._sentence_datasets(lines, vocab, batch_size, seq_len)
         total, count = 0.0, 0.0

@@ -120,7 +120,7 @@ def test_an_outside_sampler_runs_through_generate_and_an_export_alike(tiny_lm, t
     path = export_saved_model(tiny_lm, str(tmp_path), name="tiny", sampler=sampler)
     served = tf.saved_model.load(path).signatures["generate"](
         text=tf.constant(prompts), max_new_tokens=tf.constant(12), seed=tf.constant(5),
-        temperature=tf.constant(0.0), top_k=tf.constant(0), top_p=tf.constant(1.0))
+        temperature=tf.constant(0.0), top_k=tf.constant(0), top_p=tf.constant(1.0), num_beams=tf.constant(1))
     assert [t.decode() for t in served["text"].numpy()] == ours
 
 
@@ -131,3 +131,26 @@ def test_an_export_refuses_a_beam_or_a_non_sampler_in_one_sentence(tiny_lm, tmp_
         with pytest.raises(ValueError, match=r"^sampler must be None .* got .*\.$"):
             export_saved_model(tiny_lm, str(tmp_path), name="tiny", sampler=bad)
     assert not (tmp_path / "tiny").exists()
+
+
+def test_beam_search_returns_every_beam_with_its_log_probability_and_score(tiny_lm):
+    prompt = [1, 5, 6]
+    beams = tiny_lm.generate(prompt, 4, sampler="beam", num_beams=3, length_penalty=0.5, stop=None,
+                             return_all_beams=True)
+    assert len(beams) == 3 and len({tuple(b["output"]) for b in beams}) == 3
+    assert [b["score"] for b in beams] == sorted((b["score"] for b in beams), reverse=True)
+    for beam in beams:  # the log-probability of its new tokens, recomputed; the score its ranking
+        ids = np.array(beam["output"])
+        assert ids[:3].tolist() == prompt and len(ids) == 7
+        log_probs = tiny_lm.log_probs(ids[None, :-1])[0]
+        expected = sum(log_probs[t - 1, ids[t]] for t in range(3, 7))
+        np.testing.assert_allclose(beam["log_prob"], expected, rtol=1e-4)
+        np.testing.assert_allclose(beam["score"], beam["log_prob"] / 4 ** 0.5, rtol=1e-6)
+    best = tiny_lm.generate(prompt, 4, sampler="beam", num_beams=3, length_penalty=0.5, stop=None)
+    greedy = tiny_lm.generate(prompt, 4, sampler="greedy", stop=None)
+    assert best in (beams[0]["output"], greedy)  # generate's answer: the best beam, or greedy when it ranks higher
+    texts = tiny_lm.generate(["w1 w2", "w3"], 2, sampler="beam", num_beams=2, stop=None, return_all_beams=True)
+    assert [len(t) for t in texts] == [2, 2] and all(isinstance(b["output"], str) for t in texts for b in t)
+    with pytest.raises(ValueError, match=r"^return_all_beams=True returns beam search's beams; the sampler is "
+                                         r"'greedy': give sampler=\"beam\" \(or num_beams=k\)\.$"):
+        tiny_lm.generate(prompt, 4, sampler="greedy", return_all_beams=True)

@@ -115,8 +115,7 @@ class TrainingWindows:
     @classmethod
     def from_lines(cls, lines, vocabulary, seq_len, global_batch_size, seed=0):
         """The windows of `seq_len` tokens (no unscored context) of the stream of `lines`."""
-        ids = pipeline.stream_ids(lines, vocabulary)
-        return cls(*pipeline.stream_windows(ids, seq_len, 0, vocabulary.bos_id), global_batch_size, seed)
+        return cls(*pipeline.stream_arrays(lines, vocabulary, seq_len), global_batch_size, seed)
 
     def _order(self, p):
         n = len(self.arrays[0])
@@ -154,8 +153,7 @@ def evaluation_windows(lines, vocabulary, seq_len, context, global_batch_size):
     """Stream windows with `context` tokens of unscored left context, padded with weight-0
     windows to a whole number of global batches, so every replica sees the same number of
     batches (a collective step needs every worker)."""
-    ids = pipeline.stream_ids(lines, vocabulary)
-    inputs, targets, weights = pipeline.stream_windows(ids, seq_len, context, vocabulary.bos_id)
+    inputs, targets, weights = pipeline.stream_arrays(lines, vocabulary, seq_len, context)
     pad = -len(inputs) % global_batch_size
     if pad:
         inputs, targets, weights = (

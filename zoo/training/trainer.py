@@ -340,8 +340,15 @@ def build_model(preset, overrides, vocabulary, strategy, policy=None, capacity_f
 def starting_point(preset, weights, log=_print):
     """`(preset, PresetInfo, weights file or None)` of `train`'s `preset` and `weights`."""
     if weights not in (None, "random", "trained"):
-        raise ValueError(f"weights must be 'trained' or 'random' to train from, got {weights!r} (a preset "
-                         "directory to fine-tune is given as the preset).")
+        if not isinstance(weights, (str, os.PathLike)) or not os.path.isfile(
+                os.path.join(str(weights), preset_directory.CONFIG_FILE)):
+            raise ValueError(f"weights must be 'trained', 'random' or a preset directory to train from, got "
+                             f"{str(weights)!r}.")
+        # a preset directory's model and tokenizer (e.g. converted by `zoo convert fairseq`), with
+        # the training defaults of the preset name
+        defaults = {} if os.path.isdir(str(preset)) else resolve_preset(preset).train_defaults
+        log(f"Starting from {weights}, with its tokenizer.")
+        return str(weights), dataclasses.replace(resolve_preset(str(weights)), train_defaults=defaults), None
     if weights != "trained":
         return preset, resolve_preset(preset), None
     if os.path.isdir(str(preset)):
@@ -371,7 +378,8 @@ def train(preset, data="ptb", out_dir="runs/model", strategy="default", config=N
     `TrainConfig` (default: `TrainConfig()`); `overrides` replace keys of the model's config,
     including its `optimizer` spec (e.g. `{"dropout": 0.1, "optimizer": {"name": "adam"}}`);
     `log` receives every progress line; `callbacks` are `Callback`s. `weights="trained"` starts
-    from the trained weights that ship for the preset name (fine-tuning): with their tokenizer
+    from the trained weights that ship for the preset name (fine-tuning), and a preset directory
+    from its model and tokenizer (with the preset name's training defaults): with their tokenizer
     when they ship as a preset directory (`gcnn-en`), else with the preset's own vocabulary (the
     treebank's for `gcnn-ptb`); None or "random" start from random weights. Started again with
     the same arguments, a run resumes from its newest readable checkpoint (see `Trainer`).

@@ -3,7 +3,8 @@ with nothing to register.
 
 A module is an experiment when it has a `NAME` (table4); otherwise its `EXPERIMENTS` lists the
 experiments it defines (objects with the same attributes, such as the training-curve experiments
-of `zoo.tools.reproduce.curves`); a module whose name starts with `_` is a helper, not read. An experiment has `NAME`, `DESCRIPTION`, `PAPER` (the figure
+of `zoo.tools.reproduce.curves`); a module whose name starts with `_` is a helper, and one whose name
+ends with `_test` is an experiment's tests (`table4_test.py` beside `table4.py`): neither is read. An experiment has `NAME`, `DESCRIPTION`, `PAPER` (the figure
 it reproduces), `settings(quick, repeats)`, `units(settings)`, `run(settings, pending, save, log,
 done)` (`done`: the units already measured), `figures(settings, units)`, `extras(settings,
 units)` and `plot(result, path)`; `TIMED_BY_MINUTES`, when true, lets `--minutes` set its budget.
@@ -19,7 +20,7 @@ def experiments():
     """`{name: experiment}` of every experiment in this folder, by name."""
     found = {}
     for info in pkgutil.iter_modules(__path__):
-        if info.name.startswith("_"):  # a helper module of the experiments, not one itself
+        if info.name.startswith("_") or info.name.endswith("_test"):  # a helper, or an experiment's tests
             continue
         module = importlib.import_module(f"{__name__}.{info.name}")
         if not hasattr(module, "NAME") and not hasattr(module, "EXPERIMENTS"):

@@ -1,19 +1,79 @@
-"""Bad input around a subword model, through the `zoo` command line: each gets one sentence and
-exit code 2, and nothing already written (the run, its preset directory, an export) changes by a
-byte. The run and the export are made once, from a tiny generated raw-text corpus."""
+"""`zoo train`: a short run's history, best preset and logs; its flags reach TrainConfig by field
+name; bad input is one sentence with exit code 2. (The run: tools/cli/conftest.py's `trained`.)
 
+A subword run (ci: trained once, by a module fixture, from a tiny generated raw-text corpus): bad
+input around it, through `zoo train` and the subcommands that load its preset directory, gets one
+sentence and exit code 2, and nothing already written (the run, its preset directory, an export)
+changes by a byte; `--weights trained` refuses what it cannot fine-tune and fine-tunes a preset
+that ships as a directory with its tokenizer."""
+
+import hashlib
+import json
 import os
 import shutil
 
 import pytest
 
-import hashlib
+import zoo
+from tests.cli_checks import one_sentence_error
+from zoo.tools.cli import main, parser
+from zoo.tools.cli.train import overrides, train_config
 from zoo.training.tokenization_test import raw_corpus
-from zoo.tools.cli import main
 
-# Every test here trains a subword run first (a module fixture): the capability tier.
-pytestmark = pytest.mark.ci
 
+def test_train_writes_history_best_preset_and_logs(trained, capsys):
+    history = json.load(open(os.path.join(trained, "history.json")))
+    assert [h["epoch"] for h in history] == [1, 2, 3]
+    assert history[-1]["val_perplexity"] < history[0]["val_perplexity"]
+    assert os.path.isdir(os.path.join(trained, "logs"))
+    best = min(history, key=lambda h: h["val_perplexity"])
+    model = zoo.load(os.path.join(trained, "best"))
+    assert model.vocabulary is not None and len(model.vocabulary) == model.vocabulary_size
+    assert best["best"] is True
+
+
+@pytest.mark.parametrize(
+    "argv, message",
+    [
+        (["train", "--preset", "gcnn-15", "--data", "ptb", "--out", "{tmp}/x"], "Unknown preset 'gcnn-15'"),
+        (["train", "--preset", "gcnn-ptb", "--data", "{tmp}/nowhere", "--out", "{tmp}/x"], "does not exist"),
+        (["train", "--preset", "gcnn-ptb", "--data", "{tmp}/empty.txt", "--out", "{tmp}/x"], "is empty"),
+        (["train", "--preset", "gcnn-ptb", "--data", "ptb", "--out", "{tmp}/x",
+          "--set", "blocks=[[[0, 8]]]"], "kernel_size must be an integer >= 1, got 0"),
+        (["train", "--preset", "gcnn-ptb", "--out", "{tmp}/x", "--set", "dropout"], "--set takes KEY=VALUE"),
+    ],
+)
+def test_bad_input_gives_one_sentence_and_exit_code_2(argv, message, tmp_path, capsys):
+    (tmp_path / "empty.txt").write_text("\n  \n")
+    assert message in one_sentence_error([a.replace("{tmp}", str(tmp_path)) for a in argv], capsys)
+
+
+def test_every_train_config_field_is_a_flag_of_zoo_train():
+    import dataclasses
+
+    from zoo.training import TrainConfig
+
+    args = parser().parse_args(["train", "--preset", "gcnn-ptb", "--out", "run"])
+    assert {f.name for f in dataclasses.fields(TrainConfig)} <= set(vars(args))
+    # unset flags leave TrainConfig's own defaults
+    assert train_config(args) == TrainConfig()
+
+
+def test_train_flags_reach_the_train_config_by_field_name():
+    args = parser().parse_args(["train", "--preset", "gcnn-ptb", "--out", "run", "--batch-size", "8",
+                                "--capacity-factor", "1.5", "--expert-parallel", "--tokenizer", "char"])
+    config = train_config(args)
+    assert (config.global_batch_size, config.capacity_factor, config.expert_parallel, config.tokenizer) == \
+        (8, 1.5, True, "char")
+
+
+def test_set_values_are_read_as_json_else_kept_as_text():
+    assert overrides(["dropout=0.25", "blocks=[[[3, 16]]]", "name=my run", "note=a=b", "flag=true"]) == {
+        "dropout": 0.25, "blocks": [[[3, 16]]], "name": "my run", "note": "a=b", "flag": True}
+    assert overrides(None) == {}
+
+
+# ---- a subword run (ci) --------------------------------------------------------------------------
 TINY = ["--set", "dropout=0.0", "--set", "blocks=[[[3, 16]], [[3, 16]]]", "--set", "embedding_dim=16"]
 
 
@@ -65,6 +125,7 @@ TRAIN = ["train", "--preset", "gcnn-ptb", "--out", "{run}", "--epochs", "1", "--
          "--batch-size", "4", "--seq-len", "8"] + TINY
 
 
+@pytest.mark.ci  # trains a subword run first (the module fixture `written`)
 @pytest.mark.parametrize("argv, message", [
     (TRAIN + ["--data", "{data}", "--vocabulary-size", "10"], "is too small"),
     (TRAIN + ["--data", "{data}", "--vocabulary-size", "1000000"], "more than this corpus can supply"),
@@ -95,6 +156,7 @@ def test_bad_input_is_one_sentence_and_nothing_written_changes(argv, message, wr
     assert sorted(os.listdir(written["exports"] / "tiny")) == ["1"]
 
 
+@pytest.mark.ci  # trains a subword run first (the module fixture `written`)
 @pytest.mark.parametrize("content, message", [
     (b"a fine line\nbad \xff\xfe bytes\n", "is not UTF-8: line 2, byte 5 is 0xff"),
     (b"\x00\x01\n\x07\n  \n", "has no usable line"),
@@ -112,6 +174,7 @@ def test_a_corpus_of_bad_bytes_or_no_usable_line_is_one_sentence_and_writes_noth
     assert not run.exists()
 
 
+@pytest.mark.ci  # trains a subword run first (the module fixture `written`)
 def test_weights_trained_where_none_ship_or_on_a_directory_is_one_sentence(written, tmp_path, capsys):
     run = tmp_path / "run"
     argv = [a.replace("{run}", str(run)) for a in TRAIN] + ["--data", written["data"], "--weights", "trained"]
@@ -124,6 +187,7 @@ def test_weights_trained_where_none_ship_or_on_a_directory_is_one_sentence(writt
     assert not run.exists()
 
 
+@pytest.mark.ci  # trains a subword run first (the module fixture `written`)
 def test_weights_trained_fine_tunes_the_shipped_preset_directory_with_its_tokenizer(written, tmp_path, monkeypatch):
     """A preset that ships as a directory (gcnn-en's way) fine-tunes from its weights and keeps its
     tokenizer: with a learning rate of 0 the run's model is the shipped one, byte for byte."""

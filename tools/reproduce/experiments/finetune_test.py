@@ -2,25 +2,20 @@
 shipped gcnn-en with `model.fit` on a made-up held-out corpus, trains the preset from scratch
 beside it and writes the figures and the plot; the figures are derived from the units."""
 
-import json
 import math
 import os
 
 import pytest
 
 import zoo
-from zoo.tools import cli, reproduce
+from tests.reproduce_checks import PNG_SIGNATURE, quick_result
+from zoo.tools import reproduce
 from zoo.tools.reproduce.experiments import finetune
-
-PNG_SIGNATURE = b"\x89PNG\r\n\x1a\n"
 
 
 @pytest.fixture(scope="module")
 def quick_run(tmp_path_factory):
-    out = str(tmp_path_factory.mktemp("finetune") / "results")
-    assert cli.main(["reproduce", "finetune", "--quick", "--out", out]) == 0
-    with open(os.path.join(out, "finetune.json")) as f:
-        return out, json.load(f)
+    return quick_result("finetune", tmp_path_factory.mktemp("finetune"))
 
 
 @pytest.mark.ci

@@ -1,5 +1,5 @@
 """Expert parallelism (`zoo.layers.expert_parallel`) against the replicated MoE, each case in fresh
-processes (`expert_parallel_worker.py`): under MirroredStrategy on 2 and 4 logical CPUs and with 2
+processes (`tests/expert_parallel_worker.py`): under MirroredStrategy on 2 and 4 logical CPUs and with 2
 worker processes on localhost, for a GCNN with an MoE layer and an LSTM–MoE–LSTM stack trained by
 the factorised Adam with clipping:
 
@@ -27,7 +27,7 @@ import pytest
 # the distributed tests' process helpers and their generated Zipf corpus (a fixture)
 from tests.distributed_test import _env, _free_ports, _wait, corpus  # noqa: F401
 
-ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))  # the repository (this file is in layers/)
 WORKER = os.path.join(ROOT, "tests", "expert_parallel_worker.py")
 EXPERTS = 4
 

@@ -6,18 +6,16 @@ import os
 
 import pytest
 
-from zoo.export.export_test import tiny_lstm, vocabulary
+from tests.cli_checks import one_sentence_error
 from zoo.tools.cli import main
 from zoo.tools.cli.export import default_export_name
 
 
-@pytest.fixture(scope="module")
-def preset(tmp_path_factory):
+@pytest.fixture
+def preset(tiny_model, word_tokenizer, tmp_path_factory):
     """A training run's best/ preset directory, as `zoo train` leaves it."""
-    model = tiny_lstm()
-    model.vocabulary = vocabulary()
     directory = tmp_path_factory.mktemp("runs") / "tiny-lstm" / "best"
-    model.save_to_preset(str(directory))
+    tiny_model("lstm", tokenizer=word_tokenizer).save_to_preset(str(directory))
     return str(directory)
 
 
@@ -44,11 +42,8 @@ def test_export_twice_makes_versions_1_and_2_and_never_touches_1(preset, tmp_pat
     for version in ("1", "2"):
         assert {"saved_model.pb", "variables", "assets", "assets.extra"} <= set(os.listdir(base / "tiny-lstm" / version))
 
-    code = main(["export", preset, "--base", str(base), "--version", "1"])
-    err = capsys.readouterr().err
-    assert code == 2
+    err = one_sentence_error(["export", preset, "--base", str(base), "--version", "1"], capsys)
     assert err.startswith("zoo: error: Version 1 of 'tiny-lstm' already exists") and "never overwritten" in err
-    assert len(err.strip().split("\n")) == 1 and "Traceback" not in err
     assert _digest(first) == before
 
 
@@ -60,11 +55,8 @@ def test_export_twice_makes_versions_1_and_2_and_never_touches_1(preset, tmp_pat
 ])
 def test_bad_export_arguments_give_one_sentence_and_exit_code_2(argv, message, preset, tmp_path, capsys):
     (tmp_path / "noconfig").mkdir()
-    code = main([a.replace("{tmp}", str(tmp_path)).replace("{preset}", preset) for a in argv])
-    err = capsys.readouterr().err
-    assert code == 2
-    assert err.startswith("zoo: error: ") and message in err
-    assert "Traceback" not in err and len(err.strip().split("\n")) == 1
+    argv = [a.replace("{tmp}", str(tmp_path)).replace("{preset}", preset) for a in argv]
+    assert message in one_sentence_error(argv, capsys)
     assert not os.path.exists(tmp_path / "e" / ".hidden")
 
 
@@ -73,3 +65,10 @@ def test_default_name(tmp_path):
     assert default_export_name(str(tmp_path / "my lm")) == "my-lm"
     assert default_export_name(str(tmp_path / ".hidden dir")) == "hidden-dir"
     assert default_export_name(str(tmp_path / "runs" / "gcnn-ptb" / "final")) == "final"
+
+
+def test_a_preset_directory_without_a_vocabulary_is_refused_by_name(tiny_model, tmp_path, capsys):
+    tiny_model("lstm").save_to_preset(str(tmp_path / "bare"))
+    err = one_sentence_error(["export", str(tmp_path / "bare"), "--base", str(tmp_path / "e")], capsys)
+    assert f"{str(tmp_path / 'bare')!r} has no vocabulary" in err
+    assert not os.path.exists(tmp_path / "e")

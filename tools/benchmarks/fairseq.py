@@ -1,0 +1,770 @@
+"""`zoo benchmark fairseq`: a converted fairseq `fconv_lm` checkpoint in the zoo against fairseq's
+own code on it, side by side on the CPU, and what converting and exporting it costs.
+
+One checkpoint at full size: gcnn-14's, fairseq's `fconv_lm_dauphin_wikitext103` (embedding 280,
+13 conv layers of width 850 to 2048, adaptive softmax 10k/20k/200k over 267,744 ids) with random
+weights written by fairseq's code (`torch.save`, legacy format, 2018 adaptive softmax, as the
+published checkpoint is), converted by `zoo convert fairseq`. fairseq's side
+(fairseq_torch.py, beside this module) runs under `--torch-python`, a Python with torch; the zoo's
+under this one (torch is not a dependency of the zoo). Both are workers answering the same
+commands, the benchmark alternating between them repeat by repeat, so that a shared machine's
+noise hits both alike; each figure is a median over `--repeats`. Measured:
+
+* scoring: tokens/s of the exact log-probability of every target over windows of `--window`
+  (512) tokens (fairseq: the decoder and `get_normalized_probs` with the targets, as its
+  SequenceScorer; the zoo: `target_log_probs`, the compiled path of `score` and `perplexity`);
+* greedy generation at batch 1 and 8: new tokens/s (fairseq: incremental decoding, as
+  make_fairseq_goldens.greedy; the zoo: `generate(..., sampler="greedy", stop=None)`);
+* a training step at gcnn-ptb's size (embedding 128, 4 layers of width 128 and kernel 4, 10,002
+  ids; cutoffs 2000,6000, as `zoo benchmark ptb-softmax`, since the converter takes fairseq's
+  adaptive-softmax models) on gcnn-ptb's training batch (32 × 64), Adam 2e-3, global norm 1.0;
+* beside each: its share of the machine's limit measured in the same run: a 2-thread float32
+  matmul's GFLOP/s over the FLOPs per token counted from the architecture (scoring, training),
+  or a large copy's GB/s over the weight bytes one token reads (batch-1 generation);
+* the conversion in a fresh process (wall seconds, peak RSS), the preset directory's size, `zoo
+  export` of it (size) and a fresh process loading the export and answering `score_ids` and
+  `generate` (seconds to load).
+
+`--profile` also samples one scoring call and one batch-1 generation of each side (py-spy for
+fairseq, tf.profiler for the zoo) and prints where the time goes. `--small` runs it all on tiny
+architectures, a smoke test.
+"""
+
+import argparse
+import json
+import os
+import shlex
+import shutil
+import signal
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+
+import numpy as np
+
+from zoo.tools.benchmarks.common import child_env, cpu_model, load_average_text, machine_summary, serve, write_results
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+TORCH_SCRIPT = os.path.join(HERE, "fairseq_torch.py")
+ARCH = "fconv_lm_dauphin_wikitext103"  # every size is saved under it (its layers and embedding overridden)
+FULL_LAYERS = ("[(850, 6)] * 3 + [(850, 1)] * 1 + [(850, 5)] * 4 + [(850, 1)] * 1 + [(850, 4)] * 3"
+               " + [(1024, 4)] * 1 + [(2048, 4)] * 1")
+# The architectures: `words` is dict.txt's length (fairseq adds 4 specials), `softmax` fairseq's
+# adaptive softmax format ("2018": the published checkpoints'; "current": v0.12.2's).
+SIZES = {
+    "full": {"arch": ARCH, "embed_dim": 280, "layers": FULL_LAYERS, "cutoffs": "10000,20000,200000",
+             "words": 267_740, "softmax": "2018", "dropout": 0.1},
+    "ptb": {"arch": ARCH, "embed_dim": 128, "layers": "[(128, 4)] * 4", "cutoffs": "2000,6000",
+            "words": 9_998, "softmax": "current", "dropout": 0.2},
+    "tiny": {"arch": ARCH, "embed_dim": 16, "layers": "[(32, 4)] * 2 + [(32, 1)] + [(48, 3)]", "cutoffs": "100,300",
+             "words": 496, "softmax": "2018", "dropout": 0.1},
+    "tiny-train": {"arch": ARCH, "embed_dim": 16, "layers": "[(16, 4)] * 2", "cutoffs": "50,150",
+                   "words": 196, "softmax": "current", "dropout": 0.2},
+}
+PTB_OPTIMIZER = {"learning_rate": 2e-3, "clipnorm": 1.0}  # gcnn-ptb's: adam, global_clipnorm 1.0
+DEFAULTS = {"repeats": 5, "window": 512, "windows": 2, "prompt": 16, "new_tokens": 64, "batches": [1, 8],
+            "train_batch": 32, "train_seq": 64, "full": "full", "train": "ptb"}
+SMALL = {"repeats": 2, "window": 64, "windows": 2, "prompt": 8, "new_tokens": 16, "batches": [1, 2],
+         "train_batch": 4, "train_seq": 16, "full": "tiny", "train": "tiny-train"}
+MATMUL_N = 4096
+COPY_MIB = 1024
+SEED = 0
+
+
+# ---- counting from the architecture --------------------------------------------------------------
+def layers(spec):
+    """fairseq's `(width, kernel_size, residual)` layers of `spec`."""
+    from zoo.convert.fairseq import parse_layers
+
+    return parse_layers(spec["layers"])
+
+
+def cutoffs(spec):
+    """The adaptive softmax's cutoffs with the vocabulary size last."""
+    values = [int(c) for c in spec["cutoffs"].split(",")]
+    return values + [vocabulary_size(spec)]
+
+
+def vocabulary_size(spec):
+    return spec["words"] + 4
+
+
+def tail_dims(spec):
+    """Each tail cluster's projection width: the 2018 format d // 4^i, today's d // 4^(i+1)."""
+    hidden = layers(spec)[-1][0]
+    shift = 0 if spec["softmax"] == "2018" else 1
+    return [hidden // 4 ** (i + shift) for i in range(len(cutoffs(spec)) - 1)]
+
+
+def stack_weights(spec):
+    """`(name, rows, columns)` of every matrix a token multiplies through before the output
+    layer: fc1, each convolution (kernel_size·input × 2·width) and each residual projection."""
+    mats = [("fc1", spec["embed_dim"], layers(spec)[0][0])]
+    widths = [layers(spec)[0][0]]
+    for i, (width, kernel, residual) in enumerate(layers(spec)):
+        mats.append((f"conv{i}", kernel * widths[-1], 2 * width))
+        if residual and widths[-residual] != width:
+            mats.append((f"projection{i}", widths[-residual], width))
+        widths.append(width)
+    return mats
+
+
+def head_weights(spec):
+    """`(name, rows, columns)` of the adaptive softmax: the head and each cluster's two matrices."""
+    hidden, cuts = layers(spec)[-1][0], cutoffs(spec)
+    mats = [("head", hidden, cuts[0] + len(cuts) - 1)]
+    for i, dim in enumerate(tail_dims(spec)):
+        mats += [(f"tail{i}.projection", hidden, dim), (f"tail{i}.kernel", dim, cuts[i + 1] - cuts[i])]
+    return mats
+
+
+def cluster_shares(spec, targets):
+    """The share of `targets` (fairseq ids) in each tail cluster."""
+    targets, cuts = np.asarray(targets).reshape(-1), cutoffs(spec)
+    return [float(np.mean((targets >= cuts[i]) & (targets < cuts[i + 1]))) for i in range(len(cuts) - 1)]
+
+
+def scoring_flops_per_token(spec, shares):
+    """FLOPs (2 per multiply-add) of the exact log-probability of one target: the conv stack, the
+    head, and a tail cluster's two matrices for the tokens whose target lies in it (`shares`)."""
+    flops = sum(2 * r * c for _, r, c in stack_weights(spec))
+    head = head_weights(spec)
+    flops += 2 * head[0][1] * head[0][2]
+    for i, share in enumerate(shares):
+        (_, r1, c1), (_, r2, c2) = head[1 + 2 * i], head[2 + 2 * i]
+        flops += share * 2 * (r1 * c1 + r2 * c2)
+    return flops
+
+
+def training_flops_per_token(spec, shares):
+    """A training step's FLOPs per token: the forward pass's and twice them for the backward
+    pass (the gradients of the inputs and of the weights of every matrix)."""
+    return 3 * scoring_flops_per_token(spec, shares)
+
+
+def generation_bytes_per_token(spec):
+    """Bytes of float32 weights one new token reads at batch 1: every matrix of the stack and
+    the whole adaptive softmax (a greedy step needs every id's score), and one embedding row."""
+    numbers = sum(r * c for _, r, c in stack_weights(spec) + head_weights(spec)) + spec["embed_dim"]
+    return 4 * numbers
+
+
+# ---- inputs --------------------------------------------------------------------------------------
+def zipf_words(spec, shape, seed):
+    """Word ids (fairseq's and the zoo's alike: 4 and up) with a Zipf law over dict.txt's order,
+    P(rank r) ∝ 1/(r+1), as running text's targets fall in the adaptive softmax's clusters."""
+    from zoo.tools.benchmarks.common import zipf_targets
+
+    return 4 + zipf_targets(spec["words"], int(np.prod(shape)), seed).reshape(shape).astype(np.int64)
+
+
+def windows(spec, rows, length, seed):
+    """`[rows, length + 1]` ids, each row `</s>` (id 2, fairseq's line start) then `length` words."""
+    return np.concatenate([np.full((rows, 1), 2, np.int64), zipf_words(spec, (rows, length), seed)], axis=1)
+
+
+# ---- processes -----------------------------------------------------------------------------------
+def check_torch_python(path):
+    """`path` as an absolute path if it is an executable Python that imports torch, else a
+    ValueError naming it."""
+    if not path:
+        raise ValueError("zoo benchmark fairseq needs --torch-python PATH, a Python with torch (fairseq's side "
+                         "runs there; torch is no dependency of the zoo).")
+    resolved = shutil.which(path) if os.sep not in path else path
+    if not resolved or not os.path.isfile(resolved) or not os.access(resolved, os.X_OK):
+        raise ValueError(f"--torch-python {path!r} is not an executable file.")
+    probe = subprocess.run([resolved, "-c", "import torch, numpy"], capture_output=True, text=True)
+    if probe.returncode != 0:
+        last = (probe.stderr.strip().splitlines() or ["?"])[-1]
+        raise ValueError(f"--torch-python {path!r} cannot import torch and numpy ({last}).")
+    return os.path.abspath(resolved)
+
+
+def check_fairseq_sources(path):
+    """`path` if it holds fairseq's sources as make_fairseq_goldens.py wants them, else a
+    ValueError naming what is missing."""
+    if not path:
+        raise ValueError("zoo benchmark fairseq needs --fairseq SRC (or FAIRSEQ_SRC): a folder with "
+                         "v0.12.2/fairseq/... and 2018/fairseq/modules/adaptive_softmax.py "
+                         "(tools/convert/make_fairseq_goldens.py says how to make it).")
+    for part in (("v0.12.2", "fairseq", "models", "fconv.py"), ("2018", "fairseq", "modules", "adaptive_softmax.py")):
+        if not os.path.isfile(os.path.join(path, *part)):
+            raise ValueError(f"--fairseq {path!r} has no {os.path.join(*part)}; make_fairseq_goldens.py's "
+                             "docstring says how to gather fairseq's sources.")
+    return os.path.abspath(path)
+
+
+def measured_run(command, env=None):
+    """Runs `command` in a fresh process: `(wall seconds, peak RSS in KiB, exit status, output)`,
+    the peak RSS the kernel's for that process (its own, ru_maxrss from wait4)."""
+    start = time.perf_counter()
+    proc = subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, env=env or child_env())
+    output = proc.stdout.read().decode(errors="replace")
+    _, status, usage = os.wait4(proc.pid, 0)
+    proc.returncode = os.waitstatus_to_exitcode(status)
+    return time.perf_counter() - start, usage.ru_maxrss, proc.returncode, output
+
+
+def tree_bytes(path):
+    return sum(os.path.getsize(os.path.join(d, f)) for d, _, files in os.walk(path) for f in files)
+
+
+class Worker:
+    """A child process answering one JSON command per line (fairseq_torch.py serve, or this
+    module's `worker`)."""
+
+    def __init__(self, name, command):
+        self.name = name
+        self.proc = subprocess.Popen(command, stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True,
+                                     env=child_env())
+        hello = self._read()
+        self.pid = hello["pid"]
+
+    def _read(self):
+        line = self.proc.stdout.readline()
+        if not line:
+            raise RuntimeError(f"the {self.name} worker ended (exit status {self.proc.wait()}); its output is above.")
+        answer = json.loads(line)
+        if "error" in answer:
+            raise RuntimeError(f"the {self.name} worker: {answer['error']}")
+        return answer
+
+    def __call__(self, op, **args):
+        self.proc.stdin.write(json.dumps({"op": op, **args}) + "\n")
+        self.proc.stdin.flush()
+        return self._read()
+
+    def close(self):
+        if self.proc.poll() is None:
+            try:
+                self.proc.stdin.write(json.dumps({"op": "quit"}) + "\n")
+                self.proc.stdin.flush()
+            except BrokenPipeError:
+                pass
+            try:
+                self.proc.wait(timeout=60)
+            except subprocess.TimeoutExpired:
+                self.proc.kill()
+                self.proc.wait()
+
+
+# ---- the zoo's worker ------------------------------------------------------------------------------
+class ZooWorker:
+    """The zoo's side of every command of fairseq_torch.py's worker."""
+
+    def __init__(self, threads):
+        os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
+        import tensorflow as tf
+
+        tf.config.set_visible_devices([], "GPU")
+        tf.config.threading.set_intra_op_parallelism_threads(threads)
+        tf.config.threading.set_inter_op_parallelism_threads(threads)
+        self.tf, self.threads = tf, threads
+
+    def load(self, preset, spec=None):
+        import zoo
+        from zoo.tools.benchmarks.common import status_kib
+
+        self.model = zoo.load(preset)
+        return {"params": int(self.model.count_params()), "rss_mib": status_kib("VmRSS") / 1024,
+                "library": f"tensorflow {self.tf.__version__}", "threads": self.threads}
+
+    def score(self, tokens, save=None):
+        """`target_log_probs`: the compiled path of `score` and `perplexity` (the stack, then the
+        adaptive softmax's log-probability of each target alone)."""
+        ids = np.load(tokens).astype(np.int32)
+        start = time.perf_counter()
+        scores = self.model.target_log_probs(ids[:, :-1], ids[:, 1:])
+        seconds = time.perf_counter() - start
+        if save:
+            np.save(save, scores)
+        return {"s": seconds, "tokens": int(scores.size)}
+
+    def generate(self, prompt, new_tokens, save=None):
+        ids = np.load(prompt).astype(np.int32)
+        start = time.perf_counter()
+        out = self.model.generate(ids.tolist(), max_new_tokens=new_tokens, sampler="greedy", stop=None)
+        seconds = time.perf_counter() - start
+        new = np.asarray(out)[:, ids.shape[1]:]
+        if save:
+            np.save(save, new)
+        return {"s": seconds, "tokens": int(new.size)}
+
+    def train_load(self, checkpoint, spec=None, learning_rate=2e-3, clipnorm=1.0):
+        """The converted model under `zoo train`'s step (zoo.training.steps) with gcnn-ptb's
+        optimiser (Adam, global norm clipped)."""
+        import zoo
+        from zoo import optimizers
+        from zoo.training.steps import step_functions
+
+        self.train_model = zoo.load(checkpoint)
+        optimizer = optimizers.from_config({"name": "adam", "learning_rate": learning_rate,
+                                            "global_clipnorm": clipnorm})
+        self.steps = step_functions(self.train_model, optimizer, self.tf.distribute.get_strategy())
+        self.iterator = None
+        return {"params": int(self.train_model.count_params())}
+
+    def train(self, tokens):
+        tf = self.tf
+        if self.iterator is None:
+            ids = np.load(tokens).astype(np.int32)
+            batch = (ids[:, :-1], ids[:, 1:], np.ones(ids[:, 1:].shape, np.float32))
+            self.iterator = iter(tf.data.Dataset.from_tensors(batch).repeat())
+            self.tokens = int(ids[:, 1:].size)
+        start = time.perf_counter()
+        loss = float(self.steps.train(self.iterator))
+        return {"s": time.perf_counter() - start, "tokens": self.tokens, "loss": loss}
+
+    def matmul(self, n, repeats=3):
+        tf = self.tf
+        a, b = tf.random.normal((n, n)), tf.random.normal((n, n))
+        tf.matmul(a, b).numpy()
+        best = min(_timed(lambda: tf.matmul(a, b).numpy()) for _ in range(repeats))
+        return {"gflops": 2 * n**3 / best / 1e9, "library": "tf.matmul"}
+
+    def copy(self, mib, repeats=3):
+        """numpy's copy of a `mib`-MiB array in `threads` threads (one slice each; numpy lets
+        go of the GIL while it copies): bytes read + bytes written, as STREAM's Copy counts."""
+        import threading
+
+        src = np.ones(mib * 2**18, np.float32)
+        dst = np.empty_like(src)
+        parts = np.array_split(np.arange(src.size), self.threads)
+        bounds = [(p[0], p[-1] + 1) for p in parts]
+
+        def run():
+            threads = [threading.Thread(target=np.copyto, args=(dst[a:b], src[a:b])) for a, b in bounds]
+            for t in threads:
+                t.start()
+            for t in threads:
+                t.join()
+
+        run()
+        best = min(_timed(run) for _ in range(repeats))
+        return {"gbs": 2 * src.nbytes / best / 1e9, "library": "numpy copyto"}
+
+    def profile(self, logdir, what, **args):
+        """The command `what` once under tf.profiler; the time of each TF op type (summed over its
+        events on the host's threads), from the trace written to `logdir`."""
+        tf = self.tf
+        tf.profiler.experimental.start(logdir)
+        answer = getattr(self, what)(**args)
+        tf.profiler.experimental.stop()
+        answer["ops"] = xplane_op_times(logdir)
+        return answer
+
+
+def _timed(fn):
+    start = time.perf_counter()
+    fn()
+    return time.perf_counter() - start
+
+
+# Host events of TF's executor around the kernels (not kernels themselves).
+EXECUTOR_EVENTS = {"Run", "Process", "Start", "Execute", "Done", "ExecutorState::Process", "RunAsync"}
+
+
+def xplane_op_times(logdir, top=15):
+    """`[(op type, seconds, share)]` of the TF op events in the newest .xplane.pb under `logdir`:
+    the host plane's events that name a kernel (`name:Type`), summed by type."""
+    try:
+        from tensorflow.tsl.profiler.protobuf import xplane_pb2
+    except ImportError:  # where TF keeps it elsewhere
+        from tsl.profiler.protobuf import xplane_pb2
+
+    paths = [os.path.join(d, f) for d, _, files in os.walk(logdir) for f in files if f.endswith(".xplane.pb")]
+    space = xplane_pb2.XSpace()
+    with open(max(paths, key=os.path.getmtime), "rb") as f:
+        space.ParseFromString(f.read())
+    totals = {}
+    for plane in space.planes:
+        if not plane.name.startswith("/host:CPU"):
+            continue
+        names = {k: v.name for k, v in plane.event_metadata.items()}
+        for line in plane.lines:
+            for event in line.events:
+                name = names.get(event.metadata_id, "")
+                kind = name.split(":")[-1]
+                if ":" not in name or kind.strip().startswith("__") or kind in EXECUTOR_EVENTS or "/" in kind:
+                    continue
+                totals[kind] = totals.get(kind, 0.0) + event.duration_ps / 1e12
+    whole = sum(totals.values()) or 1.0
+    return [(k, v, v / whole) for k, v in sorted(totals.items(), key=lambda kv: -kv[1])[:top]]
+
+
+def worker_main(threads):
+    worker = ZooWorker(threads)
+    serve(worker, {"ready": True, "pid": os.getpid()})
+
+
+def export_check(path, prompt_words):
+    """In a fresh process: seconds to load the export at `path`, then its `score_ids` and
+    `generate` signatures answered (what each returned)."""
+    os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
+    import tensorflow as tf
+
+    start = time.perf_counter()
+    loaded = tf.saved_model.load(path)
+    load_s = time.perf_counter() - start
+    ids = tf.constant([[2] + list(range(4, 4 + prompt_words))], tf.int32)
+    start = time.perf_counter()
+    scored = loaded.signatures["score_ids"](token_ids=ids, lengths=tf.constant([ids.shape[1]], tf.int32))
+    score_s = time.perf_counter() - start
+    start = time.perf_counter()
+    made = loaded.signatures["generate"](text=tf.constant(["w000000 w000001 w000002"]),
+                                         max_new_tokens=tf.constant(8), temperature=tf.constant(0.0),
+                                         top_k=tf.constant(0), top_p=tf.constant(1.0), seed=tf.constant(0),
+                                         num_beams=tf.constant(1))
+    generate_s = time.perf_counter() - start
+    log_probs = scored["token_log_probs"].numpy()[0]
+    return {"load_s": load_s, "score_first_call_s": score_s, "generate_first_call_s": generate_s,
+            "score_lengths": int(scored["lengths"].numpy()[0]), "score_finite": bool(np.isfinite(log_probs).all()),
+            "score_sum": float(scored["log_prob"].numpy()[0]),
+            "generate_text": made["text"].numpy()[0].decode(), "generate_lengths": int(made["lengths"].numpy()[0])}
+
+
+# ---- the benchmark ---------------------------------------------------------------------------------
+def parse_args(argv):
+    p = argparse.ArgumentParser(prog="zoo benchmark fairseq", description=__doc__.split("\n\n")[0])
+    p.add_argument("--torch-python", help="a Python with torch and numpy, for fairseq's side (required)")
+    p.add_argument("--fairseq", default=os.environ.get("FAIRSEQ_SRC"),
+                   help="fairseq's sources as make_fairseq_goldens.py wants them: a folder with v0.12.2/fairseq/... "
+                        "and 2018/fairseq/modules/adaptive_softmax.py (default: $FAIRSEQ_SRC)")
+    p.add_argument("--goldens", help="tools/convert/make_fairseq_goldens.py (default: beside this package's tools/)")
+    p.add_argument("--work", help="folder for the checkpoints, presets and exports (default: a temporary one, removed "
+                                  "after; given, it is kept and reused)")
+    p.add_argument("--threads", type=int, default=2, help="threads of each side (torch intra-op; TF intra and inter op)")
+    p.add_argument("--repeats", type=int, help=f"timed repeats per figure (default {DEFAULTS['repeats']})")
+    p.add_argument("--new-tokens", type=int, help=f"greedy new tokens per prompt (default {DEFAULTS['new_tokens']})")
+    p.add_argument("--profile", action="store_true", help="also profile one scoring call and one batch-1 generation "
+                                                          "of each side")
+    p.add_argument("--py-spy", default="py-spy", help="the py-spy program (for --profile)")
+    p.add_argument("--small", action="store_true", help="tiny architectures: a smoke test")
+    p.add_argument("--skip-export", action="store_true", help="no conversion figures beyond the convert itself")
+    p.add_argument("--json", help="also write the results here")
+    p.add_argument("--out", help="also write the markdown table here")
+    args = p.parse_args(argv)
+    if args.threads < 1:
+        p.error(f"--threads must be >= 1, got {args.threads}")
+    for name in ("repeats", "new_tokens"):
+        if getattr(args, name) is not None and getattr(args, name) < 1:
+            p.error(f"--{name.replace('_', '-')} must be >= 1, got {getattr(args, name)}")
+    return args
+
+
+def interleaved(workers, repeats, op, **args):
+    """`{side: [answers]}`: `op` on every worker in turn, `repeats` times (the sides' order
+    alternating from one repeat to the next)."""
+    answers = {name: [] for name in workers}
+    names = list(workers)
+    for r in range(repeats):
+        for name in (names if r % 2 == 0 else names[::-1]):
+            answers[name].append(workers[name](op, **args))
+    return answers
+
+
+def rate(answers):
+    """The median tokens/s of a list of worker answers."""
+    return statistics.median(a["tokens"] / a["s"] for a in answers)
+
+
+def main(argv):
+    args = parse_args(argv)
+    try:
+        torch_python = check_torch_python(args.torch_python)
+        src = check_fairseq_sources(args.fairseq)
+    except ValueError as e:
+        raise SystemExit(f"zoo benchmark fairseq: {e}") from None
+    cfg = dict(SMALL if args.small else DEFAULTS)
+    if args.repeats:
+        cfg["repeats"] = args.repeats
+    if args.new_tokens:
+        cfg["new_tokens"] = args.new_tokens
+    command = "zoo benchmark fairseq " + " ".join(shlex.quote(a) for a in argv)
+    print(f"command: {command}\nmachine: {machine_summary()}", flush=True)
+    work = os.path.abspath(args.work) if args.work else tempfile.mkdtemp(prefix="zoo-fairseq-")
+    os.makedirs(work, exist_ok=True)
+    goldens = ["--goldens", args.goldens] if args.goldens else []
+    results = {"command": command, "cpu": cpu_model(), "cpu_count": os.cpu_count(), "threads": args.threads,
+               "config": cfg, "sizes": {k: SIZES[cfg[k]] for k in ("full", "train")}}
+    try:
+        results["conversion"] = prepare(args, cfg, work, torch_python, src, goldens)
+        results.update(measure(args, cfg, work, torch_python, src, goldens))
+    finally:
+        if not args.work:
+            shutil.rmtree(work, ignore_errors=True)
+    results["load_average_after"] = load_average_text()
+    table = markdown(results)
+    print(table)
+    write_results(args.json, results)
+    if args.out:
+        with open(args.out, "w") as f:
+            f.write(table + "\n")
+    return results
+
+
+def make_checkpoint(torch_python, src, goldens, spec, folder, threads):
+    checkpoint = os.path.join(folder, "checkpoint.pt")
+    if os.path.exists(checkpoint):
+        return {"reused": True, "bytes": os.path.getsize(checkpoint)}
+    proc = subprocess.run([torch_python, TORCH_SCRIPT, "make", "--fairseq", src, *goldens, "--threads", str(threads),
+                           "--spec", json.dumps(spec), "--out", folder], capture_output=True, text=True)
+    if proc.returncode != 0:
+        raise SystemExit(f"fairseq_torch.py make failed:\n{proc.stderr[-3000:]}")
+    return json.loads(proc.stdout.strip().splitlines()[-1])
+
+
+def prepare(args, cfg, work, torch_python, src, goldens):
+    """Writes both checkpoints with fairseq's code, converts them (the full one measured) and
+    exports the full one; the conversion figures."""
+    out = {}
+    zoo = [sys.executable, "-m", "zoo"]
+    for key in ("full", "train"):
+        spec, folder = SIZES[cfg[key]], os.path.join(work, key)
+        print(f"writing the {key} checkpoint ({cfg[key]}) with fairseq's code ...", flush=True)
+        made = make_checkpoint(torch_python, src, goldens, spec, folder, args.threads)
+        preset = os.path.join(folder, "preset")
+        if os.path.exists(preset):
+            out[key] = {"checkpoint": made, "reused": True, "preset_bytes": tree_bytes(preset)}
+            continue
+        print(f"converting it: zoo convert fairseq ...", flush=True)
+        wall, peak_kib, rc, log = measured_run(zoo + ["convert", "fairseq", os.path.join(folder, "checkpoint.pt"),
+                                                      "--dictionary", os.path.join(folder, "dict.txt"),
+                                                      "--out", preset])
+        if rc != 0:
+            raise SystemExit(f"zoo convert fairseq failed (exit status {rc}):\n{log[-3000:]}")
+        out[key] = {"checkpoint": made, "convert_s": wall, "convert_peak_rss_mib": peak_kib / 1024,
+                    "preset_bytes": tree_bytes(preset)}
+        print(f"  {wall:.1f} s, peak RSS {peak_kib / 1024:,.0f} MiB, preset {tree_bytes(preset) / 2**20:,.0f} MiB",
+              flush=True)
+    if args.skip_export:
+        return out
+    preset, base = os.path.join(work, "full", "preset"), os.path.join(work, "exports")
+    shutil.rmtree(base, ignore_errors=True)
+    print("exporting the full preset: zoo export ...", flush=True)
+    wall, peak_kib, rc, log = measured_run(zoo + ["export", preset, "--base", base])
+    if rc != 0:
+        raise SystemExit(f"zoo export failed (exit status {rc}):\n{log[-3000:]}")
+    path = [line for line in log.strip().splitlines() if line.strip()][-1].strip()
+    out["export"] = {"export_s": wall, "export_peak_rss_mib": peak_kib / 1024, "bytes": tree_bytes(path)}
+    result_file = os.path.join(work, "export_check.json")
+    wall, peak_kib, rc, log = measured_run([sys.executable, "-m", "zoo.tools.benchmarks.fairseq", "--export-check",
+                                            path, result_file])
+    if rc != 0:
+        raise SystemExit(f"loading the export in a fresh process failed (exit status {rc}):\n{log[-3000:]}")
+    with open(result_file) as f:
+        out["export"]["fresh_process"] = {**json.load(f), "wall_s": wall, "peak_rss_mib": peak_kib / 1024}
+    print(f"  export {out['export']['bytes'] / 2**20:,.0f} MiB; a fresh process loads it in "
+          f"{out['export']['fresh_process']['load_s']:.1f} s", flush=True)
+    return out
+
+
+def start_workers(torch_python, src, goldens, threads):
+    torch_side = Worker("fairseq", [torch_python, TORCH_SCRIPT, "serve", "--fairseq", src, *goldens,
+                                    "--threads", str(threads)])
+    zoo_side = Worker("zoo", [sys.executable, "-m", "zoo.tools.benchmarks.fairseq", "--worker", str(threads)])
+    return {"fairseq": torch_side, "zoo": zoo_side}
+
+
+def measure(args, cfg, work, torch_python, src, goldens):
+    out = {}
+    spec, full = SIZES[cfg["full"]], os.path.join(work, "full")
+    workers = start_workers(torch_python, src, goldens, args.threads)
+    try:
+        out["load"] = {"fairseq": workers["fairseq"]("load", checkpoint=os.path.join(full, "checkpoint.pt"), spec=spec),
+                       "zoo": workers["zoo"]("load", preset=os.path.join(full, "preset"))}
+        limits = {"matmul": interleaved(workers, 3, "matmul", n=MATMUL_N),
+                  "copy": interleaved(workers, 3, "copy", mib=COPY_MIB)}
+
+        tokens = windows(spec, cfg["windows"], cfg["window"], SEED)
+        path = os.path.join(work, "score_tokens.npy")
+        np.save(path, tokens)
+        shares = cluster_shares(spec, tokens[:, 1:])
+        print(f"scoring {tokens.shape[0]} windows of {cfg['window']} tokens ...", flush=True)
+        warm = {n: w("score", tokens=path, save=os.path.join(work, f"score_{n}.npy")) for n, w in workers.items()}
+        a, b = (np.load(os.path.join(work, f"score_{n}.npy")) for n in ("fairseq", "zoo"))
+        scoring = {"warmup": warm, "runs": interleaved(workers, cfg["repeats"], "score", tokens=path),
+                   "max_abs_diff": float(np.max(np.abs(a - b))), "mean_log_prob": float(a.mean()),
+                   "cluster_shares": shares, "flops_per_token": scoring_flops_per_token(spec, shares)}
+        out["scoring"] = scoring
+
+        out["generation"] = {}
+        for batch in cfg["batches"]:
+            prompt = windows(spec, batch, cfg["prompt"] - 1, SEED + batch)
+            path = os.path.join(work, f"prompt_{batch}.npy")
+            np.save(path, prompt)
+            print(f"greedy generation, batch {batch}: {cfg['prompt']}-token prompts, {cfg['new_tokens']} new tokens ...",
+                  flush=True)
+            warm = {n: w("generate", prompt=path, new_tokens=cfg["new_tokens"],
+                         save=os.path.join(work, f"gen_{batch}_{n}.npy")) for n, w in workers.items()}
+            a, b = (np.load(os.path.join(work, f"gen_{batch}_{n}.npy")) for n in ("fairseq", "zoo"))
+            out["generation"][batch] = {
+                "warmup": warm, "runs": interleaved(workers, cfg["repeats"], "generate", prompt=path,
+                                                    new_tokens=cfg["new_tokens"]),
+                "same_tokens": float(np.mean(a == b)), "bytes_per_token": generation_bytes_per_token(spec)}
+        limits["matmul_after"] = interleaved(workers, 3, "matmul", n=MATMUL_N)
+        limits["copy_after"] = interleaved(workers, 3, "copy", mib=COPY_MIB)
+        out["limits"] = limits
+        if args.profile:
+            out["profile"] = profile(args, cfg, work, workers)
+    finally:
+        for w in workers.values():
+            w.close()
+
+    train_spec, folder = SIZES[cfg["train"]], os.path.join(work, "train")
+    workers = start_workers(torch_python, src, goldens, args.threads)
+    try:
+        workers["fairseq"]("train_load", checkpoint=os.path.join(folder, "checkpoint.pt"), spec=train_spec,
+                           **PTB_OPTIMIZER)
+        workers["zoo"]("train_load", checkpoint=os.path.join(folder, "preset"), **PTB_OPTIMIZER)
+        tokens = windows(train_spec, cfg["train_batch"], cfg["train_seq"], SEED + 100)
+        path = os.path.join(work, "train_tokens.npy")
+        np.save(path, tokens)
+        shares = cluster_shares(train_spec, tokens[:, 1:])
+        print(f"training steps at {cfg['train']}'s size, batch {cfg['train_batch']} x {cfg['train_seq']} ...", flush=True)
+        warm = interleaved(workers, 3, "train", tokens=path)
+        out["training"] = {"warmup": warm, "runs": interleaved(workers, max(cfg["repeats"], 10), "train", tokens=path),
+                           "cluster_shares": shares, "flops_per_token": training_flops_per_token(train_spec, shares),
+                           "train_matmul": interleaved(workers, 2, "matmul", n=MATMUL_N)}
+    finally:
+        for w in workers.values():
+            w.close()
+    summarise(out)
+    return out
+
+
+def peak(limits, key):
+    """The machine's limit: the best median of either side's measurements."""
+    return max(statistics.median(a[key] for a in answers) for name in limits for answers in limits[name].values())
+
+
+def summarise(out):
+    limits = out["limits"]
+    gflops = peak({k: v for k, v in limits.items() if k.startswith("matmul")}, "gflops")
+    gbs = peak({k: v for k, v in limits.items() if k.startswith("copy")}, "gbs")
+    out["machine_limit"] = {"matmul_gflops": gflops, "copy_gbs": gbs}
+    rows = []
+
+    def row(what, runs, limit_share):
+        f, z = rate(runs["fairseq"]), rate(runs["zoo"])
+        rows.append({"what": what, "fairseq": f, "zoo": z, "ratio": z / f,
+                     "share_fairseq": limit_share(f), "share_zoo": limit_share(z)})
+
+    s = out["scoring"]
+    row("scoring, tokens/s", s["runs"], lambda r: r * s["flops_per_token"] / 1e9 / gflops)
+    for batch, g in out["generation"].items():
+        share = (lambda r, g=g: r * g["bytes_per_token"] / 1e9 / gbs) if int(batch) == 1 else (lambda r: None)
+        row(f"greedy generation batch {batch}, new tokens/s", g["runs"], share)
+    t = out["training"]
+    row("training step, tokens/s", t["runs"], lambda r: r * t["flops_per_token"] / 1e9 / gflops)
+    out["table"] = rows
+
+
+def profile(args, cfg, work, workers):
+    """One scoring call and one batch-1 generation of each side, profiled: fairseq under py-spy
+    (its main thread, native frames: the kernels torch runs on it), the zoo under tf.profiler
+    (its op kernels' times)."""
+    found = {}
+    cases = [("score", {"tokens": os.path.join(work, "score_tokens.npy")}),
+             ("generate", {"prompt": os.path.join(work, "prompt_1.npy"), "new_tokens": cfg["new_tokens"]})]
+    for op, op_args in cases:
+        logdir = os.path.join(work, f"tfprof_{op}")
+        shutil.rmtree(logdir, ignore_errors=True)
+        found[f"zoo {op}"] = workers["zoo"]("profile", logdir=logdir, what=op, **op_args)
+        raw = os.path.join(work, f"pyspy_{op}.txt")
+        spy = subprocess.Popen([args.py_spy, "record", "--pid", str(workers["fairseq"].pid), "--native", "--rate", "200",
+                                "--format", "raw", "--output", raw],
+                               stdout=subprocess.PIPE, stderr=subprocess.STDOUT)
+        time.sleep(2)
+        answer = workers["fairseq"](op, **op_args)
+        spy.send_signal(signal.SIGINT)
+        log = spy.communicate()[0].decode(errors="replace")
+        answer["frames"] = pyspy_summary(raw) if os.path.exists(raw) else f"py-spy wrote nothing: {log[-500:]}"
+        found[f"fairseq {op}"] = answer
+    return found
+
+
+def pyspy_summary(path, top=15):
+    """From py-spy's raw (collapsed) output: `{"leaf": [(frame, share)], "python": [(function,
+    share)]}`: the share of samples in each innermost frame, and in each innermost Python frame."""
+    leaf, python, total = {}, {}, 0
+    with open(path) as f:
+        for line in f:
+            stack, _, count = line.rstrip().rpartition(" ")
+            if not count.isdigit():
+                continue
+            n = int(count)
+            total += n
+            frames = stack.split(";")
+            leaf[frames[-1]] = leaf.get(frames[-1], 0) + n
+            py = [fr for fr in frames if ".py" in fr]
+            key = py[-1] if py else "(no Python frame)"
+            python[key] = python.get(key, 0) + n
+    total = total or 1
+    return {name: [(k, v / total) for k, v in sorted(d.items(), key=lambda kv: -kv[1])[:top]]
+            for name, d in (("leaf", leaf), ("python", python))}
+
+
+# ---- the table -------------------------------------------------------------------------------------
+def markdown(results):
+    lines = [f"command: `{results['command']}`", f"CPU: {results['cpu']}, {results['threads']} threads per side", ""]
+    if "table" in results:
+        limit = results["machine_limit"]
+        lines += [f"machine limit measured in the same run: matmul {limit['matmul_gflops']:.0f} GFLOP/s, "
+                  f"copy {limit['copy_gbs']:.1f} GB/s", "",
+                  "| measurement | fairseq | zoo | zoo/fairseq | share of limit (fairseq / zoo) |",
+                  "| --- | ---: | ---: | ---: | ---: |"]
+        for r in results["table"]:
+            share = ("-" if r["share_zoo"] is None else f"{r['share_fairseq']:.0%} / {r['share_zoo']:.0%}")
+            lines.append(f"| {r['what']} | {r['fairseq']:,.1f} | {r['zoo']:,.1f} | {r['ratio']:.2f}× | {share} |")
+        lines += ["", f"scoring: max |zoo − fairseq| log-probability {results['scoring']['max_abs_diff']:.2e}; "
+                      "greedy tokens equal: " + ", ".join(f"batch {b}: {g['same_tokens']:.0%}"
+                                                           for b, g in results["generation"].items())]
+    if "table" in results:
+        lines += [f"counted from the architecture: scoring {results['scoring']['flops_per_token'] / 1e6:,.1f} MFLOP per "
+                  f"token (targets in the tail clusters: "
+                  + ", ".join(f"{s:.1%}" for s in results["scoring"]["cluster_shares"]) + "), training "
+                  f"{results['training']['flops_per_token'] / 1e6:,.1f} MFLOP per token, batch-1 generation "
+                  f"{next(iter(results['generation'].values()))['bytes_per_token'] / 1e6:,.0f} MB of weights per token"]
+        for kind, key, unit in (("matmul", "gflops", "GFLOP/s"), ("copy", "gbs", "GB/s")):
+            parts = []
+            for phase in (kind, kind + "_after"):
+                for side, answers in results["limits"].get(phase, {}).items():
+                    parts.append(f"{side} {answers[0].get('library', '')} {statistics.median(a[key] for a in answers):.1f}")
+            lines.append(f"{kind} limit ({unit}; before and after the measurements): " + ", ".join(parts))
+    for name, found in (results.get("profile") or {}).items():
+        if "ops" in found:
+            top = ", ".join(f"{k.strip()} {share:.0%}" for k, _, share in found["ops"][:10])
+            lines.append(f"profile, {name} ({found['s']:.2f} s; tf.profiler, share of op time): {top}")
+        elif isinstance(found.get("frames"), dict):
+            leaf = ", ".join(f"{k} {share:.0%}" for k, share in found["frames"]["leaf"][:8])
+            python = ", ".join(f"{k} {share:.0%}" for k, share in found["frames"]["python"][:6])
+            lines.append(f"profile, {name} ({found['s']:.2f} s; py-spy, share of samples): innermost frames: {leaf}; "
+                         f"innermost Python frames: {python}")
+    conv = results.get("conversion", {})
+    if "full" in conv and "convert_s" in conv["full"]:
+        c = conv["full"]
+        lines += [f"conversion of the full checkpoint ({c['checkpoint'].get('bytes', 0) / 2**20:,.0f} MiB): "
+                  f"{c['convert_s']:.1f} s, peak RSS {c['convert_peak_rss_mib']:,.0f} MiB; preset directory "
+                  f"{c['preset_bytes'] / 2**20:,.0f} MiB"]
+    if "export" in conv:
+        e = conv["export"]
+        fresh = e["fresh_process"]
+        lines += [f"zoo export: {e['export_s']:.1f} s, {e['bytes'] / 2**20:,.0f} MiB on disk; a fresh process loads it "
+                  f"in {fresh['load_s']:.1f} s, score_ids answers {fresh['score_lengths']} finite scores "
+                  f"({fresh['score_first_call_s']:.1f} s, first call), generate answers {fresh['generate_text']!r} "
+                  f"({fresh['generate_first_call_s']:.1f} s, first call)"]
+    return "\n".join(lines)
+
+
+if __name__ == "__main__":
+    if sys.argv[1:2] == ["--worker"]:
+        worker_main(int(sys.argv[2]))
+    elif sys.argv[1:2] == ["--export-check"]:
+        found = export_check(sys.argv[2], 20)
+        with open(sys.argv[3], "w") as f:
+            json.dump(found, f)
+    else:
+        main(sys.argv[1:])

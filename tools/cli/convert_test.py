@@ -1,0 +1,25 @@
+"""`zoo convert fairseq`: the command line of `zoo.convert.fairseq` (whose conversions are tested
+exactly against fairseq in zoo/convert/fairseq_test.py)."""
+
+import os
+
+import zoo
+from zoo.tools.cli import main
+
+TESTDATA = os.path.join(os.path.dirname(__file__), "..", "..", "zoo", "convert", "testdata")
+DICT = os.path.join(TESTDATA, "dict.txt")
+
+
+def test_the_command_line_converts_and_refuses_in_one_sentence(tmp_path, capsys):
+    out = tmp_path / "out"
+    assert main(["convert", "fairseq", os.path.join(TESTDATA, "wikitext103_2018.legacy.pt"), "--dictionary", DICT,
+                 "--out", str(out)]) == 0
+    assert capsys.readouterr().out == f"{out}: GCNN of 6 blocks, 64 ids, 2018 adaptive softmax\n"
+    converted = zoo.load(str(out))
+    assert converted.input_projection and converted.tokenizer.line_start == "</s>"
+    assert main(["convert", "fairseq", os.path.join(TESTDATA, "wikitext103.pt"), "--dictionary", DICT,
+                 "--out", str(out)]) == 2
+    assert "already holds a preset" in capsys.readouterr().err
+    assert main(["convert", "fairseq", os.path.join(TESTDATA, "plain.pt"), "--dictionary", str(tmp_path / "no.txt"),
+                 "--out", str(tmp_path / "other")]) == 2
+    assert "The dictionary '" in capsys.readouterr().err and not (tmp_path / "other").exists()

@@ -1,0 +1,1 @@
+"""Tools that write the converters' test data; make_fairseq_goldens.py runs in its own environment, with torch."""

@@ -1,0 +1,99 @@
+"""`Inference`, what every family answers: `decode_step` one token at a time equals `log_probs`
+for every family; an out-of-range or non-integer id is refused by every entry point; `score` of
+text equals `log_probs` of its ids; sentence perplexity is `score`'s; stream perplexity is exact
+for a GCNN whatever the window; bad modes and empty data are refused."""
+
+import math
+
+import numpy as np
+import pytest
+
+from tests.model_checks import vocab_model
+
+DECODERS = {
+    "gcnn-bottleneck": ("gcnn", {}),
+    "gcnn-adaptive": ("gcnn", {"blocks": [[[3, 16]], [[1, 4], [3, 4], [1, 16]]], "cutoffs": [10, 30]}),
+    "gcnn-tied": ("gcnn", {"blocks": [[[3, 8]], [[2, 8]]], "tie_embeddings": True, "embedding_dropout": 0.3,
+                           "dropout": 0.2}),
+    "lstm": ("lstm", {}),
+    "lstmp": ("lstmp", {}),
+    "rnn": ("rnn", {}),
+    "moe": ("moe", {}),
+}
+
+
+@pytest.mark.parametrize("kind", sorted(DECODERS))
+def test_decode_step_matches_log_probs(tiny_model, kind):
+    family, overrides = DECODERS[kind]
+    model = tiny_model(family, **overrides)
+    ids = np.random.default_rng(1).integers(0, 50, size=(2, 40))
+    full = model.log_probs(ids)
+    state, steps = None, []
+    for t in range(ids.shape[1]):
+        log_probs, state = model.decode_step(ids[:, t], state)
+        steps.append(np.asarray(log_probs))
+    np.testing.assert_allclose(np.stack(steps, axis=1), full, rtol=0, atol=1e-5)
+
+
+@pytest.mark.ci
+@pytest.mark.parametrize("bad", [50, -1])
+@pytest.mark.parametrize("kind", ["gcnn", "lstm"])
+def test_out_of_range_ids_raise(tiny_model, kind, bad):
+    model = tiny_model(kind)
+    message = rf"Token id {bad} is outside the vocabulary.*\[0, 49\]"
+    with pytest.raises(ValueError, match=message):
+        model.log_probs([[4, 5, bad, 6]])
+    with pytest.raises(ValueError, match=message):
+        model.decode_step([bad])
+    with pytest.raises(ValueError, match=message):
+        model.score([[1, 5, bad, 2]])
+    with pytest.raises(ValueError, match=message):
+        model.generate([4, bad], max_new_tokens=2)
+    with pytest.raises(ValueError, match="must be integers"):
+        model.log_probs([[1.5, 2.0]])
+    assert model.generate([], max_new_tokens=2, temperature=0)[0] == 1  # an empty prompt starts from <s>
+    with pytest.raises(ValueError, match=r"\[batch, time\], got an array of shape \(1, 2, 2\)"):
+        model.log_probs([[[4, 5], [6, 7]]])
+    # the largest valid id is fine
+    assert model.log_probs([[0, 49]]).shape == (1, 2, 50)
+
+
+@pytest.mark.parametrize("kind", ["gcnn", "gcnn-adaptive", "lstm"])
+def test_sentence_perplexity_matches_score(tiny_model, tiny_lines, kind):
+    model, lines = vocab_model(tiny_model, tiny_lines, kind)
+    scores = model.score(lines)
+    assert [len(s) for s in scores] == [len(line.split()) + 1 for line in lines]
+    expected = math.exp(-sum(float(s.sum()) for s in scores) / sum(len(s) for s in scores))
+    got = model.perplexity(lines, mode="sentence", batch_size=3)
+    assert got == pytest.approx(expected, rel=1e-5)
+
+
+@pytest.mark.parametrize("kind", ["gcnn", "gcnn-adaptive"])
+def test_score_of_text_equals_log_probs_of_ids(tiny_model, tiny_lines, kind):
+    model, lines = vocab_model(tiny_model, tiny_lines, kind)
+    ids = model.vocabulary.encode(lines[0])
+    lp = model.log_probs(ids[:-1])[0]
+    expected = lp[np.arange(len(ids) - 1), ids[1:]]
+    np.testing.assert_allclose(model.score(lines[0])[0], expected, rtol=1e-6, atol=1e-6)
+    np.testing.assert_allclose(model.score([ids])[0], expected, rtol=1e-6, atol=1e-6)
+
+
+def test_stream_perplexity_is_exact_for_a_gcnn(tiny_model, tiny_lines):
+    model, lines = vocab_model(tiny_model, tiny_lines)
+    assert model.stream_context == 3
+    ids = np.array([i for line in lines for i in model.vocabulary.encode(line)])
+    lp = model.log_probs(ids[:-1])[0]
+    target_lp = lp[np.arange(len(ids) - 1), ids[1:]]
+    scored = ids[1:] != model.vocabulary.bos_id
+    expected = math.exp(-target_lp[scored].sum() / scored.sum())
+    for seq_len, batch_size in [(5, 3), (16, 2), (200, 1)]:
+        got = model.perplexity(lines, mode="stream", batch_size=batch_size, seq_len=seq_len)
+        assert got == pytest.approx(expected, rel=1e-5), (seq_len, batch_size)
+
+
+def test_perplexity_rejects_unknown_mode_and_empty_data(tiny_model, tiny_lines):
+    model, lines = vocab_model(tiny_model, tiny_lines)
+    with pytest.raises(ValueError, match="Unknown mode 'token'"):
+        model.perplexity(lines, mode="token")
+    with pytest.raises(ValueError, match="empty"):
+        model.perplexity([])
