@@ -132,8 +132,10 @@ def loop_invariants(model):
 
 def _banned(log_probs, buffer, ends, ngram):
     vocabulary_size = log_probs.shape[-1]
-    never = tf.constant(np.isin(np.arange(vocabulary_size), (PAD_ID, BOS_ID)))
-    log_probs = tf.where(never[None, :], -np.inf, log_probs)
+    # 0 for every id but <pad> and <s>, −inf for those: one addition per token instead of a
+    # select against a broadcast mask, and exact (x + 0 = x).
+    never = np.where(np.isin(np.arange(vocabulary_size), (PAD_ID, BOS_ID)), -np.inf, 0.0).astype(np.float32)
+    log_probs = log_probs + tf.constant(never, log_probs.dtype)[None, :]
     if ngram:
         log_probs = tf.where(repeated_ngrams(buffer, ends, ngram, vocabulary_size), -np.inf, log_probs)
     return log_probs

@@ -15,7 +15,7 @@ import tensorflow as tf
 
 import zoo
 from zoo.data.vocab import SPECIALS, Vocabulary
-from zoo.models import GCNNLanguageModel, generation
+from zoo.models import GCNNLanguageModel, generation, samplers
 
 from tests.model_checks import vocab_model
 
@@ -174,7 +174,7 @@ def test_auto_uses_xla_where_it_can_in_shape_buckets_and_the_graph_loop_elsewher
     assert sampled == model.generate(PROMPTS, max_new_tokens=10, top_k=5, seed=2, jit_compile=True)
     model.generate(PROMPTS[:2], max_new_tokens=12, top_k=5, seed=2)  # another width and length, the same buckets
     model.generate(PROMPTS[:2], max_new_tokens=12, top_k=5, seed=2, temperature=0.7)  # a new temperature: a tensor
-    assert [key[-2:] for key in model._generation_functions] == [(True, 16)]
+    assert [key[-3:-1] for key in model._generation_functions] == [(True, 16)]  # (jit_compile, room)
     stack = moe_stack(tiny_model)  # MoE layers: the graph loop
     assert stack.generate(PROMPTS, max_new_tokens=6, top_k=5, seed=2) == \
         stack.generate(PROMPTS, max_new_tokens=6, top_k=5, seed=2, jit_compile=False)
@@ -248,15 +248,22 @@ def test_candidates_on_a_large_vocabulary_equal_a_numpy_reference():
 
 def test_top_k_of_equals_tf_top_k():
     rng = np.random.default_rng(0)
-    for vocabulary in (50, 1000, 10002):
+    for vocabulary in (50, 1000, 10000, 10002, 10007):  # plain, blocks of 25, 25, 32 padded, 32 padded
         logits = rng.standard_normal((5, vocabulary)).astype("float32")
         logits[:, :2] = -np.inf
+        logits[0, -9:] = logits[0, 3:12]  # ties: the lower id first, as tf.math.top_k
         for k in (1, 7, 40):
             want = tf.math.top_k(logits, k)
             for given in (k, tf.constant(k)):
                 values, ids = generation.top_k_of(tf.constant(logits), given)
                 np.testing.assert_array_equal(values, want.values)
                 np.testing.assert_array_equal(ids, want.indices)
+
+
+def test_top_k_blocks_divide_the_vocabulary_where_they_can():
+    assert samplers.block_size(10_000) == 25 and samplers.block_size(267_744) == 32
+    assert samplers.block_size(1000) == 25 and samplers.block_size(16_000) == 32
+    assert samplers.block_size(10_007) == samplers.BLOCK  # a prime: the last block padded
 
 
 @pytest.mark.ci

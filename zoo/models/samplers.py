@@ -45,21 +45,30 @@ def top_k_of(logits, k):
     plain = lambda: tuple(tf.math.top_k(logits, k))
     if vocabulary is None or vocabulary < 4 * BLOCK:
         return plain()
-    blocks = -(-vocabulary // BLOCK)
+    size = block_size(vocabulary)
+    blocks = -(-vocabulary // size)
 
     def blocked():
-        padded = tf.pad(logits, [[0, 0], [0, blocks * BLOCK - vocabulary]], constant_values=-np.inf)
-        grouped = tf.reshape(padded, [-1, blocks, BLOCK])
+        padded = logits if blocks * size == vocabulary else \
+            tf.pad(logits, [[0, 0], [0, blocks * size - vocabulary]], constant_values=-np.inf)
+        grouped = tf.reshape(padded, [-1, blocks, size])
         _, chosen = tf.math.top_k(tf.reduce_max(grouped, axis=-1), k)
         chosen = tf.sort(chosen, axis=-1)  # ids in order, so that ties go to the lower id as in top_k
-        values = tf.reshape(tf.gather(grouped, chosen, batch_dims=1), [-1, k * BLOCK])
-        ids = tf.reshape(chosen[:, :, None] * BLOCK + tf.range(BLOCK)[None, None, :], [-1, k * BLOCK])
+        values = tf.reshape(tf.gather(grouped, chosen, batch_dims=1), [-1, k * size])
+        ids = tf.reshape(chosen[:, :, None] * size + tf.range(size)[None, None, :], [-1, k * size])
         top, where = tf.math.top_k(values, k)
         return top, tf.gather(ids, where, batch_dims=1)
 
     if isinstance(k, int):
-        return blocked() if 4 * k * BLOCK <= vocabulary else plain()
-    return tf.cond(4 * k * BLOCK <= vocabulary, blocked, plain)
+        return blocked() if 4 * k * size <= vocabulary else plain()
+    return tf.cond(4 * k * size <= vocabulary, blocked, plain)
+
+
+def block_size(vocabulary):
+    """The block of `top_k_of` for a vocabulary: the divisor of `vocabulary` in [BLOCK/2, 2·BLOCK]
+    nearest `BLOCK` (no padding of the logits at every token), else `BLOCK` (the last block padded)."""
+    divisors = [d for d in range(BLOCK // 2, 2 * BLOCK + 1) if vocabulary % d == 0]
+    return min(divisors, key=lambda d: (abs(d - BLOCK), d)) if divisors else BLOCK
 
 
 def candidates(log_probs, temperature=1.0, top_k=None, top_p=None):
