@@ -1,0 +1,129 @@
+"""`zoo benchmark serving-threads`: an export served with the model server's default thread pools
+against smaller ones, for batch-1 `generate` and a batched `serving_default`.
+
+TF Serving runs a SavedModel in a session whose thread pools come from its flags
+(`--tensorflow_intra_op_parallelism`, `--tensorflow_inter_op_parallelism`; 0, the default, is one
+thread per core) and are made once per process. So each setting is measured in its own fresh
+process that imports only TensorFlow and loads the export into a session as the server does
+(`tf.compat.v1.saved_model.loader.load`), the processes of the settings alternating. Each process
+times `--calls` `generate` requests (one prompt, `--new-tokens` new tokens at temperature 0.8,
+top-k 40, seed 0, every token written) and `--calls` `serving_default` requests of 64 sentences;
+the table gives the medians over processes of each process's median, and the ratio to the
+default setting.
+"""
+
+import argparse
+import json
+import os
+import statistics
+import subprocess
+import sys
+import tempfile
+
+from zoo.tools.benchmarks.common import cpu_model, load_average_text, write_results
+
+# (label, intra-op threads, inter-op threads): 0 is the server's default, one thread per core; an
+# inter-op count below 0 runs every op in the thread of the request that needs it
+SETTINGS = (
+    ("server defaults (0, 0)", 0, 0),
+    ("intra 1, inter 1", 1, 1),
+    ("intra 1, inter -1", 1, -1),
+    ("intra 0, inter -1", 0, -1),
+)
+
+CHILD = r"""
+import json, statistics, sys, time
+import tensorflow as tf
+from tensorflow.compat import v1
+v1.disable_eager_execution()
+export, intra, inter, calls, new, top_k = sys.argv[1], *map(int, sys.argv[2:7])
+config = v1.ConfigProto(intra_op_parallelism_threads=intra, inter_op_parallelism_threads=inter)
+session = v1.Session(graph=tf.Graph(), config=config)
+with session.graph.as_default():
+    meta = v1.saved_model.loader.load(session, ["serve"], export)
+def prepared(name, values):
+    sig = meta.signature_def[name]
+    feed = {sig.inputs[k].name: v for k, v in values.items() if k in sig.inputs}
+    return {k: v.name for k, v in sig.outputs.items()}, feed
+generate = prepared("generate", {"text": ["the company said that it"], "max_new_tokens": new, "temperature": 0.8,
+                                 "top_k": top_k, "top_p": 1.0, "seed": 0, "num_beams": 1})
+lines = ["the company said it would buy the stock of its rival for cash"] * 64
+score = prepared("serving_default", {"text": lines})
+out = {}
+for key, (fetch, feed) in (("generate", generate), ("serving_default", score)):
+    for _ in range(2):
+        result = session.run(fetch, feed)
+    times = []
+    for _ in range(calls):
+        start = time.perf_counter()
+        result = session.run(fetch, feed)
+        times.append(time.perf_counter() - start)
+    out[key + "_s"] = statistics.median(times)
+    if key == "generate":
+        out["new_tokens"] = int(result["lengths"][0])
+        out["completion"] = result["completion"][0].decode()
+print(json.dumps(out))
+"""
+
+
+def measure(export, intra, inter, calls, new_tokens, top_k=40):
+    """One fresh process's medians (seconds) for one thread setting."""
+    env = {**os.environ, "TF_CPP_MIN_LOG_LEVEL": "3"}
+    out = subprocess.run([sys.executable, "-c", CHILD, export, str(intra), str(inter), str(calls), str(new_tokens),
+                          str(top_k)],
+                         capture_output=True, text=True, env=env, timeout=1800)
+    if out.returncode != 0:
+        raise RuntimeError(f"the process with intra {intra}, inter {inter} failed: {out.stderr.strip()[-1500:]}")
+    return json.loads(out.stdout.strip().splitlines()[-1])
+
+
+def table(results, new_tokens):
+    """Markdown rows from `{label: [per-process results]}`, the first label being the baseline."""
+    rows = ["| thread pools (intra, inter) | `generate` batch 1, new tokens/s | × defaults | "
+            "`serving_default` 64 lines, lines/s | × defaults |", "| --- | ---: | ---: | ---: | ---: |"]
+    base = None
+    for label, runs in results.items():
+        gen = new_tokens / statistics.median(r["generate_s"] for r in runs)
+        score = 64 / statistics.median(r["serving_default_s"] for r in runs)
+        base = base or (gen, score)
+        rows.append(f"| {label} | {gen:,.0f} | {gen / base[0]:.2f}× | {score:,.0f} | {score / base[1]:.2f}× |")
+    return "\n".join(rows)
+
+
+def main(argv=None):
+    p = argparse.ArgumentParser(prog="zoo benchmark serving-threads", description=__doc__.split("\n\n")[0])
+    p.add_argument("--preset", default="gcnn-ptb", help="a preset (random weights: the speed does not depend on "
+                   "them, and no row stops early) or a preset directory")
+    p.add_argument("--repeats", type=int, default=5, help="fresh processes of each setting (default 5)")
+    p.add_argument("--calls", type=int, default=9, help="timed requests of each kind per process (default 9)")
+    p.add_argument("--new-tokens", type=int, default=100, help="new tokens per generate request (default 100)")
+    p.add_argument("--json", help="write the results here")
+    args = p.parse_args(argv)
+    for flag, value in (("--repeats", args.repeats), ("--calls", args.calls), ("--new-tokens", args.new_tokens)):
+        if value < 1:
+            raise ValueError(f"{flag} must be at least 1, got {value}.")
+    import zoo
+    from zoo.export import export_saved_model
+
+    model = zoo.load(args.preset)
+    start_load = load_average_text()
+    results = {label: [] for label, _, _ in SETTINGS}
+    with tempfile.TemporaryDirectory(prefix="zoo-threads-") as base:
+        export = export_saved_model(model, base, "model", max_new_tokens=max(args.new_tokens, 1))
+        for i in range(args.repeats):
+            for label, intra, inter in SETTINGS:
+                run = measure(export, intra, inter, args.calls, args.new_tokens)
+                if run["new_tokens"] != args.new_tokens:
+                    raise RuntimeError(f"{label}: generate wrote {run['new_tokens']} tokens, not {args.new_tokens}.")
+                results[label].append(run)
+            print(f"  {i + 1}/{args.repeats}: " + ", ".join(
+                f"{label} {args.new_tokens / runs[-1]['generate_s']:,.0f} tok/s" for label, runs in results.items()),
+                flush=True)
+    same = len({r["completion"] for runs in results.values() for r in runs}) == 1
+    rendered = table(results, args.new_tokens)
+    print(f"{args.preset}, {cpu_model()}, load average {start_load} at the start, {load_average_text()} at the end; "
+          f"medians of {args.repeats} fresh processes per setting, {args.calls} requests each; "
+          f"every setting wrote the same text: {'yes' if same else 'NO'}\n{rendered}")
+    write_results(args.json, {"preset": args.preset, "cpu": cpu_model(), "repeats": args.repeats,
+                              "calls": args.calls, "new_tokens": args.new_tokens, "same_text": same,
+                              "results": results, "table": rendered})
