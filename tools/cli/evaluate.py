@@ -49,3 +49,6 @@ def run(args):
     unknown = unknown_note(per_word.unknown_share)
     if unknown:  # a closed vocabulary: how much of the per-word figure is the easy <unk>
         print(f"{args.split} words: {unknown}")
+    # the same total over the text's bytes and characters: no tokenizer in the figure
+    print(f"{args.split} bits per byte ({args.mode}): {ppl.bits_per_byte:.4f}; per character: "
+          f"{ppl.bits_per_character:.4f}")

@@ -23,7 +23,13 @@ def test_evaluate_matches_history_and_score_generate_print(trained, corpus, caps
 
     # a closed word vocabulary: the share of <unk> words, as training logged it, on a line of its own
     share = min(history, key=lambda h: h["val_perplexity"])["val_unknown_share"]
-    assert lines[2:] == [f"valid words: {unknown_note(share)}"]
+    assert lines[2] == f"valid words: {unknown_note(share)}"
+    import zoo
+    from zoo.data import read_lines
+
+    bits = zoo.load(os.path.join(trained, "best")).perplexity(read_lines(corpus, "valid"), mode="stream")
+    assert lines[3:] == [f"valid bits per byte (stream): {bits.bits_per_byte:.4f}; per character: "
+                         f"{bits.bits_per_character:.4f}"]
     assert per_token.startswith("valid perplexity (stream): ")
     assert per_word.startswith("valid perplexity per word (stream): ")
     assert float(per_token.split(":")[-1]) == pytest.approx(best, abs=0.005)  # printed with 2 decimals

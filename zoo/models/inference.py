@@ -33,21 +33,33 @@ def check_sequence_length(sequences, what):
 
 
 class Perplexity(float):
-    """A perplexity (a float) that also says what it was divided by: `per` ("token" or "word")
-    and, for a closed word vocabulary, `unknown_share`, the share of the words that were `<unk>`
-    (None for an open vocabulary). Its repr shows both, so a notebook shows them."""
+    """A perplexity (a float) that also says what it was divided by: `per` ("token" or "word");
+    for a closed word vocabulary, `unknown_share`, the share of the words that were `<unk>`
+    (None for an open vocabulary); and, when it was computed on lines, the same total in bits per
+    UTF-8 byte and per character of the text (`bits_per_byte`, `bits_per_character`; each line's
+    end, which the model scores as `</s>`, counts as one byte and one character), figures that
+    do not depend on the tokenizer. Its repr shows them, so a notebook shows them."""
 
-    def __new__(cls, value, per="token", unknown_share=None):
+    def __new__(cls, value, per="token", unknown_share=None, bits_per_byte=None, bits_per_character=None):
         made = super().__new__(cls, value)
         made.per, made.unknown_share = per, unknown_share
+        made.bits_per_byte, made.bits_per_character = bits_per_byte, bits_per_character
         return made
 
     def __repr__(self):
         unknown = "" if self.unknown_share is None else f", unknown_share={self.unknown_share:.4f}"
-        return f"Perplexity({float(self)!r}, per={self.per!r}{unknown})"
+        bits = "" if self.bits_per_byte is None else \
+            f", bits_per_byte={self.bits_per_byte:.4f}, bits_per_character={self.bits_per_character:.4f}"
+        return f"Perplexity({float(self)!r}, per={self.per!r}{unknown}{bits})"
 
     def __reduce__(self):
-        return (Perplexity, (float(self), self.per, self.unknown_share))
+        return (Perplexity, (float(self), self.per, self.unknown_share, self.bits_per_byte, self.bits_per_character))
+
+
+def text_sizes(lines):
+    """`(bytes, characters)` of `lines` as a model scores them: each line's UTF-8 bytes and
+    characters, plus one of each for its end (scored as `</s>`)."""
+    return (sum(len(line.encode("utf-8")) + 1 for line in lines), sum(len(line) + 1 for line in lines))
 
 
 class Inference:
@@ -212,8 +224,10 @@ class Inference:
                 --context-window C` is `seq_len=T - C, context=C` (docs/using-the-authors-weights.md).
 
         Returns:
-            A `Perplexity` (a float). With lines and a closed word vocabulary, its
-            `unknown_share` is the share of the words read as `<unk>`: each is scored as that
+            A `Perplexity` (a float). With lines, its `bits_per_byte` and `bits_per_character`
+            give the same total over the text's UTF-8 bytes and characters (`text_sizes`),
+            figures that do not depend on the tokenizer. With lines and a closed word vocabulary,
+            its `unknown_share` is the share of the words read as `<unk>`: each is scored as that
             one easy token, so a word model's figure is lower than an open-vocabulary model's
             would be on the same text, the more so the larger the share
             (docs/data-and-tokenizers.md).
@@ -263,8 +277,12 @@ class Inference:
             raise ValueError("Nothing to evaluate: no token has a non-zero weight.")
         if per == "word":
             count = scored_words(lines)
-        share = None if isinstance(data, tf.data.Dataset) else unknown_share(lines, self.tokenizer)
-        return Perplexity(math.exp(total / count), per, share)
+        if isinstance(data, tf.data.Dataset):
+            return Perplexity(math.exp(total / count), per)
+        size, characters = text_sizes(lines)
+        bits = total / math.log(2)
+        return Perplexity(math.exp(total / count), per, unknown_share(lines, self.tokenizer), bits / size,
+                          bits / characters)
 
     def _sentence_datasets(self, lines, vocab, batch_size, seq_len):
         """Each line alone: the short ones in padded batches, each line of more than

@@ -91,6 +91,24 @@ def test_stream_perplexity_is_exact_for_a_gcnn(tiny_model, tiny_lines):
         assert got == pytest.approx(expected, rel=1e-5), (seq_len, batch_size)
 
 
+def test_bits_per_byte_and_character_are_the_total_over_the_texts_utf8_bytes_and_characters(tiny_model, tiny_lines):
+    from zoo.data import pipeline
+
+    model, lines = vocab_model(tiny_model, tiny_lines)
+    lines = lines[:3] + ["café naïve — ok"]  # 2-byte and 3-byte characters: bytes and characters differ
+    total_bits = -sum(float(s.sum()) for s in model.score(lines)) / math.log(2)
+    size, characters = sum(len(line.encode()) + 1 for line in lines), sum(len(line) + 1 for line in lines)
+    assert size == characters + 4
+    got = model.perplexity(lines, mode="sentence")
+    assert got.bits_per_byte == pytest.approx(total_bits / size, rel=1e-5)
+    assert got.bits_per_character == pytest.approx(total_bits / characters, rel=1e-5)
+    assert f"bits_per_byte={got.bits_per_byte:.4f}, bits_per_character=" in repr(got)
+    word = model.perplexity(lines, mode="sentence", per="word")  # the same total, another divisor
+    assert word.per == "word" and word.bits_per_byte == pytest.approx(got.bits_per_byte, rel=1e-6)
+    stream = model.perplexity(pipeline.stream_dataset(lines, model.tokenizer, 2, 8))  # no text: no bits
+    assert stream.bits_per_byte is None and stream.bits_per_character is None
+
+
 def test_perplexity_rejects_unknown_mode_and_empty_data(tiny_model, tiny_lines):
     model, lines = vocab_model(tiny_model, tiny_lines)
     with pytest.raises(ValueError, match="Unknown mode 'token'"):

@@ -165,7 +165,8 @@ def test_a_word_model_reports_the_share_of_unk_words_in_its_log_history_and_perp
     valid = ["the cow sat on the mat", "the dog ran <unk>"]
     ppl = model.perplexity(valid, per="word")
     assert ppl.unknown_share == 0.3 and ppl.per == "word"
-    assert repr(ppl) == f"Perplexity({float(ppl)!r}, per='word', unknown_share=0.3000)"
+    assert repr(ppl) == (f"Perplexity({float(ppl)!r}, per='word', unknown_share=0.3000, bits_per_byte="
+                         f"{ppl.bits_per_byte:.4f}, bits_per_character={ppl.bits_per_character:.4f})")
     assert model.perplexity(["the cat sat"]).unknown_share == 0.0
     # an open vocabulary has no <unk>: nothing to report
     subword = train("gcnn-ptb", data=raw_corpus(tmp_path / "raw"), out_dir=str(tmp_path / "sub"), log=lambda m: None,
