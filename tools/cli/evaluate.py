@@ -52,3 +52,5 @@ def run(args):
     # the same total over the text's bytes and characters: no tokenizer in the figure
     print(f"{args.split} bits per byte ({args.mode}): {ppl.bits_per_byte:.4f}; per character: "
           f"{ppl.bits_per_character:.4f}")
+    # how much of the total a few costly "words" (a separator line, a symbol run) carry
+    print(f"{args.split} the costliest 1% of the words ({args.mode}): {ppl.worst_words_share:.1%} of the total")

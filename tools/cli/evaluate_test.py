@@ -29,7 +29,8 @@ def test_evaluate_matches_history_and_score_generate_print(trained, corpus, caps
 
     bits = zoo.load(os.path.join(trained, "best")).perplexity(read_lines(corpus, "valid"), mode="stream")
     assert lines[3:] == [f"valid bits per byte (stream): {bits.bits_per_byte:.4f}; per character: "
-                         f"{bits.bits_per_character:.4f}"]
+                         f"{bits.bits_per_character:.4f}",
+                         f"valid the costliest 1% of the words (stream): {bits.worst_words_share:.1%} of the total"]
     assert per_token.startswith("valid perplexity (stream): ")
     assert per_word.startswith("valid perplexity per word (stream): ")
     assert float(per_token.split(":")[-1]) == pytest.approx(best, abs=0.005)  # printed with 2 decimals

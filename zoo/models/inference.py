@@ -40,20 +40,46 @@ class Perplexity(float):
     end, which the model scores as `</s>`, counts as one byte and one character), figures that
     do not depend on the tokenizer. Its repr shows them, so a notebook shows them."""
 
-    def __new__(cls, value, per="token", unknown_share=None, bits_per_byte=None, bits_per_character=None):
+    def __new__(cls, value, per="token", unknown_share=None, bits_per_byte=None, bits_per_character=None,
+                worst_words_share=None):
         made = super().__new__(cls, value)
         made.per, made.unknown_share = per, unknown_share
         made.bits_per_byte, made.bits_per_character = bits_per_byte, bits_per_character
+        made.worst_words_share = worst_words_share
         return made
 
     def __repr__(self):
         unknown = "" if self.unknown_share is None else f", unknown_share={self.unknown_share:.4f}"
         bits = "" if self.bits_per_byte is None else \
             f", bits_per_byte={self.bits_per_byte:.4f}, bits_per_character={self.bits_per_character:.4f}"
-        return f"Perplexity({float(self)!r}, per={self.per!r}{unknown}{bits})"
+        worst = "" if self.worst_words_share is None else f", worst_words_share={self.worst_words_share:.4f}"
+        return f"Perplexity({float(self)!r}, per={self.per!r}{unknown}{bits}{worst})"
 
     def __reduce__(self):
-        return (Perplexity, (float(self), self.per, self.unknown_share, self.bits_per_byte, self.bits_per_character))
+        return (Perplexity, (float(self), self.per, self.unknown_share, self.bits_per_byte, self.bits_per_character,
+                             self.worst_words_share))
+
+
+WORST_WORDS = 0.01  # the costliest share of the words whose part of the total `Perplexity` reports
+
+
+def worst_words_share(targets, costs, tokenizer, fraction=WORST_WORDS):
+    """The share of the total cost that the costliest `fraction` of the words carry (at least one
+    word). `targets` and `costs`: every scored token and its negative log-likelihood, whole lines
+    one after the other, each ending in `</s>`; a word is what the tokenizer's `word_index` groups
+    (a whitespace word's tokens, and each line's `</s>` on its own)."""
+    targets, costs = np.asarray(targets), np.asarray(costs, np.float64)
+    ends = np.flatnonzero(targets == tokenizer.eos_id) + 1
+    words, start = [], 0
+    for end in ends:
+        index = np.asarray(tokenizer.word_index([tokenizer.bos_id] + targets[start:end].tolist())[1:])
+        words.append(np.bincount(index, weights=costs[start:end]))
+        start = end
+    if not words or costs.sum() <= 0:
+        return None
+    per_word = np.sort(np.concatenate(words))[::-1]
+    worst = max(1, math.ceil(fraction * len(per_word)))
+    return float(per_word[:worst].sum() / per_word.sum())
 
 
 def text_sizes(lines):
@@ -226,7 +252,9 @@ class Inference:
         Returns:
             A `Perplexity` (a float). With lines, its `bits_per_byte` and `bits_per_character`
             give the same total over the text's UTF-8 bytes and characters (`text_sizes`),
-            figures that do not depend on the tokenizer. With lines and a closed word vocabulary,
+            figures that do not depend on the tokenizer, and its `worst_words_share` the share of
+            the total that the costliest 1% of the words carry (a separator line or a symbol run
+            can be one costly "word"). With lines and a closed word vocabulary,
             its `unknown_share` is the share of the words read as `<unk>`: each is scored as that
             one easy token, so a word model's figure is lower than an open-vocabulary model's
             would be on the same text, the more so the larger the share
@@ -267,12 +295,15 @@ class Inference:
                 datasets = [pipeline.stream_dataset(lines, vocab, batch_size, seq_len, context=int(context))]
             else:
                 datasets = self._sentence_datasets(lines, vocab, batch_size, seq_len)
-        total, count = 0.0, 0.0
+        total, count, targets, costs = 0.0, 0.0, [], []
         for x, y, w in (batch for d in datasets for batch in d):
             lp = self._target_log_prob_fn(x, y)
             w = tf.cast(w, tf.float32)
             total -= float(tf.reduce_sum(tf.cast(lp, tf.float32) * w))
             count += float(tf.reduce_sum(w))
+            scored = w.numpy() > 0  # whole lines in order: a sentence row, or a stream's windows
+            targets.append(y.numpy()[scored])
+            costs.append(-tf.cast(lp, tf.float32).numpy()[scored])
         if count == 0:
             raise ValueError("Nothing to evaluate: no token has a non-zero weight.")
         if per == "word":
@@ -281,8 +312,9 @@ class Inference:
             return Perplexity(math.exp(total / count), per)
         size, characters = text_sizes(lines)
         bits = total / math.log(2)
+        worst = worst_words_share(np.concatenate(targets), np.concatenate(costs), self.tokenizer)
         return Perplexity(math.exp(total / count), per, unknown_share(lines, self.tokenizer), bits / size,
-                          bits / characters)
+                          bits / characters, worst)
 
     def _sentence_datasets(self, lines, vocab, batch_size, seq_len):
         """Each line alone: the short ones in padded batches, each line of more than

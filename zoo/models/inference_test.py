@@ -109,6 +109,44 @@ def test_bits_per_byte_and_character_are_the_total_over_the_texts_utf8_bytes_and
     assert stream.bits_per_byte is None and stream.bits_per_character is None
 
 
+@pytest.mark.parametrize("kind", ["gcnn", "gcnn-adaptive", "lstm"])
+def test_the_worst_words_share_is_the_costliest_percent_of_the_words_part_of_the_total(tiny_model, tiny_lines, kind):
+    from zoo.models.inference import worst_words_share
+
+    model, lines = vocab_model(tiny_model, tiny_lines, kind)
+    lines = lines * 30  # over 100 words: the costliest 1% is more than one word
+    costs = np.sort(-np.concatenate(model.score(lines)))[::-1]  # per word and per </s>, each line alone
+    top = math.ceil(0.01 * len(costs))
+    assert top > 1
+    got = model.perplexity(lines, mode="sentence", batch_size=4)
+    assert got.worst_words_share == pytest.approx(costs[:top].sum() / costs.sum(), rel=1e-5)
+    # by hand: two lines, "a b </s>" and "c </s>", words a, b, </s>, c, </s> costing 1, 5, 2, 9, 3
+    t = model.tokenizer
+    a, b, c = (t.encode(w, add_bos=False, add_eos=False)[0] for w in ("w0", "w1", "w2"))
+    targets, token_costs = [a, b, t.eos_id, c, t.eos_id], [1.0, 5.0, 2.0, 9.0, 3.0]
+    assert worst_words_share(targets, token_costs, t) == pytest.approx(9 / 20)
+    assert worst_words_share(targets, token_costs, t, fraction=0.3) == pytest.approx(14 / 20)
+
+
+def test_the_worst_words_share_of_a_stream_groups_the_whole_streams_costs_by_line_and_word(tiny_model, tiny_lines):
+    model, lines = vocab_model(tiny_model, tiny_lines)
+    ids = np.array([i for line in lines for i in model.tokenizer.encode(line)])
+    lp = model.log_probs(ids[:-1])[0]
+    target_lp = lp[np.arange(len(ids) - 1), ids[1:]]
+    per_word, line_words = [], []
+    for i, cost in zip(ids[1:], -target_lp):
+        if i == model.tokenizer.bos_id:
+            continue
+        line_words.append(cost)  # a word tokenizer: a token is a word, </s> ends the line
+        if i == model.tokenizer.eos_id:
+            per_word += line_words
+            line_words = []
+    per_word = np.sort(per_word)[::-1]
+    expected = per_word[:max(1, math.ceil(0.01 * len(per_word)))].sum() / per_word.sum()
+    got = model.perplexity(lines, mode="stream", batch_size=2, seq_len=5)
+    assert got.worst_words_share == pytest.approx(expected, rel=1e-5)
+
+
 def test_perplexity_rejects_unknown_mode_and_empty_data(tiny_model, tiny_lines):
     model, lines = vocab_model(tiny_model, tiny_lines)
     with pytest.raises(ValueError, match="Unknown mode 'token'"):

@@ -166,7 +166,8 @@ def test_a_word_model_reports_the_share_of_unk_words_in_its_log_history_and_perp
     ppl = model.perplexity(valid, per="word")
     assert ppl.unknown_share == 0.3 and ppl.per == "word"
     assert repr(ppl) == (f"Perplexity({float(ppl)!r}, per='word', unknown_share=0.3000, bits_per_byte="
-                         f"{ppl.bits_per_byte:.4f}, bits_per_character={ppl.bits_per_character:.4f})")
+                         f"{ppl.bits_per_byte:.4f}, bits_per_character={ppl.bits_per_character:.4f}, "
+                         f"worst_words_share={ppl.worst_words_share:.4f})")
     assert model.perplexity(["the cat sat"]).unknown_share == 0.0
     # an open vocabulary has no <unk>: nothing to report
     subword = train("gcnn-ptb", data=raw_corpus(tmp_path / "raw"), out_dir=str(tmp_path / "sub"), log=lambda m: None,
