@@ -64,10 +64,10 @@ def _check_arguments(model, name, version, max_tokens, max_new_tokens=DEFAULT_MA
                          f"zoo.samplers.Sampler that picks one token at a time (not beam search), got {sampler!r}.")
     vocabulary = getattr(model, "tokenizer", None)
     if vocabulary is None:
-        raise ValueError("The model has no vocabulary to tokenise text with: load it from a preset "
+        raise ValueError("The model has no tokenizer to read text with: load it from a preset "
                          "directory that has one, or set model.tokenizer, before exporting.")
     if len(vocabulary) != model.vocabulary_size:
-        raise ValueError(f"The model's vocabulary has {len(vocabulary)} tokens but the model predicts "
+        raise ValueError(f"The model's tokenizer has {len(vocabulary)} tokens but the model predicts "
                          f"{model.vocabulary_size} ids; they must agree to export.")
 
 

@@ -150,5 +150,5 @@ def test_bad_arguments_raise_before_writing(exported, tmp_path, kwargs, message)
 
 def test_a_model_without_vocabulary_is_refused(tiny_model, tmp_path):
     model = tiny_model("lstm")
-    with pytest.raises(ValueError, match="no vocabulary"):
+    with pytest.raises(ValueError, match="no tokenizer to read text with"):
         export.export_saved_model(model, str(tmp_path), "m")

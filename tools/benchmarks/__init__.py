@@ -22,6 +22,7 @@ BENCHMARKS = {
     "ptb-softmax": "ptb_softmax",
     "raw-text": "raw_text",
     "serving": "serving",
+    "serving-memory": "serving_memory",
     "serving-threads": "serving_threads",
     "warmup": "warmup",
 }

@@ -45,7 +45,7 @@ def run(args):
     batch_sizes = warmup.sizes_of(args.batching_file, batch_sizes)
     model = load_model(args.directory)
     if model.tokenizer is None:
-        raise ValueError(f"The preset directory {args.directory!r} has no vocabulary, which the exported "
-                         "model needs to tokenise text.")
+        raise ValueError(f"The preset directory {args.directory!r} has no tokenizer, which the exported "
+                         "model needs to read text.")
     print(export_saved_model(model, args.base, args.name or default_export_name(args.directory),
                              version=args.version, max_new_tokens=args.max_new_tokens, batch_sizes=batch_sizes))

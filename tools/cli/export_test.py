@@ -70,5 +70,5 @@ def test_default_name(tmp_path):
 def test_a_preset_directory_without_a_vocabulary_is_refused_by_name(tiny_model, tmp_path, capsys):
     tiny_model("lstm").save_to_preset(str(tmp_path / "bare"))
     err = one_sentence_error(["export", str(tmp_path / "bare"), "--base", str(tmp_path / "e")], capsys)
-    assert f"{str(tmp_path / 'bare')!r} has no vocabulary" in err
+    assert f"{str(tmp_path / 'bare')!r} has no tokenizer" in err
     assert not os.path.exists(tmp_path / "e")

@@ -1,0 +1,112 @@
+"""`zoo benchmark serving-memory`: what one served model costs in memory, per preset.
+
+Each preset is exported (shipped trained weights where a preset has them, else random ones: the
+memory does not depend on them), then a fresh process that imports only TensorFlow reads its own
+resident memory (`/proc/self/status`: `VmRSS`, and the peak `VmHWM`) after importing TensorFlow,
+after `tf.saved_model.load`, and after one `serving_default` request of 32 sentences and one
+`generate` request (one prompt, 20 new tokens): what a model server holds for the version, and
+what its first requests add. The table gives the medians of `--repeats` processes per preset.
+"""
+
+import argparse
+import json
+import os
+import statistics
+import subprocess
+import sys
+import tempfile
+
+from zoo.tools.benchmarks.common import cpu_model, write_results
+
+DEFAULT_PRESETS = ("gcnn-ptb", "gcnn-ptb-deep", "lstmp-ptb", "gcnn-en")
+
+CHILD = r"""
+import json, sys
+
+def memory():
+    fields = {}
+    with open("/proc/self/status") as f:
+        for line in f:
+            name, _, value = line.partition(":")
+            if name in ("VmRSS", "VmHWM"):
+                fields[name] = int(value.split()[0]) * 1024
+    return fields
+
+import tensorflow as tf
+try:
+    import tensorflow_text  # noqa: F401  (a subword export's tokenizer ops)
+except ImportError:
+    pass
+imported = memory()
+loaded = tf.saved_model.load(sys.argv[1])
+after_load = memory()
+loaded.signatures["serving_default"](text=tf.constant(["the company said it would buy the stock"] * 32))
+loaded.signatures["generate"](text=tf.constant(["the company said"]), max_new_tokens=tf.constant(20),
+                              temperature=tf.constant(0.0), top_k=tf.constant(0), top_p=tf.constant(1.0),
+                              seed=tf.constant(0), num_beams=tf.constant(1))
+served = memory()
+print(json.dumps({"imported_rss": imported["VmRSS"], "loaded_rss": after_load["VmRSS"],
+                  "served_rss": served["VmRSS"], "peak_rss": served["VmHWM"]}))
+"""
+
+
+def measure(export):
+    """One fresh process's resident memory (bytes) at each stage."""
+    env = {**os.environ, "TF_CPP_MIN_LOG_LEVEL": "3"}
+    out = subprocess.run([sys.executable, "-c", CHILD, export], capture_output=True, text=True, env=env, timeout=1800)
+    if out.returncode != 0:
+        raise RuntimeError(f"the process serving {export} failed: {out.stderr.strip()[-1500:]}")
+    return json.loads(out.stdout.strip().splitlines()[-1])
+
+
+def directory_bytes(path):
+    return sum(os.path.getsize(os.path.join(root, name)) for root, _, names in os.walk(path) for name in names)
+
+
+def table(rows):
+    """Markdown rows from `[(preset, parameters, weights, export bytes, [per-process results])]`."""
+    mib = 2 ** 20
+    out = ["| preset | parameters | weights | export on disk (MiB) | the model, once loaded (MiB) | "
+           "after its first requests (MiB) | process peak (MiB) |",
+           "| --- | ---: | --- | ---: | ---: | ---: | ---: |"]
+    for preset, parameters, weights, size, runs in rows:
+        median = lambda key: statistics.median(r[key] for r in runs)  # noqa: E731
+        base = median("imported_rss")
+        out.append(f"| `{preset}` | {parameters:,} | {weights} | {size / mib:,.1f} | "
+                   f"{(median('loaded_rss') - base) / mib:,.1f} | {(median('served_rss') - base) / mib:,.1f} | "
+                   f"{median('peak_rss') / mib:,.1f} |")
+    return "\n".join(out)
+
+
+def main(argv=None):
+    p = argparse.ArgumentParser(prog="zoo benchmark serving-memory", description=__doc__.split("\n\n")[0])
+    p.add_argument("--presets", default=",".join(DEFAULT_PRESETS), help="comma-separated presets or preset "
+                   f"directories (default {','.join(DEFAULT_PRESETS)})")
+    p.add_argument("--repeats", type=int, default=3, help="fresh processes per preset (default 3)")
+    p.add_argument("--json", help="write the results here")
+    args = p.parse_args(argv)
+    if args.repeats < 1:
+        raise ValueError(f"--repeats must be at least 1, got {args.repeats}.")
+    presets = [name for name in args.presets.split(",") if name]
+    if not presets:
+        raise ValueError("--presets names no preset; give at least one, e.g. --presets gcnn-ptb.")
+    import zoo
+    from zoo.export import export_saved_model
+    from zoo.weights import trained_presets
+
+    rows = []
+    with tempfile.TemporaryDirectory(prefix="zoo-memory-") as base:
+        for preset in presets:
+            trained = not os.path.isdir(preset) and preset in trained_presets()
+            model = zoo.load(preset, weights="trained") if trained else zoo.load(preset)
+            export = export_saved_model(model, base, preset.replace("/", "_"))
+            runs = [measure(export) for _ in range(args.repeats)]
+            rows.append((preset, model.count_params(), "trained" if trained else "random", directory_bytes(export),
+                         runs))
+            print(f"  {preset}: {(runs[-1]['served_rss'] - runs[-1]['imported_rss']) / 2 ** 20:,.1f} MiB", flush=True)
+    rendered = table(rows)
+    print(f"{cpu_model()}, medians of {args.repeats} fresh processes per preset (resident memory above a process "
+          f"that has imported TensorFlow):\n{rendered}")
+    write_results(args.json, {"cpu": cpu_model(), "repeats": args.repeats, "table": rendered,
+                              "rows": [{"preset": r[0], "parameters": r[1], "weights": r[2], "export_bytes": r[3],
+                                        "runs": r[4]} for r in rows]})
