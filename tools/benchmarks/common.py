@@ -158,6 +158,18 @@ def run_child(command, result_file, what):
     return result, wall
 
 
+def child_json(script, args, what, timeout=1800):
+    """Runs the Python source `script` with the arguments `args` in a fresh interpreter (nothing
+    of this process imported; TensorFlow's logs quiet) and returns the JSON object its last line
+    of output prints. A failure raises a RuntimeError naming `what`, with the end of its stderr."""
+    env = {**os.environ, "TF_CPP_MIN_LOG_LEVEL": "3"}
+    out = subprocess.run([sys.executable, "-c", script, *map(str, args)], capture_output=True, text=True, env=env,
+                         timeout=timeout)
+    if out.returncode != 0:
+        raise RuntimeError(f"{what} failed: {out.stderr.strip()[-1500:]}")
+    return json.loads(out.stdout.strip().splitlines()[-1])
+
+
 def write_results(path, out):
     """Writes a benchmark's results to `path` as JSON (if a path was given) and says where."""
     if path:

@@ -36,6 +36,13 @@ def test_run_child_returns_its_json_and_says_why_a_failure_failed(tmp_path, caps
     assert "bad: FAILED, exit status 3" in said and "| before" in said
 
 
+def test_child_json_returns_the_last_lines_json_and_raises_with_the_failures_stderr():
+    script = "import json, sys; print('noise'); print(json.dumps({'args': sys.argv[1:]}))"
+    assert common.child_json(script, ["a", 2], "the child") == {"args": ["a", "2"]}
+    with pytest.raises(RuntimeError, match=r"(?s)^the child failed: .*ZeroDivisionError"):
+        common.child_json("1 / 0", [], "the child")
+
+
 def test_write_results_writes_json_only_when_given_a_path(tmp_path, capsys):
     common.write_results(None, {"a": 1})
     assert capsys.readouterr().out == ""

@@ -9,14 +9,11 @@ what its first requests add. The table gives the medians of `--repeats` processe
 """
 
 import argparse
-import json
 import os
 import statistics
-import subprocess
-import sys
 import tempfile
 
-from zoo.tools.benchmarks.common import cpu_model, write_results
+from zoo.tools.benchmarks.common import child_json, cpu_model, write_results
 
 DEFAULT_PRESETS = ("gcnn-ptb", "gcnn-ptb-deep", "lstmp-ptb", "gcnn-en")
 
@@ -52,11 +49,7 @@ print(json.dumps({"imported_rss": imported["VmRSS"], "loaded_rss": after_load["V
 
 def measure(export):
     """One fresh process's resident memory (bytes) at each stage."""
-    env = {**os.environ, "TF_CPP_MIN_LOG_LEVEL": "3"}
-    out = subprocess.run([sys.executable, "-c", CHILD, export], capture_output=True, text=True, env=env, timeout=1800)
-    if out.returncode != 0:
-        raise RuntimeError(f"the process serving {export} failed: {out.stderr.strip()[-1500:]}")
-    return json.loads(out.stdout.strip().splitlines()[-1])
+    return child_json(CHILD, [export], f"the process serving {export}")
 
 
 def directory_bytes(path):

@@ -13,14 +13,10 @@ default setting.
 """
 
 import argparse
-import json
-import os
 import statistics
-import subprocess
-import sys
 import tempfile
 
-from zoo.tools.benchmarks.common import cpu_model, load_average_text, write_results
+from zoo.tools.benchmarks.common import child_json, cpu_model, load_average_text, write_results
 
 # (label, intra-op threads, inter-op threads): 0 is the server's default, one thread per core; an
 # inter-op count below 0 runs every op in the thread of the request that needs it
@@ -68,13 +64,8 @@ print(json.dumps(out))
 
 def measure(export, intra, inter, calls, new_tokens, top_k=40):
     """One fresh process's medians (seconds) for one thread setting."""
-    env = {**os.environ, "TF_CPP_MIN_LOG_LEVEL": "3"}
-    out = subprocess.run([sys.executable, "-c", CHILD, export, str(intra), str(inter), str(calls), str(new_tokens),
-                          str(top_k)],
-                         capture_output=True, text=True, env=env, timeout=1800)
-    if out.returncode != 0:
-        raise RuntimeError(f"the process with intra {intra}, inter {inter} failed: {out.stderr.strip()[-1500:]}")
-    return json.loads(out.stdout.strip().splitlines()[-1])
+    return child_json(CHILD, [export, intra, inter, calls, new_tokens, top_k],
+                      f"the process with intra {intra}, inter {inter}")
 
 
 def table(results, new_tokens):

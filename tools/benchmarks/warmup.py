@@ -10,14 +10,11 @@ gives the median of `--repeats` of each, and the ratio cold / warm.
 """
 
 import argparse
-import json
 import os
 import statistics
-import subprocess
-import sys
 import tempfile
 
-from zoo.tools.benchmarks.common import cpu_model, write_results
+from zoo.tools.benchmarks.common import child_json, cpu_model, write_results
 
 CHILD = r"""
 import json, sys, time
@@ -48,12 +45,8 @@ print(json.dumps({"load_s": t1 - t0, "replay_s": t2 - t1, "serving_default_s": s
 
 def measure(export, replay):
     """One fresh process's timings (seconds)."""
-    env = {**os.environ, "TF_CPP_MIN_LOG_LEVEL": "3"}
-    out = subprocess.run([sys.executable, "-c", CHILD, export, "1" if replay else "0"], capture_output=True,
-                         text=True, env=env, timeout=900)
-    if out.returncode != 0:
-        raise RuntimeError(f"the {'warm' if replay else 'cold'} process failed: {out.stderr.strip()[-1500:]}")
-    return json.loads(out.stdout.strip().splitlines()[-1])
+    return child_json(CHILD, [export, "1" if replay else "0"], f"the {'warm' if replay else 'cold'} process",
+                      timeout=900)
 
 
 def table(cold, warm):

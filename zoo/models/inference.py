@@ -295,20 +295,22 @@ class Inference:
                 datasets = [pipeline.stream_dataset(lines, vocab, batch_size, seq_len, context=int(context))]
             else:
                 datasets = self._sentence_datasets(lines, vocab, batch_size, seq_len)
+        with_text = not isinstance(data, tf.data.Dataset)  # lines: the figures per byte and per word too
         total, count, targets, costs = 0.0, 0.0, [], []
         for x, y, w in (batch for d in datasets for batch in d):
             lp = self._target_log_prob_fn(x, y)
             w = tf.cast(w, tf.float32)
             total -= float(tf.reduce_sum(tf.cast(lp, tf.float32) * w))
             count += float(tf.reduce_sum(w))
-            scored = w.numpy() > 0  # whole lines in order: a sentence row, or a stream's windows
-            targets.append(y.numpy()[scored])
-            costs.append(-tf.cast(lp, tf.float32).numpy()[scored])
+            if with_text:
+                scored = w.numpy() > 0  # whole lines in order: a sentence row, or a stream's windows
+                targets.append(y.numpy()[scored])
+                costs.append(-tf.cast(lp, tf.float32).numpy()[scored])
         if count == 0:
             raise ValueError("Nothing to evaluate: no token has a non-zero weight.")
         if per == "word":
             count = scored_words(lines)
-        if isinstance(data, tf.data.Dataset):
+        if not with_text:
             return Perplexity(math.exp(total / count), per)
         size, characters = text_sizes(lines)
         bits = total / math.log(2)
