@@ -9,6 +9,7 @@ import keras
 import tensorflow as tf
 from keras import ops
 
+from zoo.layers import int8
 from zoo.layers.softmax import build_on_first_use, softmax_dtype
 from zoo.layers.validation import check_int, is_int
 
@@ -137,7 +138,17 @@ class AdaptiveSoftmax(keras.layers.Layer):
 
     # ---- pieces ----------------------------------------------------------------------
     def _matmul(self, x, weight):
-        return ops.matmul(x, ops.cast(weight, self.compute_dtype))
+        return ops.matmul(x, ops.cast(int8.read(self, weight), self.compute_dtype))
+
+    def quantize(self, mode="int8", **kwargs):
+        """The head kernel and every tail's projection and kernel as int8, each with a scale per
+        output column (`zoo.layers.int8`); the head's bias stays float32."""
+        int8.check_mode(mode)
+        int8.check_not_quantized(self)
+        self.head_kernel = int8.replace(self, self.head_kernel)
+        for weights in (self.tail_projections, self.tail_kernels):
+            for i, weight in enumerate(list(weights)):
+                weights[i] = int8.replace(self, weight)
 
     def _head_logits(self, hidden):
         logits = self._matmul(hidden, self.head_kernel)

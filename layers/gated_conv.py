@@ -6,6 +6,7 @@ import keras
 import tensorflow as tf
 from keras import ops
 
+from zoo.layers import int8
 from zoo.layers.validation import check_int
 
 # activation name -> (is it gated, i.e. does it need the second convolution X*V + c?)
@@ -111,11 +112,23 @@ class GatedConv1D(keras.layers.Layer):
 
     def effective_kernel(self):
         """The kernel actually applied: `g · v / ‖v‖` under weight normalisation."""
+        if int8.is_quantized(self):
+            return int8.read(self, self.kernel)
         kernel = ops.convert_to_tensor(self.kernel)
         if not self.weight_norm:
             return kernel
         norm = ops.sqrt(ops.sum(ops.square(kernel), axis=(0, 1)) + 1e-12)
         return kernel * (ops.convert_to_tensor(self.g) / norm)
+
+    def quantize(self, mode="int8", **kwargs):
+        """The effective kernel (`g · v / ‖v‖` folded in) as int8 with a scale per output channel;
+        `g` is dropped. See `zoo.layers.int8`."""
+        int8.check_mode(mode)
+        int8.check_not_quantized(self)
+        effective = self.effective_kernel()
+        if self.weight_norm:
+            int8.untrack(self, self.g)
+        self.kernel = int8.replace(self, self.kernel, effective)
 
     def _activate(self, z):
         if self.gated:

@@ -5,6 +5,7 @@ recurrent input, so the recurrent matrix shrinks with it."""
 import keras
 from keras import ops
 
+from zoo.layers import int8
 from zoo.layers.validation import check_int
 
 
@@ -41,11 +42,20 @@ class ProjectedLSTMCell(keras.layers.Layer):
 
     def call(self, inputs, states, training=None):
         h, c = states
-        z = ops.matmul(inputs, self.kernel) + ops.matmul(h, self.recurrent_kernel) + self.bias
+        kernel, recurrent = int8.read(self, self.kernel), int8.read(self, self.recurrent_kernel)
+        z = ops.matmul(inputs, kernel) + ops.matmul(h, recurrent) + self.bias
         i, f, g, o = ops.split(z, 4, axis=-1)
         c = ops.sigmoid(f) * c + ops.sigmoid(i) * ops.tanh(g)
-        h = ops.matmul(ops.sigmoid(o) * ops.tanh(c), self.projection_kernel)
+        h = ops.matmul(ops.sigmoid(o) * ops.tanh(c), int8.read(self, self.projection_kernel))
         return h, [h, c]
+
+    def quantize(self, mode="int8", **kwargs):
+        """The three kernels as int8, each with a scale per output column (`zoo.layers.int8`)."""
+        int8.check_mode(mode)
+        int8.check_not_quantized(self)
+        self.kernel = int8.replace(self, self.kernel)
+        self.recurrent_kernel = int8.replace(self, self.recurrent_kernel)
+        self.projection_kernel = int8.replace(self, self.projection_kernel)
 
     def get_config(self):
         config = super().get_config()

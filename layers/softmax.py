@@ -13,6 +13,7 @@ the layer itself (`build_on_first_use`), so a freshly constructed output layer w
 import keras
 from keras import ops
 
+from zoo.layers import int8
 from zoo.layers.validation import check_int
 
 
@@ -57,12 +58,18 @@ class FullSoftmax(keras.layers.Layer):
 
     def logits(self, hidden):
         build_on_first_use(self, hidden)
-        kernel = ops.cast(self.kernel, self.compute_dtype)
+        kernel = ops.cast(int8.read(self, self.kernel), self.compute_dtype)
         logits = ops.matmul(hidden, kernel) + ops.cast(self.bias, self.compute_dtype)
         return ops.cast(logits, softmax_dtype(self))
 
     def call(self, hidden):
         return self.log_prob(hidden)
+
+    def quantize(self, mode="int8", **kwargs):
+        """The kernel as int8 with a scale per output id (`zoo.layers.int8`); the bias stays."""
+        int8.check_mode(mode)
+        int8.check_not_quantized(self)
+        self.kernel = int8.replace(self, self.kernel)
 
     def log_prob(self, hidden):
         return ops.log_softmax(self.logits(hidden), axis=-1)
@@ -103,6 +110,10 @@ class TiedSoftmax(FullSoftmax):
 
     def build(self, input_shape):
         self.bias = self.add_weight(name="bias", shape=(self.vocabulary_size,), initializer="zeros")
+
+    def quantize(self, mode="int8", **kwargs):
+        """Nothing of its own: the embedding it is tied to holds the int8 matrix."""
+        int8.check_mode(mode)
 
     def logits(self, hidden):
         build_on_first_use(self, hidden)

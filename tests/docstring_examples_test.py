@@ -12,7 +12,7 @@ import zoo
 from zoo import layers, samplers
 from zoo.export import export_saved_model
 
-METHODS = ("score", "perplexity", "log_probs", "target_log_probs", "decode_step", "generate", "save_to_preset")
+METHODS = ("score", "perplexity", "log_probs", "target_log_probs", "decode_step", "generate", "save_to_preset", "quantize")
 
 
 def public_api():

@@ -70,7 +70,18 @@ def tiny_moe(tiny_model):
     return model
 
 
-FAMILIES = {"gcnn": tiny_gcnn, "gcnn-tied": tiny_tied_gcnn, "lstm": tiny_lstm, "moe": tiny_moe}
+def quantized(make):
+    """The same tiny model with its weights in int8 (`LanguageModel.quantize`)."""
+    def make_quantized(tiny_model):
+        model = make(tiny_model)
+        model.quantize("int8")
+        return model
+    return make_quantized
+
+
+FAMILIES = {"gcnn": tiny_gcnn, "gcnn-tied": tiny_tied_gcnn, "lstm": tiny_lstm, "moe": tiny_moe,
+            # int8: the GLU convolutions, adaptive softmax and embedding; the LSTMP cells and full softmax
+            "gcnn-int8": quantized(tiny_gcnn), "moe-int8": quantized(tiny_moe)}
 
 
 # ---- what the in-process model says -------------------------------------------------------

@@ -15,6 +15,7 @@ BENCHMARKS = {
     "fairseq": "fairseq",
     "generate": "generate",
     "input": "input_pipeline",
+    "int8": "int8",
     "moe": "moe",
     "moe-parallel": "moe_parallel",
     "moe-ptb": "moe_ptb",

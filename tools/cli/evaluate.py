@@ -18,6 +18,8 @@ def add_parser(subparsers):
                         "GCNN); fairseq's eval_lm --tokens-per-sample T --context-window C is --seq-len T-C --context C")
     s.add_argument("--keep-empty-lines", action="store_true",
                    help="with --split all: score a blank line as one </s>, as fairseq's eval_lm does")
+    s.add_argument("--quantize", metavar="MODE", help="int8: the weights as int8 with a scale per output channel, "
+                                                       "quantized in memory (see docs/serving.md)")
     s.set_defaults(func=run)
 
 
@@ -32,7 +34,7 @@ def run(args):
     if args.split == "all" and (args.data == "ptb" or not os.path.isfile(args.data)):
         raise ValueError(f"--split all scores one whole text file, and --data {args.data!r} is not one; give a "
                          "file, or a split: train, valid or test.")
-    model = load_model(args.directory)
+    model = load_model(args.directory, quantize=args.quantize)
     if args.keep_empty_lines and args.split != "all":
         raise ValueError("--keep-empty-lines applies to one whole text file (--split all), whose blank lines it "
                          f"keeps; --split {args.split} reads a corpus split without them.")

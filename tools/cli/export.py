@@ -18,6 +18,8 @@ def add_parser(subparsers):
                                           "assets.extra/batching_parameters.txt (default 1,2,4,8,16,32)")
     s.add_argument("--batching-file", help="your model server's --batching_parameters_file: the warmup covers its "
                                            "allowed_batch_sizes")
+    s.add_argument("--quantize", metavar="MODE", help="int8: the weights as int8 with a scale per output channel, "
+                                                       "quantized in memory (see docs/serving.md)")
     s.set_defaults(func=run)
 
 
@@ -43,7 +45,7 @@ def run(args):
             raise ValueError(f"--batch-sizes takes whole numbers separated by commas, e.g. 1,4,16; got "
                              f"{args.batch_sizes!r}.") from None
     batch_sizes = warmup.sizes_of(args.batching_file, batch_sizes)
-    model = load_model(args.directory)
+    model = load_model(args.directory, quantize=args.quantize)
     if model.tokenizer is None:
         raise ValueError(f"The preset directory {args.directory!r} has no tokenizer, which the exported "
                          "model needs to read text.")

@@ -52,6 +52,8 @@ def test_export_twice_makes_versions_1_and_2_and_never_touches_1(preset, tmp_pat
     (["export", "{tmp}/noconfig"], "has no config.json"),
     (["export", "{preset}", "--base", "{tmp}/e", "--name", ".hidden"], "model name"),
     (["export", "{preset}", "--base", "{tmp}/e", "--version", "0"], "version must be an integer >= 1"),
+    (["export", "{preset}", "--base", "{tmp}/e", "--quantize", "int4"], "Unknown quantization mode 'int4'; the zoo's "
+                                                                          "models quantize to 'int8'"),
 ])
 def test_bad_export_arguments_give_one_sentence_and_exit_code_2(argv, message, preset, tmp_path, capsys):
     (tmp_path / "noconfig").mkdir()
@@ -72,3 +74,21 @@ def test_a_preset_directory_without_a_vocabulary_is_refused_by_name(tiny_model, 
     err = one_sentence_error(["export", str(tmp_path / "bare"), "--base", str(tmp_path / "e")], capsys)
     assert f"{str(tmp_path / 'bare')!r} has no tokenizer" in err
     assert not os.path.exists(tmp_path / "e")
+
+
+def test_export_quantize_int8_writes_int8_variables_and_leaves_the_float_preset_as_it_was(tiny_model, word_tokenizer,
+                                                                                            tmp_path, capsys):
+    import json
+
+    import tensorflow as tf
+
+    preset = tiny_model("gcnn", tokenizer=word_tokenizer, cutoffs=[5]).save_to_preset(str(tmp_path / "tiny-gcnn"))
+    before = _digest(preset)
+    assert main(["export", preset, "--base", str(tmp_path / "e"), "--quantize", "int8"]) == 0
+    path = capsys.readouterr().out.strip()
+    assert _digest(preset) == before
+    metadata = json.load(open(os.path.join(path, "assets.extra", "zoo_export.json")))
+    assert metadata["config"]["quantization"] == "int8"
+    dtypes = {name: tf.train.load_checkpoint(os.path.join(path, "variables", "variables")).get_variable_to_dtype_map()[name]
+              for name, shape in tf.train.list_variables(os.path.join(path, "variables", "variables")) if len(shape) >= 2}
+    assert dtypes and set(dtypes.values()) == {tf.int8}, dtypes

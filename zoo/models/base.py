@@ -50,7 +50,7 @@ from keras import ops
 from zoo import compat, optimizers, preset_directory, registry
 from zoo import metrics as zoo_metrics
 from zoo.deprecation import warn
-from zoo.layers import AdaptiveSoftmax, FullSoftmax
+from zoo.layers import AdaptiveSoftmax, FullSoftmax, GatedConv1D, ProjectedLSTMCell, int8
 from zoo.models.generation import Generation
 from zoo.models.inference import Inference
 
@@ -70,6 +70,12 @@ def _build_once(build):
     def build_once(self, input_shape=None):
         if not self.built:
             build(self, input_shape)
+            # a quantized model's config (a quantized preset): its int8 weights exist from the
+            # start, so that the weights file loads into them
+            pending = self.__dict__.pop("_pending_quantization", None)
+            if pending is not None:
+                self.built = True  # Keras marks it only once this returns
+                self.quantize(pending)
 
     build_once.builds_once = True
     return build_once
@@ -101,8 +107,14 @@ class LanguageModel(Inference, Generation, keras.Model):
         if keras.saving.get_registered_object(name) is None:
             keras.saving.register_keras_serializable(package="zoo")(cls)
 
-    def __init__(self, vocabulary_size, optimizer=None, **kwargs):
+    def __init__(self, vocabulary_size, optimizer=None, quantization=None, **kwargs):
         super().__init__(**kwargs)
+        self.quantization = None  # "int8" once `quantize` has run
+        # Keras wraps each layer's `quantize` to check Keras' own modes first; the zoo's names the
+        # modes it supports, so the model's own method is the one called.
+        self.__dict__.pop("quantize", None)
+        if quantization is not None:
+            object.__setattr__(self, "_pending_quantization", int8.check_mode(quantization))
         self.vocabulary_size = vocabulary_size
         self.optimizer_config = optimizer
         self.tokenizer = None  # a `zoo.data.tokenizers` tokenizer, set by `zoo.load`
@@ -135,6 +147,60 @@ class LanguageModel(Inference, Generation, keras.Model):
         a model made after `keras.utils.set_random_seed(s)` starts from the same weights."""
         if not self.head.built:
             self.head.build((None, self.hidden_dim))
+
+    def quantize(self, mode: str | None = None, **kwargs) -> None:
+        """Keras 3's spelling: the model's weights as int8, each with a float32 scale per output
+        channel (`zoo.layers.int8`), for a smaller export (`zoo export --quantize int8`).
+
+        Quantized: the embedding (a scale per row, Keras' own int8 `Embedding`), every gated
+        convolution (its weight-normalised kernel, `g` folded in), the LSTMP cells' kernels and
+        every output layer (full, adaptive, tied). The biases, the mixture-of-experts layers and
+        Keras' plain LSTM/RNN layers stay float32. Products are computed in float32 from the
+        dequantized weights; a decoding loop dequantizes each weight once, before its first token.
+
+        A quantized model scores, generates, saves to a preset and exports; it refuses `fit`:
+        its int8 weights have no gradient. Fine-tune the float32 model, then quantize it.
+
+        Args:
+            mode: "int8", the only mode.
+            **kwargs: ignored (Keras' `config=` and `filters=` have no use here).
+
+        Returns:
+            None: the model is quantized in place; `model.quantization` then says "int8", and
+            `save_to_preset` writes it so (`zoo.load` reads it back quantized).
+
+        Example:
+
+        >>> import numpy as np, zoo
+        >>> lm = zoo.load("gcnn-ptb", weights="random", vocabulary_size=50, embedding_dim=8, blocks=[[[3, 8]]])
+        >>> ids = np.array([[1, 2, 3, 4]])
+        >>> before = np.asarray(lm.log_probs(ids))
+        >>> lm.quantize("int8")
+        >>> sorted({v.dtype for v in lm.weights})
+        ['float32', 'int8']
+        >>> bool(np.abs(np.asarray(lm.log_probs(ids)) - before).max() < 0.05)
+        True
+        """
+        int8.check_mode(mode)
+        if self.quantization is not None:
+            raise ValueError(f"This model is already quantized to {self.quantization}; quantize a float32 model "
+                             "once (load it again to start from its float32 weights).")
+        for layer in self._flatten_layers(include_self=False):
+            if isinstance(layer, keras.layers.Embedding):
+                layer.quantize(mode)
+            elif isinstance(layer, (GatedConv1D, FullSoftmax, AdaptiveSoftmax, ProjectedLSTMCell)):
+                layer.quantize(mode)
+        self.quantization = mode
+        self._forget_traces()
+
+    def _forget_traces(self):
+        """Drops the compiled functions traced with the float32 weights (they captured those)."""
+        self.__dict__.pop("_generation_functions", None)
+        for klass in type(self).__mro__:
+            for attribute in vars(klass).values():
+                cache = getattr(attribute, "_descriptor_cache", None)
+                if cache is not None:
+                    cache.pop(self, None)
 
     def state_name(self, path):
         """The serving name of the decoding-state tensor at `path` in `initial_state`'s nesting."""
@@ -196,6 +262,9 @@ class LanguageModel(Inference, Generation, keras.Model):
         >>> sorted(lm.fit(data, epochs=1, verbose=0).history)
         ['loss', 'perplexity']
         """
+        if self.quantization is not None:
+            raise RuntimeError(f"This model's weights are {self.quantization} (model.quantize), which have no "
+                               "gradient; fine-tune the float32 model, then quantize it.")
         strategy = getattr(self, "distribute_strategy", None) or tf.distribute.get_strategy()
         if isinstance(strategy, tf.distribute.MultiWorkerMirroredStrategy) and keras_fit_breaks_multi_worker():
             raise RuntimeError(
@@ -261,8 +330,10 @@ class LanguageModel(Inference, Generation, keras.Model):
         return preset_directory.save(self, directory)
 
     def get_config(self):
-        return {"vocabulary_size": self.vocabulary_size, "optimizer": self.optimizer_config,
-                "name": self.name}
+        config = {"vocabulary_size": self.vocabulary_size, "optimizer": self.optimizer_config, "name": self.name}
+        if self.quantization is not None:  # only then, so that float32 configs stay as they were
+            config["quantization"] = self.quantization
+        return config
 
 
 def _provider(cls, name):

@@ -5,6 +5,7 @@ import contextlib
 import keras
 import tensorflow as tf
 
+from zoo.layers import int8
 from zoo.layers import AdaptiveSoftmax, GatedConv1D, ResidualBlock, SparseMoE, TiedSoftmax
 from zoo.layers.residual import check_block_spec
 from zoo.layers.validation import is_int
@@ -125,7 +126,7 @@ class GCNNLanguageModel(LanguageModel):
         self.output_dropout = keras.layers.Dropout(dropout) if dropout else None
         self.tie_embeddings = _check_tie(tie_embeddings, cutoffs, embedding_dim, self.hidden_dim)
         if self.tie_embeddings:
-            self.head = TiedSoftmax(vocabulary_size, embeddings=lambda: self.embedding.embeddings, name="head")
+            self.head = TiedSoftmax(vocabulary_size, embeddings=lambda: int8.embedding_matrix(self.embedding), name="head")
         elif not head_bias or adaptive_softmax_2018:
             self.head = AdaptiveSoftmax(vocabulary_size, list(cutoffs), use_bias=head_bias,
                                         fairseq_2018=adaptive_softmax_2018, name="head")

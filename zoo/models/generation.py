@@ -17,7 +17,7 @@ import warnings
 import numpy as np
 import tensorflow as tf
 
-from zoo.layers import SparseMoE
+from zoo.layers import SparseMoE, int8
 from zoo.layers.sparse_moe import balance_metrics_paused
 from zoo.models import samplers
 # A sampler owns its choice; the arithmetic the samplers share stays importable from here too.
@@ -122,20 +122,24 @@ def next_token_scores(model, hidden, normalised):
     return tf.cast(head.log_prob(hidden), tf.float32)
 
 
+@contextlib.contextmanager
 def loop_invariants(model):
-    """While a decoding loop is traced: what does not change from token to token (the GCNN's
-    weight-normalised kernels) is computed once, before the loop, where the family says how
-    (its `loop_invariants()` context manager)."""
+    """While a decoding loop is traced: what does not change from token to token (an int8
+    model's dequantized weights, the GCNN's weight-normalised kernels) is computed once, before
+    the loop, where the family says how (its `loop_invariants()` context manager)."""
     hook = getattr(model, "loop_invariants", None)
-    return hook() if hook is not None else contextlib.nullcontext()
+    with int8.dequantized_once(model), (hook() if hook is not None else contextlib.nullcontext()):
+        yield
 
 
 def _banned(log_probs, buffer, ends, ngram):
     vocabulary_size = log_probs.shape[-1]
     # 0 for every id but <pad> and <s>, −inf for those: one addition per token instead of a
-    # select against a broadcast mask, and exact (x + 0 = x).
-    never = np.where(np.isin(np.arange(vocabulary_size), (PAD_ID, BOS_ID)), -np.inf, 0.0).astype(np.float32)
-    log_probs = log_probs + tf.constant(never, log_probs.dtype)[None, :]
+    # select against a broadcast mask, and exact (x + 0 = x). Made by a scatter rather than held as
+    # a constant: a vocabulary-sized constant in each traced loop would weigh on every export.
+    never = tf.tensor_scatter_nd_update(tf.zeros([vocabulary_size], log_probs.dtype), [[PAD_ID], [BOS_ID]],
+                                        tf.constant([-np.inf, -np.inf], log_probs.dtype))
+    log_probs = log_probs + never[None, :]
     if ngram:
         log_probs = tf.where(repeated_ngrams(buffer, ends, ngram, vocabulary_size), -np.inf, log_probs)
     return log_probs

@@ -1,0 +1,128 @@
+"""int8 weights with one float32 scale per output channel, for `LanguageModel.quantize("int8")`.
+
+A weight `w` becomes `q = round(w / s)` in int8 (clipped to ±127, symmetric, no zero point) and
+`s = max |w| / 127`, taken over every axis but the output channels' (the last axis of a kernel
+`[..., inputs, outputs]`). The layer then reads `q · s` (`read`), in float32, and computes as
+before: the products themselves stay float32, because on CPUs without int8 dot-product
+instructions every int8 matrix product TensorFlow ships is slower than its float32 one.
+
+A layer that holds such a weight keeps, beside the int8 variable, a non-trainable `<name>_scale`
+variable, and a map from the int8 variable's path to its scale (`_int8_scales`). Inside a decoding
+loop (`dequantized_once`) each weight is dequantized once, outside the loop, not at every token.
+"""
+
+import contextlib
+
+import numpy as np
+from keras import ops
+
+MODES = ("int8",)
+
+
+def check_mode(mode):
+    """The quantization mode, checked: "int8" is the only one."""
+    if mode not in MODES:
+        raise ValueError(f"Unknown quantization mode {mode!r}; the zoo's models quantize to 'int8' (weights in "
+                         "int8 with a float32 scale per output channel).")
+    return mode
+
+
+def check_not_quantized(layer):
+    if is_quantized(layer):
+        raise ValueError(f"{layer.name} is already quantized to int8; quantize its float32 weights once.")
+
+
+def quantize_array(values, axis=-1):
+    """`(q <int8>, scale <float32>)` with `q * scale ≈ values`, one scale per index of `axis`."""
+    values = np.asarray(values, dtype=np.float32)
+    axis = axis % values.ndim
+    others = tuple(i for i in range(values.ndim) if i != axis)
+    scale = np.max(np.abs(values), axis=others) / 127.0
+    scale = np.where(scale > 0, scale, 1.0).astype(np.float32)
+    shape = [1] * values.ndim
+    shape[axis] = -1
+    q = np.clip(np.round(values / scale.reshape(shape)), -127, 127).astype(np.int8)
+    return q, scale
+
+
+def replace(layer, variable, values=None, axis=-1):
+    """Untracks `variable` (a float weight of `layer`) and returns an int8 variable of the same
+    name holding `values` (by default the variable's own) with its scales; the caller stores it
+    where the float one was. The scale is a non-trainable variable `<name>_scale` of `layer`."""
+    values = ops.convert_to_numpy(variable if values is None else values)
+    q, scale = quantize_array(values, axis)
+    name = variable.name
+    layer._tracker.unlock()
+    try:
+        layer._untrack_variable(variable)
+        int8_variable = layer.add_weight(name=name, shape=q.shape, dtype="int8", initializer="zeros",
+                                         trainable=False)
+        scale_variable = layer.add_weight(name=f"{name}_scale", shape=scale.shape, initializer="ones",
+                                          trainable=False)
+    finally:
+        layer._tracker.lock()
+    int8_variable.assign(q)
+    scale_variable.assign(scale)
+    scales = dict(getattr(layer, "_int8_scales", None) or {})
+    scales[int8_variable.path] = (scale_variable, axis)
+    object.__setattr__(layer, "_int8_scales", scales)
+    return int8_variable
+
+
+def untrack(layer, variable):
+    """Drops a float weight that quantizing made unnecessary (weight normalisation's `g`)."""
+    layer._tracker.unlock()
+    try:
+        layer._untrack_variable(variable)
+    finally:
+        layer._tracker.lock()
+
+
+def is_quantized(layer):
+    return bool(getattr(layer, "_int8_scales", None))
+
+
+def read(layer, variable):
+    """The float32 value `layer` computes with: `variable` itself, or `q · scale` for an int8 one."""
+    cache = getattr(layer, "_int8_cache", None)
+    if cache is not None and variable.path in cache:
+        return cache[variable.path]
+    entry = (getattr(layer, "_int8_scales", None) or {}).get(variable.path)
+    if entry is None:
+        return variable
+    scale, axis = entry
+    shape = [1] * len(variable.shape)
+    shape[axis] = -1
+    return ops.cast(variable, "float32") * ops.reshape(ops.convert_to_tensor(scale), shape)
+
+
+def embedding_matrix(embedding):
+    """The `[vocabulary, d]` matrix of a `keras.layers.Embedding`, dequantized when Keras' own
+    int8 quantization holds it (rows divided by `embeddings_scale`)."""
+    cache = getattr(embedding, "_int8_cache", None)
+    if cache is not None and "embeddings" in cache:
+        return cache["embeddings"]
+    matrix = embedding.embeddings
+    if getattr(embedding, "quantization_mode", None) != "int8":
+        return matrix
+    return ops.cast(matrix, "float32") / ops.expand_dims(ops.convert_to_tensor(embedding.embeddings_scale), -1)
+
+
+@contextlib.contextmanager
+def dequantized_once(model):
+    """While a decoding loop is traced: every int8 weight of `model` dequantized here, once."""
+    layers = [layer for layer in model._flatten_layers(include_self=False)
+              if is_quantized(layer) or getattr(layer, "quantization_mode", None) == "int8"]
+    for layer in layers:
+        cache = {}
+        if is_quantized(layer):
+            variables = {v.path: v for v in layer.weights}
+            cache = {path: read(layer, variables[path]) for path in layer._int8_scales}
+        else:
+            cache["embeddings"] = embedding_matrix(layer)
+        object.__setattr__(layer, "_int8_cache", cache)
+    try:
+        yield
+    finally:
+        for layer in layers:
+            object.__setattr__(layer, "_int8_cache", None)
