@@ -138,7 +138,8 @@ class AdaptiveSoftmax(keras.layers.Layer):
 
     # ---- pieces ----------------------------------------------------------------------
     def _matmul(self, x, weight):
-        return ops.matmul(x, ops.cast(int8.read(self, weight), self.compute_dtype))
+        kernel, scale = int8.kernel_and_scale(self, weight, self.compute_dtype)
+        return int8.scaled(ops.matmul(x, kernel), scale)
 
     def quantize(self, mode="int8", **kwargs):
         """The head kernel and every tail's projection and kernel as int8, each with a scale per

@@ -145,7 +145,11 @@ class GatedConv1D(keras.layers.Layer):
         return z
 
     def call(self, inputs):
-        kernel = ops.cast(self.effective_kernel(), self.compute_dtype)
+        scale = None
+        if int8.is_quantized(self):
+            kernel, scale = int8.kernel_and_scale(self, self.kernel, self.compute_dtype)
+        else:
+            kernel = ops.cast(self.effective_kernel(), self.compute_dtype)
         k = self.kernel_size
         if k == 1:
             z = ops.matmul(inputs, kernel[0])
@@ -153,6 +157,7 @@ class GatedConv1D(keras.layers.Layer):
             # Causal: k-1 zeros on the left, none on the right (§2).
             padded = ops.pad(inputs, [[0, 0], [k - 1, 0], [0, 0]])
             z = ops.conv(padded, kernel, strides=1, padding="valid")
+        z = int8.scaled(z, scale)  # int8: each output channel's scale, after the product
         if self.use_bias:
             z = z + ops.cast(self.bias, self.compute_dtype)
         return self._activate(z)

@@ -42,12 +42,15 @@ class ProjectedLSTMCell(keras.layers.Layer):
 
     def call(self, inputs, states, training=None):
         h, c = states
-        kernel, recurrent = int8.read(self, self.kernel), int8.read(self, self.recurrent_kernel)
-        z = ops.matmul(inputs, kernel) + ops.matmul(h, recurrent) + self.bias
+        z = self._product(inputs, self.kernel) + self._product(h, self.recurrent_kernel) + self.bias
         i, f, g, o = ops.split(z, 4, axis=-1)
         c = ops.sigmoid(f) * c + ops.sigmoid(i) * ops.tanh(g)
-        h = ops.matmul(ops.sigmoid(o) * ops.tanh(c), int8.read(self, self.projection_kernel))
+        h = self._product(ops.sigmoid(o) * ops.tanh(c), self.projection_kernel)
         return h, [h, c]
+
+    def _product(self, x, weight):
+        kernel, scale = int8.kernel_and_scale(self, weight, self.compute_dtype)
+        return int8.scaled(ops.matmul(x, kernel), scale)
 
     def quantize(self, mode="int8", **kwargs):
         """The three kernels as int8, each with a scale per output column (`zoo.layers.int8`)."""

@@ -58,8 +58,8 @@ class FullSoftmax(keras.layers.Layer):
 
     def logits(self, hidden):
         build_on_first_use(self, hidden)
-        kernel = ops.cast(int8.read(self, self.kernel), self.compute_dtype)
-        logits = ops.matmul(hidden, kernel) + ops.cast(self.bias, self.compute_dtype)
+        kernel, scale = int8.kernel_and_scale(self, self.kernel, self.compute_dtype)
+        logits = int8.scaled(ops.matmul(hidden, kernel), scale) + ops.cast(self.bias, self.compute_dtype)
         return ops.cast(logits, softmax_dtype(self))
 
     def call(self, hidden):

@@ -29,7 +29,7 @@ import tensorflow as tf
 from keras import ops
 
 from zoo import registry
-from zoo.layers import FeedForward, ProjectedLSTMCell, SparseMoE
+from zoo.layers import FeedForward, ProjectedLSTMCell, SparseMoE, int8
 from zoo.layers.validation import check_int
 from zoo.models.base import LanguageModel
 
@@ -141,11 +141,13 @@ class StackLanguageModel(LanguageModel):
         return ops.sigmoid(y), state  # C.1: the MoE output goes through a sigmoid
 
     def call(self, token_ids, training=None):
-        x = self.dropouts[0](self.embedding(token_ids), training=training)
-        for i, layer in enumerate(self.stack):
-            y, _ = self._apply(i, layer, x, training)
-            y = self.dropouts[i + 1](y, training=training)
-            x = self._join(x, y)
+        # an int8 model's weights dequantized once, not at each step of the recurrent layers' loops
+        with int8.dequantized_once(self):
+            x = self.dropouts[0](self.embedding(token_ids), training=training)
+            for i, layer in enumerate(self.stack):
+                y, _ = self._apply(i, layer, x, training)
+                y = self.dropouts[i + 1](y, training=training)
+                x = self._join(x, y)
         return x
 
     def _join(self, x, y):
@@ -185,16 +187,17 @@ class StackLanguageModel(LanguageModel):
         row's final state is the state at its last token); position-wise layers over every
         position at once."""
         mask = tf.sequence_mask(lengths, tf.shape(token_ids)[1])
-        x = self.embedding(token_ids)
         states = []
-        for i, layer in enumerate(self.stack):
-            if self.layer_specs[i]["type"] in RECURRENT:
-                y, *state = layer(x, mask=mask, training=False)
-                states.append(list(state))
-            else:
-                y, _ = self._apply(i, layer, x, False)
-                states.append([])
-            x = self._join(x, y)
+        with int8.dequantized_once(self):
+            x = self.embedding(token_ids)
+            for i, layer in enumerate(self.stack):
+                if self.layer_specs[i]["type"] in RECURRENT:
+                    y, *state = layer(x, mask=mask, training=False)
+                    states.append(list(state))
+                else:
+                    y, _ = self._apply(i, layer, x, False)
+                    states.append([])
+                x = self._join(x, y)
         return tf.gather(x, lengths - 1, batch_dims=1), states
 
     def get_config(self):

@@ -1,0 +1,28 @@
+"""`zoo benchmark int8`: its table from made-up figures, and bad input."""
+
+import pytest
+
+from zoo.tools.benchmarks import int8
+
+MIB = 2 ** 20
+
+
+def test_the_table_gives_changes_and_ratios_int8_over_float32():
+    row = {"preset": "gcnn-ptb", "ppl": [100.0, 100.5], "export": [20 * MIB, 6 * MIB],
+           "variables": [16 * MIB, 4 * MIB],
+           "served": {"serving_default_1": [0.002, 0.0021], "serving_default_32": [0.010, 0.009],
+                      "generate_1": [0.040, 0.030]}}
+    line = int8.table([row]).splitlines()[2]
+    assert line == ("| `gcnn-ptb` | 100.00 → 100.50 | +0.50% | 20.0 → 6.0 | 30.0% | 25.0% | 2.0 → 2.1 (1.05×) | "
+                    "10.0 → 9.0 (0.90×) | 40.0 → 30.0 (0.75×) |")
+
+
+def test_bad_counts_presets_and_a_missing_corpus_are_one_sentence(tmp_path):
+    with pytest.raises(ValueError, match=r"^--calls must be at least 1, got 0\.$"):
+        int8.main(["--calls", "0"])
+    with pytest.raises(ValueError, match=r"^--presets names no preset"):
+        int8.main(["--presets", ","])
+    with pytest.raises(ValueError, match=r"^'gcnn-14' has no trained weights to quantize; presets with them: "):
+        int8.main(["--presets", "gcnn-14"])
+    with pytest.raises(ValueError, match=r"has no test.txt; build it with `python -m zoo.tools.corpora english DIR`"):
+        int8.test_lines("gcnn-en", str(tmp_path))
