@@ -7,8 +7,10 @@ before: the products themselves stay float32, because on CPUs without int8 dot-p
 instructions every int8 matrix product TensorFlow ships is slower than its float32 one.
 
 A layer that holds such a weight keeps, beside the int8 variable, a non-trainable `<name>_scale`
-variable, and a map from the int8 variable's path to its scale (`_int8_scales`). Inside a decoding
-loop (`dequantized_once`) each weight is dequantized once, outside the loop, not at every token.
+variable, and a map from the int8 variable's path to its scale (`_int8_scales`). A product
+`x · (q · s)` is computed as `(x · q) · s`, the scale applied to its output channels; inside a loop
+(`dequantized_once`: decoding, a recurrent layer over time) each `q` is cast to float32 once,
+before the loop, not at every step.
 """
 
 import contextlib
@@ -84,16 +86,21 @@ def is_quantized(layer):
 
 def read(layer, variable):
     """The float32 value `layer` computes with: `variable` itself, or `q · scale` for an int8 one."""
-    cache = getattr(layer, "_int8_cache", None)
-    if cache is not None and variable.path in cache:
-        return cache[variable.path]
     entry = (getattr(layer, "_int8_scales", None) or {}).get(variable.path)
     if entry is None:
         return variable
     scale, axis = entry
     shape = [1] * len(variable.shape)
     shape[axis] = -1
-    return ops.cast(variable, "float32") * ops.reshape(ops.convert_to_tensor(scale), shape)
+    return _as_float(layer, variable) * ops.reshape(ops.convert_to_tensor(scale), shape)
+
+
+def _as_float(layer, variable):
+    """`q` cast to float32: made once before a loop (`dequantized_once`), else here."""
+    cache = getattr(layer, "_int8_cache", None)
+    if cache is not None and variable.path in cache:
+        return cache[variable.path]
+    return ops.cast(variable, "float32")
 
 
 def kernel_and_scale(layer, variable, dtype="float32"):
@@ -101,16 +108,13 @@ def kernel_and_scale(layer, variable, dtype="float32"):
     dequantized before a loop), `(q, scale)` for an int8 one, the scale then applied to the
     product's output channels (`scaled`): `x · (q · s) = (x · q) · s`, one pass fewer over the
     weight than dequantizing it first."""
-    cache = getattr(layer, "_int8_cache", None)
-    if cache is not None and variable.path in cache:
-        return ops.cast(cache[variable.path], dtype), None
     entry = (getattr(layer, "_int8_scales", None) or {}).get(variable.path)
     if entry is None:
         return ops.cast(variable, dtype), None
     scale, axis = entry
     if axis % len(variable.shape) != len(variable.shape) - 1:
         return ops.cast(read(layer, variable), dtype), None
-    return ops.cast(variable, dtype), ops.cast(scale, dtype)
+    return ops.cast(_as_float(layer, variable), dtype), ops.cast(scale, dtype)
 
 
 def scaled(product, scale):
@@ -143,8 +147,9 @@ def dequantized_once(model):
     for layer in layers:
         cache = {}
         if is_quantized(layer):
+            # q as float32, the scales left to the products' outputs: one pass over each weight
             variables = {v.path: v for v in layer.weights}
-            cache = {path: read(layer, variables[path]) for path in layer._int8_scales}
+            cache = {path: ops.cast(variables[path], "float32") for path in layer._int8_scales}
         else:
             cache["embeddings"] = embedding_matrix(layer)
         object.__setattr__(layer, "_int8_cache", cache)

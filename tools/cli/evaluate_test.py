@@ -87,3 +87,19 @@ def test_evaluate_scores_a_whole_file_with_split_all_and_names_a_missing_part(tr
 def test_bad_input_gives_one_sentence_and_exit_code_2(argv, message, tmp_path, capsys):
     (tmp_path / "noconfig").mkdir()
     assert message in one_sentence_error([a.replace("{tmp}", str(tmp_path)) for a in argv], capsys)
+
+
+def test_evaluate_quantize_int8_scores_the_quantized_model_and_an_unknown_mode_is_one_sentence(
+        tiny_model, word_tokenizer, tiny_corpus, tmp_path, capsys):
+    from zoo.data import read_lines
+
+    preset = tiny_model("gcnn", tokenizer=word_tokenizer).save_to_preset(str(tmp_path / "tiny"))
+    assert main(["evaluate", preset, "--data", tiny_corpus, "--split", "valid", "--quantize", "int8"]) == 0
+    printed = float(capsys.readouterr().out.split("\n")[0].split(":")[-1])
+    model = zoo.load(preset)
+    float_ppl = float(model.perplexity(read_lines(tiny_corpus, "valid"), mode="stream"))
+    model.quantize("int8")
+    int8_ppl = float(model.perplexity(read_lines(tiny_corpus, "valid"), mode="stream"))
+    assert printed == pytest.approx(int8_ppl, abs=0.005) and int8_ppl != float_ppl
+    err = one_sentence_error(["evaluate", preset, "--data", tiny_corpus, "--quantize", "fp8"], capsys)
+    assert "Unknown quantization mode 'fp8'; the zoo's models quantize to 'int8'" in err
