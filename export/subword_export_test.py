@@ -63,6 +63,10 @@ TEXTS = {
     "reserved names": "<s> </s> <pad> <unk> <0xE2> ▁the",
 }
 PREFIXES = ["the cat", "", "Кириллица то", "the big dog ran to the"]
+# the text a tokenizer is extended with (LanguageModel.extend_tokenizer), and lines with and without its pieces
+EXTENSION_TEXT = ["kubectl apply --namespace prod -f deployment.yaml", "kubectl get pods --namespace prod",
+                  "zoo-serverd: 0x7fff0000 segfault in libzoo.so"] * 30
+EXTENDED_TEXTS = EXTENSION_TEXT[:3] + ["the cat sat on the mat", "kubectl and the big dog", "", "Café kubectl 中文"]
 K = [5, 3, 40, 1]
 PROMPT = "the big cat"
 STREAM_LENGTH = 30
@@ -103,9 +107,11 @@ def exported(tokenizer, tmp_path_factory, tiny_model):
     with a short one."""
     base = str(tmp_path_factory.mktemp("exports"))
     model = subword_model(tiny_model, tokenizer)
+    extended = model.extend_tokenizer(EXTENSION_TEXT, 12)
     return {
         "subword": (model, export.export_saved_model(model, base, "subword"), export.DEFAULT_MAX_TOKENS),
         "short": (model, export.export_saved_model(model, base, "short", max_tokens=SHORT), SHORT),
+        "extended": (extended, export.export_saved_model(extended, base, "extended"), export.DEFAULT_MAX_TOKENS),
     }
 
 
@@ -231,12 +237,16 @@ DECODE_IDS = np.random.default_rng(3).integers(0, 400, size=(3, 6)).T.tolist()  
 def fresh_process(exported, tokenizer, tmp_path_factory):
     work = tmp_path_factory.mktemp("fresh")
     python_ids = tokenizer.encode_batch([_text(t) for t in TEXTS.values()])
+    extended_ids = exported["extended"][0].tokenizer.encode_batch(EXTENDED_TEXTS)
     plan = {
         "subword": {"path": exported["subword"][1], "texts": [_bytes(t).hex() for t in TEXTS.values()],
                     "ids": pad(python_ids, 0, np.int32).tolist(), "lengths": [len(i) for i in python_ids],
                     "prefixes": PREFIXES, "k": K, "decode_ids": DECODE_IDS,
                     "prompt": tokenizer.encode(PROMPT, add_eos=False), "max_length": STREAM_LENGTH,
                     "generate": GENERATE},
+        "extended": {"path": exported["extended"][1], "texts": [_bytes(t).hex() for t in EXTENDED_TEXTS],
+                     "ids": pad(extended_ids, 0, np.int32).tolist(), "lengths": [len(i) for i in extended_ids],
+                     "prefixes": ["kubectl get", "the cat"], "k": [5, 5]},
         "short": {"path": exported["short"][1],
                   "texts": [_bytes(t).hex() for t in list(cut_lines(tokenizer).values()) + list(TEXTS.values())]},
     }
@@ -308,6 +318,31 @@ def test_in_graph_ids_are_the_python_ids(exported, tokenizer, fresh_process):
     # and the pieces' log-probabilities are spread (not near-uniform), so that another
     # tokenisation would change a sum by far more than the tolerance
     assert np.std(model.log_probs([[1]])[0, -1]) > 0.5
+
+
+@pytest.mark.ci
+def test_an_extended_tokenizer_runs_in_the_export(exported, tokenizer, fresh_process):
+    """A model whose tokenizer was extended (zoo.models.extend) serves its new ids: the graph
+    splits text as Python does, new pieces included, and scores it as the model does."""
+    model, _, max_tokens = exported["extended"]
+    assert 0 < model.tokenizer.added_pieces <= 12 and len(model.tokenizer) == len(tokenizer) + model.tokenizer.added_pieces
+    python_ids = model.tokenizer.encode_batch(EXTENDED_TEXTS)
+    assert max(max(ids) for ids in python_ids) >= len(tokenizer)  # new ids are used
+    by_ids = _served(fresh_process, "extended", "score_ids")
+    served = _served(fresh_process, "extended", "serving_default")
+    for i, ids in enumerate(python_ids):
+        want = model.score([ids])[0]
+        np.testing.assert_allclose(by_ids["token_log_probs"][i, : len(want)], want, atol=1e-5)
+        np.testing.assert_allclose(served["log_prob"][i], np.sum(want, dtype=np.float64), rtol=1e-6, atol=1e-4)
+    assert_word_scores(served, [expected_scores(model, text, max_tokens) for text in EXTENDED_TEXTS],
+                       "extended serving_default")
+    served = _served(fresh_process, "extended", "next_token")
+    for row, prefix in enumerate(["kubectl get", "the cat"]):
+        log_probs = model.log_probs([model.tokenizer.encode(prefix, add_eos=False)])[0, -1].astype("float64")
+        log_probs[:2] = -np.inf
+        order = [int(i) for i in np.argsort(-log_probs, kind="stable")[:5]]
+        assert served["ids"][row].tolist() == order, prefix
+        assert served["words"][row].tolist() == model.tokenizer.token_texts(order), prefix
 
 
 @pytest.mark.ci

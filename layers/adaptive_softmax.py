@@ -63,6 +63,9 @@ class AdaptiveSoftmax(keras.layers.Layer):
             log-probabilities alike. Cluster 0's prior is then the last head word's column, and
             the head's last column is no cluster's: the distribution does not sum to one, and the
             released models were trained that way.
+        tail_widths: the width of each tail cluster's projection, one per cutoff, instead of
+            `d // factor**(i+1)` (a model whose tokenizer was extended gets a last cluster of
+            the added ids as wide as the hidden state: `zoo.models.extend`).
 
     Shapes: `hidden` is `<float32>[batch, time, dim]`, `targets` `<int32>[batch, time]`;
     `log_prob` returns `<float32>[batch, time, vocabulary_size]`, `loss` and `target_log_prob`
@@ -86,9 +89,18 @@ class AdaptiveSoftmax(keras.layers.Layer):
     """
 
     def __init__(self, vocabulary_size: int, cutoffs: "list[int]", factor: float = 4, use_bias: bool = True,
-                 fairseq_2018: bool = False, **kwargs):
+                 fairseq_2018: bool = False, tail_widths: "list[int] | None" = None, **kwargs):
         super().__init__(**kwargs)
         self.cutoffs = check_cutoffs(cutoffs, vocabulary_size)
+        if tail_widths is not None:
+            if (not isinstance(tail_widths, (list, tuple)) or len(tail_widths) != len(self.cutoffs)
+                    or not all(is_int(w) and w >= 1 for w in tail_widths)):
+                raise ValueError(f"tail_widths must be None or one width >= 1 per cutoff ({len(self.cutoffs)}), "
+                                 f"got {tail_widths!r}.")
+            if fairseq_2018:
+                raise ValueError("tail_widths is not an option of fairseq's 2018 layout (fairseq_2018=True).")
+            tail_widths = [int(w) for w in tail_widths]
+        self.tail_widths = tail_widths
         if not isinstance(factor, (int, float)) or factor < 1:
             raise ValueError(f"factor must be a number >= 1, got {factor!r}.")
         for name, value in (("use_bias", use_bias), ("fairseq_2018", fairseq_2018)):
@@ -108,11 +120,13 @@ class AdaptiveSoftmax(keras.layers.Layer):
 
     def tail_width(self, dim, i):
         """The width tail cluster i is projected to from hidden width `dim`."""
+        if self.tail_widths is not None:
+            return self.tail_widths[i]
         return dim // int(self.factor ** (i if self.fairseq_2018 else i + 1))
 
     def build(self, input_shape):
         dim = input_shape[-1]
-        smallest = self.tail_width(dim, len(self.cutoffs) - 1)
+        smallest = min(self.tail_width(dim, i) for i in range(len(self.cutoffs)))
         if smallest < 1:
             power = len(self.cutoffs) - (1 if self.fairseq_2018 else 0)
             raise ValueError(
@@ -247,4 +261,6 @@ class AdaptiveSoftmax(keras.layers.Layer):
             config["use_bias"] = False
         if self.fairseq_2018:
             config["fairseq_2018"] = True
+        if self.tail_widths is not None:
+            config["tail_widths"] = list(self.tail_widths)
         return config

@@ -48,6 +48,9 @@ def _add_config_flags(s):
     s.add_argument("--capacity-factor", type=float,
                    help="expert parallelism: assignments per (replica, expert) per step, as a multiple of the "
                         "balanced share (default 2.0; the rest are dropped and counted)")
+    s.add_argument("--extend-tokenizer", type=int, metavar="N",
+                   help="fine-tuning a trained subword model: add up to N ids for pieces of the training text its "
+                        "tokenizer lacks, their rows started from the pieces they replace (docs/fine-tuning.md)")
     s.add_argument("--seed", type=int, help="seed of the weights, the data order and the random layers (default 0)")
 
 

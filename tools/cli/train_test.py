@@ -220,3 +220,72 @@ def zoo_load(path):
     import zoo
 
     return zoo.load(path)
+
+
+# ---- --extend-tokenizer (ci: starts from the subword run's best/) ---------------------------------
+def technical_corpus(root):
+    from zoo.data.tokenizers_test import TECHNICAL
+
+    root.mkdir()
+    (root / "train.txt").write_text("\n".join(TECHNICAL) + "\n")
+    (root / "valid.txt").write_text("\n".join(TECHNICAL[:4]) + "\n")
+    return str(root)
+
+
+EXTEND = ["--steps", "2", "--batch-size", "4", "--seq-len", "8"]
+
+
+@pytest.mark.ci  # trains a subword run first (the module fixture `written`)
+def test_extend_tokenizer_fine_tunes_with_new_ids_and_never_changes_the_start(written, tmp_path, capsys):
+    start = written["run"] / "best"
+    before = _digest(start)
+    data, run = technical_corpus(tmp_path / "tech"), tmp_path / "run"
+    argv = ["train", "--preset", str(start), "--data", data, "--out", str(run), "--extend-tokenizer", "20"] + EXTEND
+    assert main(argv) == 0
+    out = capsys.readouterr().out
+    assert "Pieces per word of the training text: " in out and "Added " in out
+    assert _digest(start) == before
+    first = zoo.load(str(start)).tokenizer
+    extended, final = zoo.load(str(run / "extended")), zoo.load(str(run / "final"))
+    assert final.tokenizer == extended.tokenizer and 0 < final.tokenizer.added_pieces <= 20
+    assert len(final.tokenizer) == len(first) + final.tokenizer.added_pieces
+    assert final.tokenizer.pieces[:len(first)] == first.pieces
+    record = json.loads((run / "extended" / "extension.json").read_text())
+    assert record["added"] == final.tokenizer.added_pieces
+    assert record["pieces_per_word"]["after"] < record["pieces_per_word"]["before"]
+    # started again with the same arguments: the extended start is reused, not made again
+    mark = _digest(run / "extended")
+    assert main(argv[:-6] + ["--steps", "3", "--batch-size", "4", "--seq-len", "8"]) == 0
+    assert "the tokenizer extended when this run began" in capsys.readouterr().out
+    assert _digest(run / "extended") == mark
+    # the run's own preset, extended already, is refused, and nothing is written
+    finals = _digest(run / "final")
+    other = tmp_path / "again"
+    err = one_sentence_error(["train", "--preset", str(run / "final"), "--data", data, "--out", str(other),
+                              "--extend-tokenizer", "5"] + EXTEND, capsys)
+    assert "extended already" in err
+    assert not other.exists() and _digest(run / "final") == finals
+
+
+@pytest.mark.ci  # trains a subword run first (the module fixture `written`)
+@pytest.mark.parametrize("start, n, message", [
+    ("best", "0", "extend_tokenizer must be an integer >= 1, got 0"),
+    ("best", "-4", "extend_tokenizer must be an integer >= 1, got -4"),
+    ("best", "2147483400", "int32"),
+    ("gcnn-ptb", "5", "extends a trained model's tokenizer: add --weights trained"),
+    ("word", "5", "Only a subword (SentencePiece) tokenizer can be extended"),
+])
+def test_extend_tokenizer_bad_input_is_one_sentence(start, n, message, written, tmp_path, capsys, tiny_model,
+                                                    word_tokenizer):
+    if start == "best":
+        start = str(written["run"] / "best")
+    elif start == "word":
+        start = tiny_model("gcnn", tokenizer=word_tokenizer).save_to_preset(str(tmp_path / "word"))
+    before = _digest(start) if os.path.isdir(start) else None
+    run = tmp_path / "run"
+    err = one_sentence_error(["train", "--preset", start, "--data", technical_corpus(tmp_path / "tech"), "--out",
+                              str(run), "--extend-tokenizer", n] + EXTEND, capsys)
+    assert message in err
+    assert not run.exists()
+    if before:
+        assert _digest(start) == before

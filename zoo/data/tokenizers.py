@@ -53,6 +53,11 @@ FORMAT_VERSION = 1
 NORMALIZATION = "utf8-replace,nfc,u2581-as-space,collapse-whitespace"
 BYTE_PIECES = 256
 SPACE_MARK = "\u2581"  # SentencePiece's word-boundary mark
+# Every id of an export is an int32 (the signatures' `token_ids`, `ids` and generated ids), so a
+# tokenizer holds at most this many.
+MAX_IDS = 2**31 - 1
+UNKNOWN_PENALTY = 10.0  # SentencePiece's score of an unknown character: the lowest score minus this
+EXTENSION_MARGIN = 1.0  # how much likelier an added piece is than its spelling, per old piece it saves
 
 
 def normalize_subword(text):
@@ -80,7 +85,7 @@ class SubwordTokenizer:
     kind = "subword"
     pad_id, bos_id, eos_id = 0, 1, 2
 
-    def __init__(self, model_proto, order, counts=None):
+    def __init__(self, model_proto, order, counts=None, added_pieces=0):
         import sentencepiece as spm
 
         self.model_proto = bytes(model_proto)
@@ -94,6 +99,7 @@ class SubwordTokenizer:
         self.id_to_sentencepiece = np.concatenate(
             [np.full(len(RESERVED), -1, np.int32), order.astype(np.int32)])
         self.counts = None if counts is None else np.asarray(counts, dtype=np.int64)
+        self.added_pieces = int(added_pieces)  # how many of the last ids `extend` added
         self.unk_id = int(self.sentencepiece_to_id[self._sp.unk_id()])
         self.pieces = list(RESERVED) + [self._sp.id_to_piece(int(i)) for i in order]
         self._texts = list(RESERVED) + [self._readable(int(i)) for i in order]
@@ -167,6 +173,130 @@ class SubwordTokenizer:
             "long_lines": long_lines, "sentences": len(sentences), "sampled_sentences": len(sample),
             "sampled_words": sum(len(sentence.split()) for sentence in sample)}
         return tokenizer
+
+    # -- extension ------------------------------------------------------------------------------
+
+    def extend(self, lines, max_new_ids, candidates=None, seed=0, log=None):
+        """`(extended tokenizer, replaced)`: this tokenizer with up to `max_new_ids` pieces of
+        `lines` that it lacks, as new ids after its own, which keep their ids and pieces.
+
+        How pieces are chosen: a unigram model of `lines` alone (`train`, with `candidates` ids;
+        default as many as this tokenizer has, else the most `lines` supply) proposes pieces;
+        each that this tokenizer lacks is worth the pieces it would save on `lines`: how often the
+        model of `lines` uses it, times one less than the number of this tokenizer's pieces that
+        spell it. The `2 * max_new_ids` worth most are added together, each scored as the sum of
+        the scores of the pieces that spell it plus `EXTENSION_MARGIN` per piece it saves (so that
+        where it fits it wins over them, and of two splits the one of fewer pieces wins) and at
+        most 0.01 by the score the model of `lines` gives it (ties); `lines` are split again with all of them, and the `max_new_ids` that
+        save the most pieces in that split are kept, ordered by it. Text whose split uses none of
+        them is split exactly as before (the best path of a lattice with more pieces, when it
+        uses only old ones, is the old best path).
+
+        `replaced[i]`: the ids of this tokenizer that spelt added id `len(self) + i`, for a model
+        to start the new rows from (`zoo.models.extend`). `log` receives one line of progress.
+
+        A tokenizer that was extended already is refused (extend the tokenizer as trained once,
+        with the number of ids wanted); so is a `max_new_ids` below 1 or beyond `MAX_IDS` ids in
+        all. When `lines` yield no new piece, the result is this tokenizer and `replaced` is
+        empty."""
+        from sentencepiece import sentencepiece_model_pb2
+
+        if self.added_pieces:
+            raise ValueError(f"This tokenizer was extended already (its last {self.added_pieces:,} ids were added); "
+                             "extend the tokenizer as trained, once, with the number of ids you want.")
+        if isinstance(max_new_ids, bool) or not isinstance(max_new_ids, (int, np.integer)) or max_new_ids < 1:
+            raise ValueError(f"The number of ids to add must be a whole number of at least 1, got {max_new_ids!r}.")
+        if len(self) + int(max_new_ids) > MAX_IDS:
+            raise ValueError(f"Adding {int(max_new_ids):,} ids to this tokenizer's {len(self):,} would exceed the "
+                             f"{MAX_IDS:,} ids an export's int32 ids can hold; add at most {MAX_IDS - len(self):,}.")
+        log = log or (lambda line: None)
+        lines = list(lines)
+        size = len(self) if candidates is None else int(candidates)
+        try:
+            domain = SubwordTokenizer.train(lines, size, seed=seed)
+        except VocabularySizeError as e:
+            domain = SubwordTokenizer.train(lines, e.largest, seed=seed)
+        proto = sentencepiece_model_pb2.ModelProto()
+        proto.ParseFromString(self.model_proto)
+        normal = {p.piece: p.score for p in proto.pieces if p.type == proto.SentencePiece.NORMAL}
+        unknown = min(normal.values(), default=0.0) - UNKNOWN_PENALTY
+        lowest = min(domain._sp.get_score(i) for i in range(domain._sp.get_piece_size())) or -1.0
+        worth = []
+        for zoo_id in range(len(RESERVED), len(domain)):
+            sp_id = int(domain.id_to_sentencepiece[zoo_id])
+            piece = domain.pieces[zoo_id]
+            if piece in normal or domain._sp.is_byte(sp_id) or domain._sp.is_unknown(sp_id):
+                continue
+            spelling, score = self._spelling(piece, normal, unknown)
+            saved = int(domain.counts[zoo_id - len(RESERVED)]) * (len(spelling) - 1)
+            if saved > 0:
+                # The spelling's score, a margin per old piece saved (so that of two splits the one
+                # of fewer pieces wins), and a hundredth of a nat at most by how likely the model
+                # of `lines` finds the piece, which breaks ties between splits saving as many
+                # pieces (SentencePiece's C++ and tensorflow-text's could break them apart).
+                score += EXTENSION_MARGIN * (len(spelling) - 1) + 0.01 * domain._sp.get_score(sp_id) / abs(lowest)
+                worth.append((-saved, piece, spelling, score, int(domain.counts[zoo_id - len(RESERVED)])))
+        worth.sort()
+        # Twice as many as asked, added together, then kept by what they save when this
+        # tokenizer's Viterbi actually uses them on `lines` (a piece the model of `lines` liked
+        # may lose to this tokenizer's own pieces, or to another new one).
+        proposed = worth[: 2 * int(max_new_ids)]
+        if not proposed:
+            log("The training text yields no piece that the tokenizer lacks: it is kept as it is.")
+            return self, []
+        trial = self._with_pieces(proto, [(c[1], c[3]) for c in proposed], [c[4] for c in proposed])
+        used = np.zeros(len(trial), np.int64)
+        for start in range(0, len(lines), 10_000):
+            ids = trial.encode_batch(lines[start:start + 10_000], add_bos=False, add_eos=False)
+            used += np.bincount(np.fromiter(itertools.chain.from_iterable(ids), np.int64), minlength=len(trial))
+        saved = sorted((-int(used[len(self) + i]) * (len(c[2]) - 1), i) for i, c in enumerate(proposed))
+        chosen = [proposed[i] + (int(used[len(self) + i]),) for s, i in saved if s < 0][: int(max_new_ids)]
+        if not chosen:
+            log("The training text yields no piece that the tokenizer lacks: it is kept as it is.")
+            return self, []
+        extended = self._with_pieces(proto, [(c[1], c[3]) for c in chosen], [c[5] for c in chosen])
+        note = "" if len(chosen) == max_new_ids else f" (of the {int(max_new_ids):,} asked, all that save pieces on this text)"
+        log(f"Added {len(chosen):,} pieces{note}, e.g. {', '.join(repr(c[1]) for c in chosen[:5])}.")
+        return extended, [c[2] for c in chosen]
+
+    def _with_pieces(self, proto, pieces, counts):
+        """This tokenizer with `pieces` (`(piece, score)`) after its own ids."""
+        from sentencepiece import sentencepiece_model_pb2
+
+        extended = sentencepiece_model_pb2.ModelProto()
+        extended.CopyFrom(proto)
+        n = len(extended.pieces)
+        for piece, score in pieces:
+            added = extended.pieces.add()
+            added.piece, added.score, added.type = piece, score, extended.SentencePiece.NORMAL
+        extended.trainer_spec.vocab_size = len(extended.pieces)
+        order = np.concatenate([self.id_to_sentencepiece[len(RESERVED):], np.arange(n, n + len(pieces))])
+        counts = None if self.counts is None else np.concatenate([self.counts, counts])
+        return SubwordTokenizer(extended.SerializeToString(), order, counts, added_pieces=len(pieces))
+
+    def _spelling(self, piece, normal, unknown):
+        """`(ids, score)`: the best-scoring way to spell `piece` with this tokenizer's pieces
+        (SentencePiece's Viterbi on the piece alone; a character no piece covers spelt as its
+        UTF-8 bytes, scored as SentencePiece scores an unknown character)."""
+        best = [(0.0, None, None)] + [(-np.inf, None, None)] * len(piece)  # (score, start, known)
+        longest = max(map(len, normal), default=1)
+        for end in range(1, len(piece) + 1):
+            for start in range(max(0, end - longest), end):
+                score = normal.get(piece[start:end])
+                if score is not None and best[start][0] + score > best[end][0]:
+                    best[end] = (best[start][0] + score, start, True)
+            if piece[end - 1] not in normal and best[end - 1][0] + unknown > best[end][0]:
+                best[end] = (best[end - 1][0] + unknown, end - 1, False)  # a character without a piece
+        ids, end = [], len(piece)
+        while end > 0:
+            _, start, known = best[end]
+            if known:
+                ids.append(int(self.sentencepiece_to_id[self._sp.piece_to_id(piece[start:end])]))
+            else:
+                ids.extend(int(self.sentencepiece_to_id[self._sp.piece_to_id(f"<0x{b:02X}>")])
+                           for b in reversed(piece[start:end].encode("utf-8")))
+            end = start
+        return ids[::-1], float(best[len(piece)][0])
 
     # -- the interface --------------------------------------------------------------------------
 
@@ -269,6 +399,8 @@ class SubwordTokenizer:
             "order": self.id_to_sentencepiece[len(RESERVED):].tolist(),
             "counts": None if self.counts is None else self.counts.tolist(),
         }
+        if self.added_pieces:  # only then, so that the files of tokenizers as trained stay as they were
+            config["added_pieces"] = self.added_pieces
         path = os.path.join(directory, CONFIG_FILE)
         with open(path, "w", encoding="utf-8") as f:
             json.dump(config, f)
@@ -322,6 +454,9 @@ class SubwordTokenizer:
                       f"order disagree")
         if counts is not None and (not isinstance(counts, list) or len(counts) != len(order)):
             raise bad("counts does not hold one count per piece")
+        added = config.get("added_pieces", 0)
+        if not isinstance(added, int) or not 0 <= added < len(order):
+            raise bad(f"added_pieces {added!r} is not a count of pieces below {len(order)}")
         try:
             import sentencepiece as spm
 
@@ -332,7 +467,7 @@ class SubwordTokenizer:
         if n != pieces:
             raise ValueError(f"The tokenizer file {model_path} has {n} pieces but {config_path} "
                              f"says {pieces}.")
-        return cls(model_proto, order, counts)
+        return cls(model_proto, order, counts, added)
 
     def graph_tokenizer(self, asset_dir=None):
         """`zoo.data.graph_tokenizers.SubwordGraphTokenizer`: the model's bytes are embedded in

@@ -408,3 +408,76 @@ def test_a_sample_of_many_sentences_is_drawn_with_the_seed_and_said():
     assert a.training_summary["sampled_sentences"] == 200 and a.training_summary["sentences"] == 600
     assert a.training_summary["sampled_words"] < a.training_summary["words"]
     assert a == SubwordTokenizer.train(lines, 400, input_sentence_size=200)
+
+
+# ---- extension (SubwordTokenizer.extend) ---------------------------------------------------------
+TECHNICAL = ["kubectl apply --namespace prod -f deployment.yaml", "kubectl get pods --namespace prod",
+             "set CONFIG_PATH=/etc/zoo/config.yaml and restart zoo-serverd", "zoo-serverd: 0x7fff0000 segfault"] * 25
+
+
+@pytest.fixture(scope="module")
+def extended(subword):
+    lines = []
+    return subword.extend(TECHNICAL, 12, log=lines.append) + (lines,)
+
+
+def test_extend_adds_pieces_of_the_text_after_the_old_ids(subword, extended):
+    tokenizer, replaced, log = extended
+    assert len(tokenizer) == len(subword) + 12 and tokenizer.added_pieces == 12 and len(replaced) == 12
+    assert tokenizer.pieces[:len(subword)] == subword.pieces  # old ids keep their pieces
+    assert tokenizer.unk_id == subword.unk_id
+    new = tokenizer.pieces[len(subword):]
+    assert not set(new) & set(subword.pieces)
+    for piece, spelling in zip(new, replaced):
+        # each new piece is spelt by the old pieces listed, which are more than one
+        assert len(spelling) > 1 and max(spelling) < len(subword)
+        assert subword.decode(spelling) == piece.replace("\u2581", " ").strip()
+    assert len(log) == 1 and log[0].startswith("Added 12 pieces, e.g. ")
+    # the text is now shorter, and decodes as before
+    before = sum(len(ids) for ids in subword.encode_batch(TECHNICAL))
+    after = sum(len(ids) for ids in tokenizer.encode_batch(TECHNICAL))
+    assert after < 0.8 * before
+    assert [tokenizer.decode(ids) for ids in tokenizer.encode_batch(TECHNICAL)] == [
+        subword.normalize(line) for line in TECHNICAL]
+
+
+def test_text_without_new_pieces_is_split_as_before(subword, extended):
+    tokenizer = extended[0]
+    lines = corpus(200, seed=5) + list(HARD.values())
+    kept = [line for line in lines if max(tokenizer.encode(line)) < len(subword)]
+    assert len(kept) > 100
+    assert tokenizer.encode_batch(kept) == subword.encode_batch(kept)
+
+
+def test_extended_tokenizer_saves_loads_and_runs_in_the_graph(subword, extended, tmp_path):
+    tokenizer = extended[0]
+    tokenizer.save(str(tmp_path))
+    assert json.loads((tmp_path / CONFIG_FILE).read_text())["added_pieces"] == 12
+    loaded = load_tokenizer(str(tmp_path))
+    assert loaded == tokenizer and loaded.added_pieces == 12
+    graph = tokenizer.graph_tokenizer()
+    lines = TECHNICAL[:4] + ["the cat sat"]
+    ids = graph.encode(tf.constant(lines))
+    assert ids.to_list() == [x[1:-1] for x in tokenizer.encode_batch(lines)]
+
+
+def test_extend_refuses_twice_a_bad_count_and_too_many_ids(subword, extended):
+    from zoo.data.tokenizers import MAX_IDS
+
+    with pytest.raises(ValueError) as e:
+        extended[0].extend(TECHNICAL, 5)
+    one_sentence(str(e.value), "extended already", "12")
+    for bad in (0, -3, 2.5, True):
+        with pytest.raises(ValueError) as e:
+            subword.extend(TECHNICAL, bad)
+        one_sentence(str(e.value), "at least 1", repr(bad))
+    with pytest.raises(ValueError) as e:
+        subword.extend(TECHNICAL, MAX_IDS)
+    one_sentence(str(e.value), "int32", f"{MAX_IDS - len(subword):,}")
+
+
+def test_a_text_with_no_new_piece_keeps_the_tokenizer(subword):
+    log = []
+    same, replaced = subword.extend(["the cat sat on a mat"] * 30, 10, log=log.append)
+    assert same is subword and replaced == []
+    assert log == ["The training text yields no piece that the tokenizer lacks: it is kept as it is."]

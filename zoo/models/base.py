@@ -107,8 +107,10 @@ class LanguageModel(Inference, Generation, keras.Model):
         if keras.saving.get_registered_object(name) is None:
             keras.saving.register_keras_serializable(package="zoo")(cls)
 
-    def __init__(self, vocabulary_size, optimizer=None, quantization=None, **kwargs):
+    def __init__(self, vocabulary_size, optimizer=None, quantization=None, tail_widths=None, **kwargs):
         super().__init__(**kwargs)
+        # an adaptive softmax's tail widths when not the factor's (a tokenizer extended: zoo.models.extend)
+        self.tail_widths = None if tail_widths is None else list(tail_widths)
         self.quantization = None  # "int8" once `quantize` has run
         # Keras wraps each layer's `quantize` to check Keras' own modes first; the zoo's names the
         # modes it supports, so the model's own method is the one called.
@@ -137,7 +139,10 @@ class LanguageModel(Inference, Generation, keras.Model):
     def make_head(self, cutoffs=None, factor=4):
         """The output layer: a full softmax, or an adaptive softmax when `cutoffs` are given."""
         if cutoffs:
-            return AdaptiveSoftmax(self.vocabulary_size, list(cutoffs), factor=factor, name="head")
+            return AdaptiveSoftmax(self.vocabulary_size, list(cutoffs), factor=factor, tail_widths=self.tail_widths,
+                                   name="head")
+        if self.tail_widths is not None:
+            raise ValueError("tail_widths are the widths of an adaptive softmax's tail clusters; give cutoffs too.")
         return FullSoftmax(self.vocabulary_size, name="head")
 
     def build(self, input_shape=None):
@@ -192,6 +197,36 @@ class LanguageModel(Inference, Generation, keras.Model):
                 layer.quantize(mode)
         self.quantization = mode
         self._forget_traces()
+
+    def extend_tokenizer(self, lines, max_new_ids: int, log=None) -> "LanguageModel":
+        """A new model whose subword tokenizer has up to `max_new_ids` more ids, for pieces of
+        `lines` (the text to fine-tune on) that it lacks, each new row started from the pieces it
+        replaces (`zoo.models.extend`): before training, text without the new pieces scores as
+        it did to within 5e-4 nats a token, and the old ids keep their ids and rows. This model
+        is not changed. `log` receives a line of progress.
+
+        Args:
+            lines: the training text (an iterable of lines).
+            max_new_ids: the most ids to add (the pieces that save the most pieces on `lines`).
+            log: a function given progress lines (default: none).
+
+        Returns:
+            The extended model (this one, unchanged, when `lines` yield no new piece).
+
+        Example:
+
+        >>> import zoo
+        >>> tokenizer = zoo.data.SubwordTokenizer.train(["the cat sat on the mat"] * 20, 300)
+        >>> lm = zoo.load("gcnn-ptb", weights="random", vocabulary_size=len(tokenizer), embedding_dim=8,
+        ...               blocks=[[[3, 8]]])
+        >>> lm.tokenizer = tokenizer
+        >>> extended = lm.extend_tokenizer(["kubectl apply", "kubectl get pods"] * 10, 4)
+        >>> len(extended.tokenizer) - len(tokenizer), extended.tokenizer.encode("kubectl")
+        (4, [1, 300, 2])
+        """
+        from zoo.models.extend import extend_tokenizer
+
+        return extend_tokenizer(self, lines, max_new_ids, log=log)[0]
 
     def _forget_traces(self):
         """Drops the compiled functions traced with the float32 weights (they captured those)."""
@@ -333,6 +368,8 @@ class LanguageModel(Inference, Generation, keras.Model):
         config = {"vocabulary_size": self.vocabulary_size, "optimizer": self.optimizer_config, "name": self.name}
         if self.quantization is not None:  # only then, so that float32 configs stay as they were
             config["quantization"] = self.quantization
+        if self.tail_widths is not None:
+            config["tail_widths"] = list(self.tail_widths)
         return config
 
 

@@ -17,4 +17,9 @@ def test_a_moe_preset_saved_before_the_split_gives_equal_results(name):
     results = preset_results(lambda: zoo.load(directory))
     assert sorted(results) == sorted(expected.files)
     for key in expected.files:
-        np.testing.assert_array_equal(results[key], expected[key], err_msg=f"{name}: {key}")
+        # equal to float32's last bits: the golden values were computed on another CPU, whose
+        # matrix-product kernels (oneDNN picks them by the CPU's instruction set) round differently
+        if expected[key].dtype.kind == "f":
+            np.testing.assert_allclose(results[key], expected[key], rtol=1e-6, atol=1e-6, err_msg=f"{name}: {key}")
+        else:
+            np.testing.assert_array_equal(results[key], expected[key], err_msg=f"{name}: {key}")

@@ -13,7 +13,7 @@ Schedule = collections.namedtuple("Schedule", "steps steps_per_epoch checkpoint_
 UNBOUNDED = math.inf
 
 _POSITIVE_INTS = ("global_batch_size", "seq_len", "steps", "epochs", "steps_per_epoch",
-                  "checkpoint_every", "keep_checkpoints", "log_every", "vocabulary_size")
+                  "checkpoint_every", "keep_checkpoints", "log_every", "vocabulary_size", "extend_tokenizer")
 
 
 @dataclasses.dataclass(frozen=True)
@@ -43,6 +43,9 @@ class TrainConfig:
       which needs more than one replica; `capacity_factor`: each (replica, expert) pair takes
       up to ceil(capacity_factor · tokens per replica · k / E) assignments a step, the rest are
       dropped and counted.
+    - `extend_tokenizer`: fine-tuning a trained subword model, add up to this many ids to its
+      tokenizer for pieces of the training text it lacks, their rows started from the pieces they
+      replace (`zoo.training.extension`, `zoo.models.extend`).
     """
 
     global_batch_size: int | None = None
@@ -62,6 +65,7 @@ class TrainConfig:
     vocabulary_size: int | None = None
     expert_parallel: bool = False
     capacity_factor: float = 2.0
+    extend_tokenizer: int | None = None
 
     def __post_init__(self):
         for name in _POSITIVE_INTS:

@@ -25,6 +25,7 @@ from zoo.training.checkpoints import (CHECKPOINT_DIR, checkpoint_path, restore_l
                                       training_checkpoint)
 from zoo.training.config import TrainConfig
 from zoo.training.data import TrainingWindows, evaluation_windows, load_corpus, shard_rows
+from zoo.training.extension import check_start, extended_start
 from zoo.training.precision import dtype_policy, mixed_precision_policy
 from zoo.training.preset import PresetInfo, load_model, resolve_preset
 from zoo.training.sharding import ExpertShards, load_unsharded
@@ -381,7 +382,9 @@ def train(preset, data="ptb", out_dir="runs/model", strategy="default", config=N
     from the trained weights that ship for the preset name (fine-tuning), and a preset directory
     from its model and tokenizer (with the preset name's training defaults): with their tokenizer
     when they ship as a preset directory (`gcnn-en`), else with the preset's own vocabulary (the
-    treebank's for `gcnn-ptb`); None or "random" start from random weights. Started again with
+    treebank's for `gcnn-ptb`); None or "random" start from random weights. With
+    `config.extend_tokenizer`, the trained model's subword tokenizer first gains pieces of the
+    training text (`zoo.training.extension`). Started again with
     the same arguments, a run resumes from its newest readable checkpoint (see `Trainer`).
     """
     config = TrainConfig() if config is None else config
@@ -393,10 +396,15 @@ def train(preset, data="ptb", out_dir="runs/model", strategy="default", config=N
     preset, info, weights_file = starting_point(preset, weights, log)
     config = config.with_defaults(info.train_defaults)
     config.check_replicas(strategy.num_replicas_in_sync)
+    if config.extend_tokenizer is not None:
+        check_start(preset, weights, info, config.extend_tokenizer)
 
     train_lines, valid_lines, vocabulary = load_corpus(data, info.tokenizer, info.vocabulary_kind,
                                                        config.min_count, config.max_vocabulary,
                                                        config.tokenizer, config.vocabulary_size, log=log)
+    if config.extend_tokenizer is not None:
+        preset, info, vocabulary, weights_file = extended_start(preset, info, weights_file, train_lines,
+                                                                config.extend_tokenizer, out_dir, log)
     overrides.setdefault("vocabulary_size", len(vocabulary))
     if len(vocabulary) > ADAPTIVE_THRESHOLD and "cutoffs" not in overrides and not info.fixes_head:
         overrides["cutoffs"] = default_cutoffs(len(vocabulary))
