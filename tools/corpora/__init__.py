@@ -5,7 +5,8 @@ valid.txt and test.txt into `out` and returns the number of works (documents) an
 each split: `english` (the combined corpus of five packaged sources that `gcnn-en` is trained
 on, held-out sources beside it) and `shakespeare` (Shakespeare alone, each work cut 90/5/5).
 The sources of `english` are modules too (`sotu`, `wikipedia`, `kjv`, `python_docs`,
-`shakespeare`), each with `documents()`; `gutenberg` and `splits` hold what they share.
+`shakespeare`, `fortunes`, and the technical `manpages`, `gnu_info`, `perl_doc`), each with
+`documents()`; `gutenberg` and `splits` hold what they share.
 
     python -m zoo.tools.corpora english OUT [--sources ...] [--hold-out ...] [--one-document-per-line]
     zoo train --preset gcnn-ptb --data OUT --out runs/NAME --max-minutes 4

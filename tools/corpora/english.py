@@ -5,6 +5,12 @@ trained on, with whole sources held out for fine-tuning.
     apt-get install bible-kjv python3.11-doc fortunes
     python -m zoo.tools.corpora english corpora/en
 
+The technical sources (`TECHNICAL`: man pages, GNU Info manuals, the Perl and Python
+documentation) are named in --sources or --hold-out (only python-docs is in a default, held out),
+after
+
+    apt-get install manpages manpages-dev coreutils sed grep findutils diffutils gzip bash-doc time ed wget perl-doc python3.11-doc
+
 Every source is split by document (a speech, an article, a book of the Bible, a play, a page of
 documentation): whole documents in a hashed order go to train until 90% of the source's words,
 then valid until 95%, the rest to test. The training sources' splits are concatenated into
@@ -17,14 +23,16 @@ split. `--one-document-per-line` writes each document as one line (the shape of 
 
 import json
 
-from zoo.tools.corpora import fortunes, kjv, python_docs, shakespeare, sotu, wikipedia
+from zoo.tools.corpora import fortunes, gnu_info, kjv, manpages, perl_doc, python_docs, shakespeare, sotu, wikipedia
 from zoo.tools.corpora.splits import SPLITS, split_documents, words_of, write_files
 
-DESCRIPTION = "openly licensed English from 6 packages, split by document, sources held out (see --help)"
+DESCRIPTION = "openly licensed English from packages (9 sources), split by document, sources held out (see --help)"
 SOURCES = {"sotu": sotu, "wikipedia": wikipedia, "kjv": kjv, "shakespeare": shakespeare,
-           "python-docs": python_docs, "fortunes": fortunes}
+           "python-docs": python_docs, "fortunes": fortunes,
+           "manpages": manpages, "gnu-info": gnu_info, "perl-doc": perl_doc}
 TRAINING = ("sotu", "wikipedia", "kjv")
 HELD_OUT = ("shakespeare", "python-docs", "fortunes")
+TECHNICAL = ("manpages", "gnu-info", "perl-doc", "python-docs")  # technical English: manuals, man pages, docs
 
 
 def parse_names(value, what):
