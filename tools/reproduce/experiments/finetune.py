@@ -10,6 +10,10 @@ For each held-out domain (default: Shakespeare, the Python documentation and the
   training split (what a user without pretrained weights does), `fit` the same way.
 - `scratch-shared`: random weights with gcnn-en's own tokenizer, `fit` the same way: the
   pretrained weights' part alone, without the advantage of a tokenizer made for the domain.
+- `extended` (when the settings name `extend_ids`): the trained gcnn-en with its tokenizer
+  extended by up to `extend_ids` pieces of the domain's training split
+  (`LanguageModel.extend_tokenizer`, `zoo train --extend-tokenizer`), `fit` the same way;
+  learning the pieces is not counted in its minutes, as the scratch tokenizer's is not.
 
 Both fits use the preset's own optimiser, batch 32 × 64 tokens, the same data order (seed 0) and
 `minutes` of training time each (validation passes are not counted); the validation perplexity
@@ -30,6 +34,8 @@ PAPER = "zoo: transfer of the shipped gcnn-en (not a paper figure)"
 TIMED_BY_MINUTES = True
 DOMAINS = ("shakespeare", "python-docs", "fortunes")
 ARMS = ("zero-shot", "pretrained", "scratch", "scratch-shared")
+EXTENDED = "extended"  # an arm of the settings that name `extend_ids` (earlier records have none)
+EXTEND_IDS = 4_000
 TARGET = 0.30  # the pretrained run's perplexity at least this much below the scratch run's
 QUICK_WORDS = ("the of and to a in that is was he for it with as his on be at by i this had not are but from or "
                "have an they which one you were her all she there would their we him been has when who will more "
@@ -53,11 +59,15 @@ def settings(quick=False, repeats=None, minutes=None):
             "minutes": 0.05 if quick else (5.0 if minutes is None else float(minutes)),
             "validate_every_seconds": 5 if quick else 30, "global_batch_size": 4 if quick else 32,
             "seq_len": 16 if quick else 64, "valid_words": 400 if quick else 20_000, "seed": 0,
-            "scratch_vocabulary_size": 16_000}
+            "scratch_vocabulary_size": 16_000, "extend_ids": 40 if quick else EXTEND_IDS}
+
+
+def arms(settings):
+    return ARMS + ((EXTENDED,) if settings.get("extend_ids") else ())
 
 
 def units(settings):
-    return [f"{domain}/{arm}" for domain in settings["domains"] for arm in ARMS]
+    return [f"{domain}/{arm}" for domain in settings["domains"] for arm in arms(settings)]
 
 
 def quick_corpus(root, domains):
@@ -129,6 +139,11 @@ def model_for(arm, settings, train_lines, log):
 
     if arm in ("zero-shot", "pretrained"):
         return zoo.load(settings["preset"], weights="trained")
+    if arm == EXTENDED:
+        trained = zoo.load(settings["preset"], weights="trained")
+        model = trained.extend_tokenizer(train_lines, settings["extend_ids"], log=lambda line: log(f"    {line}"))
+        log(f"    extended: {len(model.tokenizer) - len(trained.tokenizer):,} ids added to the tokenizer")
+        return model
     if arm == "scratch-shared":
         model = zoo.load(settings["preset"], weights="random")
         model.tokenizer = zoo.load(settings["preset"], weights="trained").tokenizer
@@ -196,9 +211,9 @@ def run(settings, pending, save, log, done=None):
             shutil.rmtree(root, ignore_errors=True)
 
 
-def reduction(units, domain, against="scratch"):
-    """1 - pretrained / scratch final per-word perplexity (0.3 = 30% lower)."""
-    pre, scratch = (units[f"{domain}/{a}"]["final_val_perplexity"] for a in ("pretrained", against))
+def reduction(units, domain, against="scratch", arm="pretrained"):
+    """1 - `arm` / `against` final per-word perplexity (0.3 = 30% lower)."""
+    pre, scratch = (units[f"{domain}/{a}"]["final_val_perplexity"] for a in (arm, against))
     return 1 - pre / scratch if scratch and math.isfinite(scratch) else None
 
 
@@ -219,6 +234,14 @@ def figures(settings, units):
                           f"{TARGET:.0%})", reduction(units, domain), unit="fraction"))
         out.append(figure(f"{domain}/reduction-shared", f"{domain}: fine-tuned perplexity below scratch with "
                           "gcnn-en's tokenizer", reduction(units, domain, "scratch-shared"), unit="fraction"))
+        if EXTENDED in arms(settings):
+            u = units[f"{domain}/{EXTENDED}"]
+            out.append(figure(f"{domain}/{EXTENDED}", f"{domain}: fine-tuned from the trained gcnn-en with "
+                              f"{settings['extend_ids']:,} ids added to its tokenizer, {minutes}, validation "
+                              "perplexity per word", u["final_val_perplexity"], steps=u["steps"]))
+            out.append(figure(f"{domain}/reduction-extended", f"{domain}: fine-tuned with the extended tokenizer, "
+                              f"perplexity below scratch (target ≥ {TARGET:.0%})",
+                              reduction(units, domain, arm=EXTENDED), unit="fraction"))
     return out
 
 
@@ -234,11 +257,22 @@ def extras(settings, units):
                      + ((f"{r:.1%} lower" if r >= 0 else f"{-r:.1%} higher") + " from the pretrained weights ("
                         + ("meets" if r >= TARGET else "misses") + f" the {TARGET:.0%} target)" if r is not None else "n/a")
                      + f"; scratch with gcnn-en's tokenizer {u['scratch-shared']['final_val_perplexity']:.1f}, the "
-                       f"fine-tuned run {reduction(units, domain, 'scratch-shared'):.1%} below it.")
+                       f"fine-tuned run {reduction(units, domain, 'scratch-shared'):.1%} below it."
+                     + _extended_note(settings, units, domain))
     notes.append("Validation: the first ~{:,} words of each held-out source's valid split; training time excludes "
                  "the validation passes; the scratch run's tokenizer is learned from the domain's training split "
                  "(its time not counted).".format(settings["valid_words"]))
     return {"notes": notes}
+
+
+def _extended_note(settings, units, domain):
+    if EXTENDED not in arms(settings):
+        return ""
+    u, r = units[f"{domain}/{EXTENDED}"], reduction(units, domain, arm=EXTENDED)
+    where = "n/a" if r is None else (f"{r:.1%} lower" if r >= 0 else f"{-r:.1%} higher")
+    return (f" With {u['vocabulary'] - units[f'{domain}/pretrained']['vocabulary']:,} ids added to the tokenizer: "
+            f"{u['final_val_perplexity']:.1f} ({u['steps']} steps), {where} than scratch"
+            + ("" if r is None else f" ({'meets' if r >= TARGET else 'misses'} the {TARGET:.0%} target)") + ".")
 
 
 def plot(result, path):
@@ -252,8 +286,11 @@ def plot(result, path):
     axes = list(axes) if len(settings["domains"]) > 1 else [axes]
     for ax, domain in zip(axes, settings["domains"]):
         for arm, colour, label in (("pretrained", "#1f77b4", "fine-tuned from the trained gcnn-en"),
+                                   (EXTENDED, "#9467bd", "fine-tuned, tokenizer extended"),
                                    ("scratch", "#d62728", "from scratch, its own tokenizer"),
                                    ("scratch-shared", "#2ca02c", "from scratch, gcnn-en's tokenizer")):
+            if arm not in arms(settings):
+                continue
             u = units[f"{domain}/{arm}"]
             ax.plot([c["seconds"] / 60 for c in u["curve"]], [c["val_perplexity"] for c in u["curve"]], marker="o",
                     markersize=3, color=colour, label=f"{label}: {u['final_val_perplexity']:.1f}")

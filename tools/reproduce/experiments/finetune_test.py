@@ -21,7 +21,8 @@ def quick_run(tmp_path_factory):
 @pytest.mark.ci
 def test_quick_run_measures_every_unit_and_derives_the_reduction(quick_run):
     out, result = quick_run
-    assert list(result["units"]) == [f"{d}/{a}" for d in finetune.DOMAINS for a in finetune.ARMS]
+    arms = finetune.ARMS + (finetune.EXTENDED,)
+    assert list(result["units"]) == [f"{d}/{a}" for d in finetune.DOMAINS for a in arms]
     figures = {f["id"]: f["ours"] for f in result["figures"]}
     for domain in finetune.DOMAINS:
         units = {a: result["units"][f"{domain}/{a}"] for a in finetune.ARMS}
@@ -36,9 +37,21 @@ def test_quick_run_measures_every_unit_and_derives_the_reduction(quick_run):
             assert all(math.isfinite(c["val_perplexity"]) for c in curve)
         want = 1 - units["pretrained"]["final_val_perplexity"] / units["scratch"]["final_val_perplexity"]
         assert figures[f"{domain}/reduction"] == pytest.approx(want)
+        # the extended arm: gcnn-en's ids and up to 40 more, learned from the domain
+        extended = result["units"][f"{domain}/{finetune.EXTENDED}"]
+        assert 16_000 < extended["vocabulary"] <= 16_040 and extended["steps"] >= 1
+        want = 1 - extended["final_val_perplexity"] / units["scratch"]["final_val_perplexity"]
+        assert figures[f"{domain}/reduction-extended"] == pytest.approx(want)
         assert any(note.startswith(f"{domain}: zero-shot") for note in result["notes"])
     with open(os.path.join(out, "finetune.png"), "rb") as f:
         assert f.read(8) == PNG_SIGNATURE
+
+
+def test_records_without_extend_ids_keep_their_four_arms():
+    settings = dict(finetune.settings(quick=True))
+    del settings["extend_ids"]
+    assert finetune.arms(settings) == finetune.ARMS
+    assert finetune.units(settings)[:4] == [f"shakespeare/{a}" for a in finetune.ARMS]
 
 
 def test_finetune_is_listed_and_refuses_repeats():
