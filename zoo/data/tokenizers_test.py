@@ -117,6 +117,19 @@ def test_graph_ids_equal_python_ids(subword):
         subword.token_texts([3, 4, 1, len(subword) - 1]), ["", "", "</s>", "<pad>"]]
 
 
+def test_python_splits_ties_as_the_graph_does():
+    """Runs of one character have splits of equal score ("---": " --" "-" "--" or " --" "--" "-");
+    the Python encoder must break those ties as tensorflow-text's SentencePiece in an export's
+    graph does (sentencepiece 0.2.2 and later break them the other way: setup.py pins below it)."""
+    shipped = load_tokenizer(os.path.join(os.path.dirname(os.path.dirname(__file__)), "trained_weights", "gcnn-en"))
+    runs = [c * n for c in "-=._*o9/#~" for n in range(1, 41)]
+    lines = runs + [f"see {r} and {r[:-1]}x" for r in runs] + ["ab" * 9, "--." * 7, "a --- b ------- c"]
+    for tokenizer in (shipped, SubwordTokenizer.train(corpus() + runs, SIZE)):
+        graph = tokenizer.graph_tokenizer().encode(tf.constant(lines)).to_list()
+        python = [ids[1:-1] for ids in tokenizer.encode_batch(lines)]
+        assert [line for line, a, b in zip(lines, python, graph) if a != b] == []
+
+
 def test_a_batch_encodes_each_line_alone(subword):
     texts = list(HARD.values())
     assert subword.encode_batch(texts) == [subword.encode(t) for t in texts]
