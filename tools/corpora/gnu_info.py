@@ -21,9 +21,10 @@ example from prose goes by indentation and is a heuristic: a few displays come o
 few indented paragraphs a line per line.
 """
 
-import gzip
 import os
 import re
+
+from zoo.tools.corpora.splits import read_text
 
 DESCRIPTION = ("ten GNU manuals in Info format: coreutils, sed, grep, find, diff, gzip, bash, time, ed, wget "
                "(apt-get install coreutils sed grep findutils diffutils gzip bash-doc time ed wget)")
@@ -63,12 +64,6 @@ def manual_files():
         raise ValueError(f"Some GNU manuals are not in {folder} (of {', '.join(missing)}): run "
                          f"`apt-get install {' '.join(MANUALS.values())}` first.")
     return files
-
-
-def read_text(path):
-    opener = gzip.open if path.endswith(".gz") else open
-    with opener(path, "rt", encoding="utf-8", errors="replace") as f:
-        return f.read()
 
 
 def nodes(text):

@@ -20,10 +20,11 @@ Only the two packages' pages are read: their file lists in /var/lib/dpkg/info na
 other pages in /usr/share/man belong to other packages and licences).
 """
 
-import gzip
 import os
 import re
 import unicodedata
+
+from zoo.tools.corpora.splits import read_text
 
 DESCRIPTION = "the Linux man pages: system calls, C library, files, overviews (apt-get install manpages manpages-dev)"
 PACKAGE = "manpages + manpages-dev 6.03-2 (Debian; the man-pages project 6.03)"
@@ -125,31 +126,22 @@ def arguments(rest):
             i += 1
         if i >= n:
             break
-        arg = []
-        if rest[i] == '"':
-            i += 1
-            while i < n:
-                if rest[i] == '"':
-                    if i + 1 < n and rest[i + 1] == '"':
-                        arg.append('"')
-                        i += 2
-                        continue
-                    i += 1
-                    break
-                if rest[i] == "\\" and i + 1 < n:
-                    arg.append(rest[i:i + 2])
+        arg, quoted = [], rest[i] == '"'
+        i += quoted
+        while i < n:
+            c = rest[i]
+            if quoted and c == '"':
+                if rest[i + 1:i + 2] == '"':  # "" in quotes: one quote
+                    arg.append('"')
                     i += 2
                     continue
-                arg.append(rest[i])
                 i += 1
-        else:
-            while i < n and rest[i] not in " \t":
-                if rest[i] == "\\" and i + 1 < n:
-                    arg.append(rest[i:i + 2])
-                    i += 2
-                    continue
-                arg.append(rest[i])
-                i += 1
+                break
+            if not quoted and c in " \t":
+                break
+            step = 2 if c == "\\" and i + 1 < n else 1  # an escape stays whole
+            arg.append(rest[i:i + step])
+            i += step
         args.append("".join(arg))
     return args
 
@@ -394,16 +386,10 @@ def page_files():
     return paths
 
 
-def read_page(path):
-    opener = gzip.open if path.endswith(".gz") else open
-    with opener(path, "rt", encoding="utf-8", errors="replace") as f:
-        return f.read()
-
-
 def documents():
     """`(page, lines)` of every man page ("printf.3"), sorted by section and name."""
     for path in page_files():
-        lines = prose_lines(read_page(path))
+        lines = prose_lines(read_text(path))
         if lines:
             name = os.path.basename(path)
             yield name[:-3] if name.endswith(".gz") else name, lines

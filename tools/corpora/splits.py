@@ -1,11 +1,20 @@
-"""Train, valid and test splits of a corpus made of works or documents, and writing them."""
+"""Train, valid and test splits of a corpus made of works or documents, reading and writing them."""
 
+import gzip
 import hashlib
 import os
 import shutil
 import tempfile
 
 SPLITS = (("train", 0.90), ("valid", 0.95), ("test", 1.0))  # cumulative share of each work
+
+
+def read_text(path):
+    """A source file's text, gunzipped when its name ends in .gz (man pages, Info manuals); bytes
+    that are not UTF-8 become U+FFFD."""
+    opener = gzip.open if path.endswith(".gz") else open
+    with opener(path, "rt", encoding="utf-8", errors="replace") as f:
+        return f.read()
 
 
 def split_works(works):
