@@ -186,8 +186,8 @@ class SubwordTokenizer:
         model of `lines` uses it, times one less than the number of this tokenizer's pieces that
         spell it. The `2 * max_new_ids` worth most are added together, each scored as the sum of
         the scores of the pieces that spell it plus `EXTENSION_MARGIN` per piece it saves (so that
-        where it fits it wins over them, and of two splits the one of fewer pieces wins) and at
-        most 0.01 by the score the model of `lines` gives it (ties); `lines` are split again with all of them, and the `max_new_ids` that
+        where it fits it wins over them, and of two splits the one of fewer pieces wins); `lines`
+        are split again with all of them, and the `max_new_ids` that
         save the most pieces in that split are kept, ordered by it. Text whose split uses none of
         them is split exactly as before (the best path of a lattice with more pieces, when it
         uses only old ones, is the old best path).
@@ -220,7 +220,6 @@ class SubwordTokenizer:
         proto.ParseFromString(self.model_proto)
         normal = {p.piece: p.score for p in proto.pieces if p.type == proto.SentencePiece.NORMAL}
         unknown = min(normal.values(), default=0.0) - UNKNOWN_PENALTY
-        lowest = min(domain._sp.get_score(i) for i in range(domain._sp.get_piece_size())) or -1.0
         worth = []
         for zoo_id in range(len(RESERVED), len(domain)):
             sp_id = int(domain.id_to_sentencepiece[zoo_id])
@@ -230,11 +229,8 @@ class SubwordTokenizer:
             spelling, score = self._spelling(piece, normal, unknown)
             saved = int(domain.counts[zoo_id - len(RESERVED)]) * (len(spelling) - 1)
             if saved > 0:
-                # The spelling's score, a margin per old piece saved (so that of two splits the one
-                # of fewer pieces wins), and a hundredth of a nat at most by how likely the model
-                # of `lines` finds the piece, which breaks ties between splits saving as many
-                # pieces (SentencePiece's C++ and tensorflow-text's could break them apart).
-                score += EXTENSION_MARGIN * (len(spelling) - 1) + 0.01 * domain._sp.get_score(sp_id) / abs(lowest)
+                # a margin per old piece saved: of two splits, the one of fewer pieces wins
+                score += EXTENSION_MARGIN * (len(spelling) - 1)
                 worth.append((-saved, piece, spelling, score, int(domain.counts[zoo_id - len(RESERVED)])))
         worth.sort()
         # Twice as many as asked, added together, then kept by what they save when this

@@ -50,8 +50,7 @@ def extended_start(preset, info, weights_file, lines, extend, out_dir, log):
             raise ValueError(f"{out_dir} was started from {record.get('request')} and holds its extended model; "
                              f"give a new --out for {request}.")
         log(f"Starting from {target}, the tokenizer extended when this run began ({record['added']:,} ids added).")
-        return target, dataclasses.replace(resolve_preset(target), train_defaults=info.train_defaults), \
-            resolve_preset(target).tokenizer, None
+        return _start(target, info)
     model = load_model(preset, vocabulary_size=len(info.tokenizer))
     model.tokenizer = info.tokenizer
     if weights_file is not None:
@@ -70,4 +69,10 @@ def extended_start(preset, info, weights_file, lines, extend, out_dir, log):
     with open(record_path + ".tmp", "w", encoding="utf-8") as f:
         json.dump(record, f, indent=1, ensure_ascii=False)
     os.replace(record_path + ".tmp", record_path)
-    return target, dataclasses.replace(resolve_preset(target), train_defaults=info.train_defaults), new.tokenizer, None
+    return _start(target, info)
+
+
+def _start(target, info):
+    """`extended_start`'s answer for the preset directory `target` (its tokenizer is the extended one)."""
+    extended = resolve_preset(target)
+    return target, dataclasses.replace(extended, train_defaults=info.train_defaults), extended.tokenizer, None
