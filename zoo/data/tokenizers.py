@@ -211,6 +211,9 @@ class SubwordTokenizer:
                              f"{MAX_IDS:,} ids an export's int32 ids can hold; add at most {MAX_IDS - len(self):,}.")
         log = log or (lambda line: None)
         lines = list(lines)
+        if not any(normalize_subword(line) for line in lines):
+            raise ValueError(f"There is no text to learn new pieces from: the {len(lines):,} lines given hold nothing "
+                             "but whitespace.")
         size = len(self) if candidates is None else int(candidates)
         try:
             domain = SubwordTokenizer.train(lines, size, seed=seed)

@@ -484,6 +484,10 @@ def test_extend_refuses_twice_a_bad_count_and_too_many_ids(subword, extended):
         with pytest.raises(ValueError) as e:
             subword.extend(TECHNICAL, bad)
         one_sentence(str(e.value), "at least 1", repr(bad))
+    for empty in ([], [" ", "\t\u3000"]):
+        with pytest.raises(ValueError) as e:
+            subword.extend(empty, 5)
+        one_sentence(str(e.value), "no text to learn new pieces from")
     with pytest.raises(ValueError) as e:
         subword.extend(TECHNICAL, MAX_IDS)
     one_sentence(str(e.value), "int32", f"{MAX_IDS - len(subword):,}")
