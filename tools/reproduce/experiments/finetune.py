@@ -2,23 +2,29 @@
 with `model.fit` on a source it never saw, against the same preset trained from scratch for the
 same minutes, on the held-out sources of `python -m zoo.tools.corpora english`.
 
-For each held-out domain (default: Shakespeare, the Python documentation and the fortunes) four units:
+For each held-out domain (default: the Python documentation and the GNU Info manuals, technical;
+Shakespeare and the fortunes, prose) these units:
 
 - `zero-shot`: the trained gcnn-en, not trained further: its per-word validation perplexity.
 - `pretrained`: the trained gcnn-en (weights and tokenizer), `fit` on the domain's training split.
+- `extended`: the trained gcnn-en with its tokenizer extended by up to `extend_ids` pieces of the
+  domain's training split (`LanguageModel.extend_tokenizer`, `zoo train --extend-tokenizer`),
+  `fit` the same way; learning the pieces is not counted in its minutes, as the scratch
+  tokenizer's is not.
 - `scratch`: gcnn-en with random weights and a subword tokenizer learned from the domain's
   training split (what a user without pretrained weights does), `fit` the same way.
-- `scratch-shared`: random weights with gcnn-en's own tokenizer, `fit` the same way: the
-  pretrained weights' part alone, without the advantage of a tokenizer made for the domain.
-- `extended` (when the settings name `extend_ids`): the trained gcnn-en with its tokenizer
-  extended by up to `extend_ids` pieces of the domain's training split
-  (`LanguageModel.extend_tokenizer`, `zoo train --extend-tokenizer`), `fit` the same way;
-  learning the pieces is not counted in its minutes, as the scratch tokenizer's is not.
+- `scratch-shared` (records made before the extended arm's protocol): random weights with
+  gcnn-en's own tokenizer, `fit` the same way: the pretrained weights' part alone.
 
-Both fits use the preset's own optimiser, batch 32 × 64 tokens, the same data order (seed 0) and
-`minutes` of training time each (validation passes are not counted); the validation perplexity
-is per word (`perplexity(per="word")`: whitespace words plus one `</s>` per line), so models with
-different tokenizers compare. The corpus is `$ZOO_CORPUS_EN`, default `corpora/en`.
+Every fit uses the preset's own optimiser, batch 32 × 64 tokens, the same data order (seed 0) and
+`minutes` of training time (validation passes are not counted). Each run is validated every
+`validate_every_seconds` and exactly when its training time crosses each of `report_minutes`
+(4 and 10 by default): the figures at M minutes are those crossings, so one 10-minute run gives
+both the 4- and the 10-minute figure (the learning-rate schedule is the preset's, over its own
+steps, so a run stopped at 4 minutes would have passed through the same state). The validation
+perplexity is per word (`perplexity(per="word")`: whitespace words plus one `</s>` per line), so
+models with different tokenizers compare; each unit also records its tokenizer's pieces per
+word on the validation text. The corpus is `$ZOO_CORPUS_EN`, default `corpora/en`.
 """
 
 import math
@@ -32,11 +38,14 @@ DESCRIPTION = ("gcnn-en fine-tuned with model.fit on held-out sources against th
                "scratch for the same minutes (per-word validation perplexity), zero-shot beside them")
 PAPER = "zoo: transfer of the shipped gcnn-en (not a paper figure)"
 TIMED_BY_MINUTES = True
-DOMAINS = ("shakespeare", "python-docs", "fortunes")
-ARMS = ("zero-shot", "pretrained", "scratch", "scratch-shared")
-EXTENDED = "extended"  # an arm of the settings that name `extend_ids` (earlier records have none)
+DOMAINS = ("python-docs", "gnu-info", "shakespeare", "fortunes")
+ARMS = ("zero-shot", "pretrained", "extended", "scratch")
+LEGACY_ARMS = ("zero-shot", "pretrained", "scratch", "scratch-shared")  # records without settings["arms"]
+FITTED = ("pretrained", "extended", "scratch", "scratch-shared")
+EXTENDED = "extended"
 EXTEND_IDS = 4_000
-TARGET = 0.30  # the pretrained run's perplexity at least this much below the scratch run's
+REPORT_MINUTES = (4.0, 10.0)
+TARGET = 0.30  # the fine-tuned run's perplexity at least this much below the scratch run's
 QUICK_WORDS = ("the of and to a in that is was he for it with as his on be at by i this had not are but from or "
                "have an they which one you were her all she there would their we him been has when who will more "
                "no if out so said what up its about into than them can only other new some could time these two may "
@@ -54,16 +63,27 @@ def corpus_dir():
 def settings(quick=False, repeats=None, minutes=None):
     if repeats is not None:
         raise ValueError("finetune trains each unit once; --repeats does not apply to it.")
+    if minutes is not None and not minutes > 0:
+        raise ValueError(f"--minutes must be above 0 (got {minutes:g}).")
+    minutes = 0.05 if quick else (REPORT_MINUTES[-1] if minutes is None else float(minutes))
+    report = [0.02, minutes] if quick else sorted({m for m in REPORT_MINUTES if m < minutes} | {minutes})
     return {"quick": bool(quick), "corpus": None if quick else os.path.abspath(corpus_dir()),
-            "domains": list(DOMAINS), "preset": "gcnn-en",
-            "minutes": 0.05 if quick else (5.0 if minutes is None else float(minutes)),
-            "validate_every_seconds": 5 if quick else 30, "global_batch_size": 4 if quick else 32,
-            "seq_len": 16 if quick else 64, "valid_words": 400 if quick else 20_000, "seed": 0,
-            "scratch_vocabulary_size": 16_000, "extend_ids": 40 if quick else EXTEND_IDS}
+            "domains": list(DOMAINS), "arms": list(ARMS), "preset": "gcnn-en", "minutes": minutes,
+            "report_minutes": report, "validate_every_seconds": 5 if quick else 30,
+            "global_batch_size": 4 if quick else 32, "seq_len": 16 if quick else 64,
+            "valid_words": 400 if quick else 20_000, "seed": 0, "scratch_vocabulary_size": 16_000,
+            "extend_ids": 40 if quick else EXTEND_IDS}
 
 
 def arms(settings):
-    return ARMS + ((EXTENDED,) if settings.get("extend_ids") else ())
+    if "arms" in settings:
+        return tuple(settings["arms"])
+    return LEGACY_ARMS + ((EXTENDED,) if settings.get("extend_ids") else ())
+
+
+def report_minutes(settings):
+    """The budgets the figures are given at: settings["report_minutes"] (older records: the one budget)."""
+    return list(settings.get("report_minutes") or [settings["minutes"]])
 
 
 def units(settings):
@@ -99,12 +119,15 @@ def first_words(lines, words):
 
 class TimedValidation:
     """A Keras callback: stops `fit` after `minutes` of training time and measures the per-word
-    validation perplexity every `every` seconds of it (validation time is not counted)."""
+    validation perplexity every `every` seconds of it and when it crosses each of `marks`
+    (minutes; the last is `minutes`); a point's `minutes` lists the marks it is the crossing of
+    (several when one step crossed more than one). Validation time is not counted."""
 
-    def __init__(self, lines, minutes, every, log):
+    def __init__(self, lines, minutes, every, log, marks=()):
         import keras
 
         outer = self
+        marks = sorted({float(m) for m in marks if m < minutes} | {float(minutes)})
 
         class Callback(keras.callbacks.Callback):
             def on_train_begin(self, logs=None):
@@ -113,22 +136,38 @@ class TimedValidation:
             def on_train_batch_end(self, batch, logs=None):
                 outer.steps += 1
                 trained = time.monotonic() - outer.began - outer.paused
-                done = trained >= minutes * 60
-                if trained >= outer.next_at or done:
-                    outer.validate(self.model, trained)
+                crossed = [m for m in marks if trained >= m * 60 and m not in outer.reached]
+                if trained >= outer.next_at or crossed:
+                    outer.validate(self.model, trained, marks=crossed)
+                    outer.reached.update(crossed)
                     outer.next_at = trained + every
-                if done:
+                if trained >= minutes * 60:
                     self.model.stop_training = True
 
-        self.callback, self.lines, self.log = Callback(), lines, log
+        self.callback, self.lines, self.log, self.reached = Callback(), lines, log, set()
         self.curve, self.steps, self.began, self.paused, self.next_at = [], 0, 0.0, 0.0, every
 
-    def validate(self, model, trained):
+    def validate(self, model, trained, marks=()):
         start = time.monotonic()
         ppl = float(model.perplexity(self.lines, per="word"))
         self.paused += time.monotonic() - start
-        self.curve.append({"step": self.steps, "seconds": round(trained, 1), "val_perplexity": ppl})
+        point = {"step": self.steps, "seconds": round(trained, 1), "val_perplexity": ppl}
+        self.curve.append(dict(point, minutes=list(marks)) if marks else point)
         self.log(f"    {trained / 60:.2f} min, step {self.steps}: validation perplexity {ppl:.2f} per word")
+
+
+def at(unit, minutes):
+    """A unit's curve point at `minutes` of training: where its run crossed that mark (a zero-shot
+    unit's one point; an older record's last point, its only budget)."""
+    curve = unit["curve"]
+    if len(curve) == 1 and unit.get("arm") == "zero-shot":
+        return curve[0]
+    marked = [c for c in curve if minutes in c.get("minutes", ())]
+    if marked:
+        return marked[0]
+    if not any("minutes" in c for c in curve):
+        return curve[-1]
+    raise KeyError(f"The {unit.get('domain')}/{unit.get('arm')} run has no validation at {minutes:g} minutes.")
 
 
 def model_for(arm, settings, train_lines, log):
@@ -168,6 +207,8 @@ def run_unit(key, settings, corpus, log):
     import keras
 
     import zoo
+    from zoo.tools.benchmarks.common import cpu_model, load_average
+    from zoo.training.extension import pieces_per_word
 
     domain, arm = key.split("/")
     folder = os.path.join(corpus, "heldout", domain)
@@ -179,7 +220,9 @@ def run_unit(key, settings, corpus, log):
     keras.utils.set_random_seed(settings["seed"])
     model = model_for(arm, settings, train_lines, log)
     record = {"domain": domain, "arm": arm, "params": model.count_params(), "vocabulary": len(model.tokenizer),
-              "valid_lines": len(valid), "valid_words": zoo.data.corpus.scored_words(valid)}
+              "valid_lines": len(valid), "valid_words": zoo.data.corpus.scored_words(valid),
+              "pieces_per_word": pieces_per_word(model.tokenizer, valid), "cpu_model": cpu_model(),
+              "load_average_start": load_average()}
     if arm == "zero-shot":
         ppl = float(model.perplexity(valid, per="word"))
         log(f"    zero-shot: validation perplexity {ppl:.2f} per word")
@@ -188,13 +231,14 @@ def run_unit(key, settings, corpus, log):
     model.compile()
     data = zoo.data.stream_dataset(train_lines, model.tokenizer, settings["global_batch_size"],
                                    settings["seq_len"], shuffle=True, seed=settings["seed"]).repeat()
-    timer = TimedValidation(valid, settings["minutes"], settings["validate_every_seconds"], log)
+    timer = TimedValidation(valid, settings["minutes"], settings["validate_every_seconds"], log,
+                            marks=report_minutes(settings))
     timer.validate(model, 0.0)
     began = time.monotonic()
     model.fit(data, epochs=1, steps_per_epoch=10**9, callbacks=[timer.callback], verbose=0, shuffle=False)
     seconds = time.monotonic() - began - timer.paused
     return dict(record, curve=timer.curve, final_val_perplexity=timer.curve[-1]["val_perplexity"], steps=timer.steps,
-                seconds=round(seconds, 1),
+                seconds=round(seconds, 1), load_average_end=load_average(),
                 tokens_per_second=timer.steps * settings["global_batch_size"] * settings["seq_len"] / max(seconds, 1e-9))
 
 
@@ -211,68 +255,97 @@ def run(settings, pending, save, log, done=None):
             shutil.rmtree(root, ignore_errors=True)
 
 
-def reduction(units, domain, against="scratch", arm="pretrained"):
-    """1 - `arm` / `against` final per-word perplexity (0.3 = 30% lower)."""
-    pre, scratch = (units[f"{domain}/{a}"]["final_val_perplexity"] for a in (arm, against))
+LABELS = {"zero-shot": "zero-shot (trained gcnn-en, no fine-tuning)",
+          "pretrained": "fine-tuned from the trained gcnn-en",
+          EXTENDED: "fine-tuned from the trained gcnn-en, its tokenizer extended",
+          "scratch": "trained from scratch with its own tokenizer",
+          "scratch-shared": "trained from scratch with gcnn-en's tokenizer"}
+
+
+def reduction(units, domain, against="scratch", arm="pretrained", minutes=None):
+    """1 - `arm` / `against` per-word perplexity at `minutes` (default: the last budget; 0.3 = 30% lower)."""
+    pair = [units[f"{domain}/{a}"] for a in (arm, against)]
+    pre, scratch = ((at(u, minutes)["val_perplexity"] if minutes is not None else u["final_val_perplexity"])
+                    for u in pair)
     return 1 - pre / scratch if scratch and math.isfinite(scratch) else None
+
+
+def _suffix(settings, minutes):
+    """Figure ids of a record with one budget keep their old spelling; several budgets add `@Mmin`."""
+    return "" if len(report_minutes(settings)) == 1 else f"@{minutes:g}min"
+
+
+def _fine_tuned(settings):
+    return [a for a in ("pretrained", EXTENDED) if a in arms(settings)]
 
 
 def figures(settings, units):
     from zoo.tools.reproduce.curves import figure
 
     out = []
-    minutes = f"{settings['minutes']:g} min"
+    present = arms(settings)
     for domain in settings["domains"]:
-        for arm, label in (("zero-shot", "zero-shot (trained gcnn-en, no fine-tuning)"),
-                           ("pretrained", f"fine-tuned from the trained gcnn-en, {minutes}"),
-                           ("scratch", f"trained from scratch with its own tokenizer, {minutes}"),
-                           ("scratch-shared", f"trained from scratch with gcnn-en's tokenizer, {minutes}")):
+        for arm in present:
             u = units[f"{domain}/{arm}"]
-            out.append(figure(f"{domain}/{arm}", f"{domain}: {label}, validation perplexity per word",
-                              u["final_val_perplexity"], steps=u["steps"]))
-        out.append(figure(f"{domain}/reduction", f"{domain}: fine-tuned perplexity below scratch (target ≥ "
-                          f"{TARGET:.0%})", reduction(units, domain), unit="fraction"))
-        out.append(figure(f"{domain}/reduction-shared", f"{domain}: fine-tuned perplexity below scratch with "
-                          "gcnn-en's tokenizer", reduction(units, domain, "scratch-shared"), unit="fraction"))
-        if EXTENDED in arms(settings):
-            u = units[f"{domain}/{EXTENDED}"]
-            out.append(figure(f"{domain}/{EXTENDED}", f"{domain}: fine-tuned from the trained gcnn-en with "
-                              f"{settings['extend_ids']:,} ids added to its tokenizer, {minutes}, validation "
-                              "perplexity per word", u["final_val_perplexity"], steps=u["steps"]))
-            out.append(figure(f"{domain}/reduction-extended", f"{domain}: fine-tuned with the extended tokenizer, "
-                              f"perplexity below scratch (target ≥ {TARGET:.0%})",
-                              reduction(units, domain, arm=EXTENDED), unit="fraction"))
+            if "pieces_per_word" in u:
+                out.append(figure(f"{domain}/{arm}/pieces-per-word", f"{domain}: pieces per word of the "
+                                  f"{arm} run's tokenizer ({u['vocabulary']:,} ids) on the validation text",
+                                  u["pieces_per_word"], unit="pieces/word"))
+        zero = units[f"{domain}/zero-shot"]
+        out.append(figure(f"{domain}/zero-shot", f"{domain}: {LABELS['zero-shot']}, validation perplexity per word",
+                          zero["final_val_perplexity"], steps=0))
+        for minutes in report_minutes(settings):
+            end = _suffix(settings, minutes)
+            for arm in present[1:]:
+                point = at(units[f"{domain}/{arm}"], minutes)
+                out.append(figure(f"{domain}/{arm}{end}", f"{domain}: {LABELS[arm]}"
+                                  + (f" (+{settings['extend_ids']:,} ids at most)" if arm == EXTENDED else "")
+                                  + f", {minutes:g} min, validation perplexity per word", point["val_perplexity"],
+                                  steps=point["step"]))
+            for arm in _fine_tuned(settings):
+                name = "reduction" if arm == "pretrained" else "reduction-extended"
+                out.append(figure(f"{domain}/{name}{end}", f"{domain}: {LABELS[arm]}, perplexity below scratch "
+                                  f"after {minutes:g} min (target ≥ {TARGET:.0%})",
+                                  reduction(units, domain, arm=arm, minutes=minutes), unit="fraction"))
+            if "scratch-shared" in present:
+                out.append(figure(f"{domain}/reduction-shared{end}", f"{domain}: fine-tuned perplexity below scratch "
+                                  "with gcnn-en's tokenizer", reduction(units, domain, "scratch-shared",
+                                                                       minutes=minutes), unit="fraction"))
     return out
 
 
 def extras(settings, units):
     notes = []
+    present = arms(settings)
     for domain in settings["domains"]:
-        r = reduction(units, domain)
-        u = {a: units[f"{domain}/{a}"] for a in ARMS}
-        notes.append(f"{domain}: zero-shot {u['zero-shot']['final_val_perplexity']:.1f}, fine-tuned "
-                     f"{u['pretrained']['final_val_perplexity']:.1f} ({u['pretrained']['steps']} steps), scratch "
-                     f"{u['scratch']['final_val_perplexity']:.1f} ({u['scratch']['steps']} steps) per word after "
-                     f"{settings['minutes']:g} minutes each: "
-                     + ((f"{r:.1%} lower" if r >= 0 else f"{-r:.1%} higher") + " from the pretrained weights ("
-                        + ("meets" if r >= TARGET else "misses") + f" the {TARGET:.0%} target)" if r is not None else "n/a")
-                     + f"; scratch with gcnn-en's tokenizer {u['scratch-shared']['final_val_perplexity']:.1f}, the "
-                       f"fine-tuned run {reduction(units, domain, 'scratch-shared'):.1%} below it."
-                     + _extended_note(settings, units, domain))
+        u = {a: units[f"{domain}/{a}"] for a in present}
+        parts = [f"zero-shot {u['zero-shot']['final_val_perplexity']:.1f}"]
+        for minutes in report_minutes(settings):
+            scores = ", ".join(f"{arm} {at(u[arm], minutes)['val_perplexity']:.1f} ({at(u[arm], minutes)['step']} "
+                               "steps)" for arm in present[1:])
+            verdicts = []
+            for arm in _fine_tuned(settings):
+                r = reduction(units, domain, arm=arm, minutes=minutes)
+                verdicts.append(f"{arm} " + ("n/a" if r is None else (f"{r:.1%} lower" if r >= 0 else
+                                f"{-r:.1%} higher") + f" than scratch ({'meets' if r >= TARGET else 'misses'} "
+                                f"the {TARGET:.0%} target)"))
+            parts.append(f"after {minutes:g} minutes: {scores}; " + "; ".join(verdicts))
+        if all("pieces_per_word" in u[a] for a in present):
+            parts.append("pieces per word: " + ", ".join(f"{a} {u[a]['pieces_per_word']:.3f}" for a in present
+                                                         if a != "zero-shot"))
+        notes.append(f"{domain} (per word): " + "; ".join(parts) + ".")
     notes.append("Validation: the first ~{:,} words of each held-out source's valid split; training time excludes "
                  "the validation passes; the scratch run's tokenizer is learned from the domain's training split "
-                 "(its time not counted).".format(settings["valid_words"]))
+                 "and the extended run's pieces from the same split (neither's time counted).".format(
+                     settings["valid_words"]))
+    cpus = sorted({u["cpu_model"] for u in units.values() if u.get("cpu_model")})
+    if len(cpus) > 1:
+        notes.append("The units were measured on more than one CPU (" + "; ".join(cpus) + "); each domain's runs "
+                     "compare only with each other if they share one.")
     return {"notes": notes}
 
 
-def _extended_note(settings, units, domain):
-    if EXTENDED not in arms(settings):
-        return ""
-    u, r = units[f"{domain}/{EXTENDED}"], reduction(units, domain, arm=EXTENDED)
-    where = "n/a" if r is None else (f"{r:.1%} lower" if r >= 0 else f"{-r:.1%} higher")
-    return (f" With {u['vocabulary'] - units[f'{domain}/pretrained']['vocabulary']:,} ids added to the tokenizer: "
-            f"{u['final_val_perplexity']:.1f} ({u['steps']} steps), {where} than scratch"
-            + ("" if r is None else f" ({'meets' if r >= TARGET else 'misses'} the {TARGET:.0%} target)") + ".")
+COLOURS = {"pretrained": "#1f77b4", EXTENDED: "#9467bd", "scratch": "#d62728", "scratch-shared": "#2ca02c"}
 
 
 def plot(result, path):
@@ -282,31 +355,30 @@ def plot(result, path):
     import matplotlib.pyplot as plt
 
     settings, units = result["settings"], result["units"]
-    fig, axes = plt.subplots(1, len(settings["domains"]), figsize=(6 * len(settings["domains"]), 4.6))
-    axes = list(axes) if len(settings["domains"]) > 1 else [axes]
-    for ax, domain in zip(axes, settings["domains"]):
-        for arm, colour, label in (("pretrained", "#1f77b4", "fine-tuned from the trained gcnn-en"),
-                                   (EXTENDED, "#9467bd", "fine-tuned, tokenizer extended"),
-                                   ("scratch", "#d62728", "from scratch, its own tokenizer"),
-                                   ("scratch-shared", "#2ca02c", "from scratch, gcnn-en's tokenizer")):
-            if arm not in arms(settings):
-                continue
+    domains = settings["domains"]
+    fig, axes = plt.subplots(1, len(domains), figsize=(5.5 * len(domains), 4.8))
+    axes = list(axes) if len(domains) > 1 else [axes]
+    marks = report_minutes(settings)
+    for ax, domain in zip(axes, domains):
+        for arm in arms(settings)[1:]:
             u = units[f"{domain}/{arm}"]
+            ppw = f", {u['pieces_per_word']:.2f} pieces/word" if "pieces_per_word" in u else ""
             ax.plot([c["seconds"] / 60 for c in u["curve"]], [c["val_perplexity"] for c in u["curve"]], marker="o",
-                    markersize=3, color=colour, label=f"{label}: {u['final_val_perplexity']:.1f}")
+                    markersize=2, color=COLOURS[arm],
+                    label=f"{LABELS[arm]}: {at(u, marks[-1])['val_perplexity']:.1f}{ppw}")
         zero = units[f"{domain}/zero-shot"]["final_val_perplexity"]
         ax.axhline(zero, linestyle="--", color="black", linewidth=1, label=f"zero-shot: {zero:.1f}")
-        r = reduction(units, domain)
-        if r is not None:
-            where = f"{r:.0%} below" if r >= 0 else f"{-r:.0%} above"
-            ax.set_title(f"{domain}: fine-tuned {where} scratch (its own tokenizer)")
-        else:
-            ax.set_title(domain)
+        for minutes in marks[:-1]:
+            ax.axvline(minutes, linestyle=":", color="grey", linewidth=1)
+        best = [(reduction(units, domain, arm=a, minutes=m), m) for a in _fine_tuned(settings)[-1:] for m in marks]
+        ax.set_title(f"{domain}: " + ", ".join((f"{r:.0%} below" if r >= 0 else f"{-r:.0%} above")
+                                               + f" scratch at {m:g} min" for r, m in best if r is not None),
+                     fontsize=9)
         ax.set_yscale("log")
         ax.set_xlabel("training time [minutes, validation excluded]")
         ax.set_ylabel("validation perplexity per word")
         ax.grid(True, which="both", alpha=0.3)
-        ax.legend(fontsize=8)
+        ax.legend(fontsize=7)
     fig.suptitle("gcnn-en: model.fit from the trained weights vs from scratch, same minutes"
                  + (" (--quick smoke test)" if result["quick"] else ""))
     fig.tight_layout()

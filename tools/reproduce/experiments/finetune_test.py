@@ -19,39 +19,78 @@ def quick_run(tmp_path_factory):
 
 
 @pytest.mark.ci
-def test_quick_run_measures_every_unit_and_derives_the_reduction(quick_run):
+def test_quick_run_measures_every_unit_and_derives_the_reductions_at_each_budget(quick_run):
     out, result = quick_run
-    arms = finetune.ARMS + (finetune.EXTENDED,)
-    assert list(result["units"]) == [f"{d}/{a}" for d in finetune.DOMAINS for a in arms]
+    settings = result["settings"]
+    assert settings["report_minutes"] == [0.02, 0.05]
+    assert list(result["units"]) == [f"{d}/{a}" for d in finetune.DOMAINS for a in finetune.ARMS]
     figures = {f["id"]: f["ours"] for f in result["figures"]}
     for domain in finetune.DOMAINS:
         units = {a: result["units"][f"{domain}/{a}"] for a in finetune.ARMS}
         zero = units["zero-shot"]
-        # the fine-tuned run starts where zero-shot is: the same weights, the same validation lines
+        # the fine-tuned runs start where zero-shot is: the same weights, the same validation lines
+        # (the extended one too: its new pieces move no old id's log-probability by more than 5e-4)
         assert units["pretrained"]["curve"][0]["val_perplexity"] == pytest.approx(zero["final_val_perplexity"], rel=1e-5)
         assert units["pretrained"]["vocabulary"] == 16_000 and units["scratch"]["vocabulary"] < 16_000
-        for arm in ("pretrained", "scratch"):
+        assert 16_000 < units["extended"]["vocabulary"] <= 16_040
+        for arm in ("pretrained", "extended", "scratch"):
             curve = units[arm]["curve"]
             assert units[arm]["steps"] >= 1 and curve[-1]["step"] == units[arm]["steps"]
             assert units[arm]["final_val_perplexity"] == curve[-1]["val_perplexity"]
             assert all(math.isfinite(c["val_perplexity"]) for c in curve)
-        want = 1 - units["pretrained"]["final_val_perplexity"] / units["scratch"]["final_val_perplexity"]
-        assert figures[f"{domain}/reduction"] == pytest.approx(want)
-        # the extended arm: gcnn-en's ids and up to 40 more, learned from the domain
-        extended = result["units"][f"{domain}/{finetune.EXTENDED}"]
-        assert 16_000 < extended["vocabulary"] <= 16_040 and extended["steps"] >= 1
-        want = 1 - extended["final_val_perplexity"] / units["scratch"]["final_val_perplexity"]
-        assert figures[f"{domain}/reduction-extended"] == pytest.approx(want)
-        assert any(note.startswith(f"{domain}: zero-shot") for note in result["notes"])
+            # one validation where training time crossed each budget, the last one at the end
+            # (one point for both when a single step crossed both)
+            assert [m for c in curve for m in c.get("minutes", [])] == [0.02, 0.05]
+            assert 0.05 in curve[-1]["minutes"] and curve[-1]["seconds"] >= 0.05 * 60
+            marked = [c for c in curve if 0.02 in c.get("minutes", [])][0]
+            assert marked["seconds"] >= 0.02 * 60 and marked["step"] <= units[arm]["steps"]
+            assert figures[f"{domain}/{arm}@0.02min"] == marked["val_perplexity"]
+            assert figures[f"{domain}/{arm}/pieces-per-word"] == units[arm]["pieces_per_word"]
+        # every word is at least one piece; the extended tokenizer never splits the text finer
+        ppw = {a: units[a]["pieces_per_word"] for a in ("pretrained", "extended", "scratch")}
+        assert 1.0 <= ppw["extended"] <= ppw["pretrained"] and ppw["scratch"] >= 1.0
+        for minutes in (0.02, 0.05):
+            scratch = finetune.at(units["scratch"], minutes)["val_perplexity"]
+            for arm, name in (("pretrained", "reduction"), ("extended", "reduction-extended")):
+                want = 1 - finetune.at(units[arm], minutes)["val_perplexity"] / scratch
+                assert figures[f"{domain}/{name}@{minutes:g}min"] == pytest.approx(want)
+        assert any(note.startswith(f"{domain} (per word): zero-shot") for note in result["notes"])
     with open(os.path.join(out, "finetune.png"), "rb") as f:
         assert f.read(8) == PNG_SIGNATURE
 
 
-def test_records_without_extend_ids_keep_their_four_arms():
-    settings = dict(finetune.settings(quick=True))
-    del settings["extend_ids"]
-    assert finetune.arms(settings) == finetune.ARMS
-    assert finetune.units(settings)[:4] == [f"shakespeare/{a}" for a in finetune.ARMS]
+def test_records_before_the_budgets_keep_their_arms_and_figure_names():
+    """A record without settings["arms"] (the shipped 4-minute one) is read as it was measured:
+    four arms (five with `extend_ids`) and figures at its one budget under their old ids."""
+    legacy = {"domains": ["shakespeare"], "minutes": 4.0, "quick": False}
+    assert finetune.arms(legacy) == finetune.LEGACY_ARMS
+    assert finetune.arms(dict(legacy, extend_ids=4000)) == finetune.LEGACY_ARMS + ("extended",)
+    curve = lambda *ppl: [{"step": 10 * i, "seconds": 30.0 * i, "val_perplexity": p} for i, p in enumerate(ppl)]
+    units = {"shakespeare/zero-shot": {"arm": "zero-shot", "curve": curve(900.0), "final_val_perplexity": 900.0},
+             "shakespeare/pretrained": {"arm": "pretrained", "curve": curve(900.0, 300.0), "final_val_perplexity": 300.0},
+             "shakespeare/scratch": {"arm": "scratch", "curve": curve(5e4, 600.0), "final_val_perplexity": 600.0},
+             "shakespeare/scratch-shared": {"arm": "scratch-shared", "curve": curve(5e4, 400.0),
+                                            "final_val_perplexity": 400.0}}
+    figures = {f["id"]: f["ours"] for f in finetune.figures(legacy, units)}
+    assert figures["shakespeare/reduction"] == pytest.approx(0.5)
+    assert figures["shakespeare/reduction-shared"] == pytest.approx(0.25)
+    assert figures["shakespeare/pretrained"] == 300.0 and figures["shakespeare/zero-shot"] == 900.0
+
+
+def test_a_run_without_a_validation_at_a_budget_is_not_read_as_another():
+    unit = {"domain": "fortunes", "arm": "scratch", "curve": [{"step": 5, "seconds": 250.0, "val_perplexity": 9.0,
+                                                                "minutes": [4.0]}]}
+    assert finetune.at(unit, 4.0)["val_perplexity"] == 9.0
+    with pytest.raises(KeyError, match="fortunes/scratch run has no validation at 10 minutes"):
+        finetune.at(unit, 10.0)
+
+
+def test_the_budgets_are_four_and_ten_minutes_by_default():
+    assert finetune.settings()["minutes"] == 10.0 and finetune.settings()["report_minutes"] == [4.0, 10.0]
+    assert finetune.settings(minutes=4)["report_minutes"] == [4.0]
+    assert finetune.settings(minutes=20)["report_minutes"] == [4.0, 10.0, 20.0]
+    with pytest.raises(ValueError, match=r"--minutes must be above 0 \(got -1\)"):
+        finetune.settings(minutes=-1)
 
 
 def test_finetune_is_listed_and_refuses_repeats():
