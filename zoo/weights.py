@@ -81,7 +81,7 @@ TRAINED = {
     "lstmp-ptb": Trained("trained_weights/lstmp-ptb.weights.h5",
                          "372597f1ce0e25dcc5007b52c02559b37f18526482570946a615faecb493c643"),
     "gcnn-en": Trained("trained_weights/gcnn-en/model.weights.h5",
-                       "19749ec94fe0e31ac9abfd288d1716b7121496deb4bcc896f5191deddc0579c8"),
+                       "96a6db7cf9e2631b05986764985cf1d07e3825d375aa5a1b84777d9d96a39280"),
 }
 
 PACKAGE_DIR = os.path.dirname(os.path.abspath(__file__))

