@@ -255,6 +255,13 @@ def run(settings, pending, save, log, done=None):
             shutil.rmtree(root, ignore_errors=True)
 
 
+def best(unit, minutes):
+    """A unit's lowest validation perplexity within `minutes` of training (its crossing of the
+    mark included): what `zoo train` keeps as best/, where a run overfits a small domain."""
+    end = at(unit, minutes)
+    return min(c["val_perplexity"] for c in unit["curve"][:unit["curve"].index(end) + 1])
+
+
 LABELS = {"zero-shot": "zero-shot (trained gcnn-en, no fine-tuning)",
           "pretrained": "fine-tuned from the trained gcnn-en",
           EXTENDED: "fine-tuned from the trained gcnn-en, its tokenizer extended",
@@ -307,6 +314,17 @@ def figures(settings, units):
                 out.append(figure(f"{domain}/{name}{end}", f"{domain}: {LABELS[arm]}, perplexity below scratch "
                                   f"after {minutes:g} min (target ≥ {TARGET:.0%})",
                                   reduction(units, domain, arm=arm, minutes=minutes), unit="fraction"))
+            if "arms" in settings:  # the best validation within the budget (not in older records)
+                for arm in present[1:]:
+                    out.append(figure(f"{domain}/{arm}/best{end}", f"{domain}: {LABELS[arm]}, lowest validation "
+                                      f"perplexity per word within {minutes:g} min (what `zoo train` keeps as best/)",
+                                      best(units[f"{domain}/{arm}"], minutes)))
+                scratch = best(units[f"{domain}/scratch"], minutes)
+                for arm in _fine_tuned(settings):
+                    name = "reduction" if arm == "pretrained" else "reduction-extended"
+                    out.append(figure(f"{domain}/{name}/best{end}", f"{domain}: {LABELS[arm]}, lowest perplexity "
+                                      f"within {minutes:g} min below scratch's (target ≥ {TARGET:.0%})",
+                                      1 - best(units[f"{domain}/{arm}"], minutes) / scratch, unit="fraction"))
             if "scratch-shared" in present:
                 out.append(figure(f"{domain}/reduction-shared{end}", f"{domain}: fine-tuned perplexity below scratch "
                                   "with gcnn-en's tokenizer", reduction(units, domain, "scratch-shared",

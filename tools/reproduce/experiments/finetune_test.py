@@ -77,6 +77,25 @@ def test_records_before_the_budgets_keep_their_arms_and_figure_names():
     assert figures["shakespeare/pretrained"] == 300.0 and figures["shakespeare/zero-shot"] == 900.0
 
 
+def test_the_best_within_a_budget_ignores_later_validations():
+    """A run that overfits (the GNU manuals: 258k training words) reads its lowest validation up to
+    the budget's crossing, never one after it."""
+    curve = [{"step": 0, "seconds": 0.0, "val_perplexity": 900.0}, {"step": 5, "seconds": 60.0, "val_perplexity": 300.0},
+             {"step": 9, "seconds": 240.5, "val_perplexity": 400.0, "minutes": [4.0]},
+             {"step": 12, "seconds": 300.0, "val_perplexity": 200.0},
+             {"step": 20, "seconds": 600.1, "val_perplexity": 800.0, "minutes": [10.0]}]
+    unit = {"domain": "gnu-info", "arm": "scratch", "curve": curve}
+    assert finetune.best(unit, 4.0) == 300.0 and finetune.best(unit, 10.0) == 200.0
+    settings = dict(finetune.settings(), domains=["gnu-info"])
+    units = {f"gnu-info/{a}": dict(unit, arm=a, final_val_perplexity=800.0) for a in finetune.ARMS}
+    units["gnu-info/extended"] = dict(unit, arm="extended", curve=[dict(c, val_perplexity=c["val_perplexity"] / 2)
+                                                                   for c in curve])
+    figures = {f["id"]: f["ours"] for f in finetune.figures(settings, units)}
+    assert figures["gnu-info/extended/best@4min"] == 150.0
+    assert figures["gnu-info/reduction-extended/best@10min"] == pytest.approx(0.5)
+    assert figures["gnu-info/reduction-extended@10min"] == pytest.approx(0.5)
+
+
 def test_a_run_without_a_validation_at_a_budget_is_not_read_as_another():
     unit = {"domain": "fortunes", "arm": "scratch", "curve": [{"step": 5, "seconds": 250.0, "val_perplexity": 9.0,
                                                                 "minutes": [4.0]}]}
