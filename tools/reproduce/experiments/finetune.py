@@ -41,7 +41,6 @@ TIMED_BY_MINUTES = True
 DOMAINS = ("python-docs", "gnu-info", "shakespeare", "fortunes")
 ARMS = ("zero-shot", "pretrained", "extended", "scratch")
 LEGACY_ARMS = ("zero-shot", "pretrained", "scratch", "scratch-shared")  # records without settings["arms"]
-FITTED = ("pretrained", "extended", "scratch", "scratch-shared")
 EXTENDED = "extended"
 EXTEND_IDS = 4_000
 REPORT_MINUTES = (4.0, 10.0)
@@ -63,8 +62,6 @@ def corpus_dir():
 def settings(quick=False, repeats=None, minutes=None):
     if repeats is not None:
         raise ValueError("finetune trains each unit once; --repeats does not apply to it.")
-    if minutes is not None and not minutes > 0:
-        raise ValueError(f"--minutes must be above 0 (got {minutes:g}).")
     minutes = 0.05 if quick else (REPORT_MINUTES[-1] if minutes is None else float(minutes))
     report = [0.02, minutes] if quick else sorted({m for m in REPORT_MINUTES if m < minutes} | {minutes})
     return {"quick": bool(quick), "corpus": None if quick else os.path.abspath(corpus_dir()),
