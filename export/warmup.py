@@ -10,7 +10,7 @@ holds one `PredictRequest` per signature for each batch size a batching server m
 `zoo export --batching-file FILE` takes the sizes from a server's own file instead.
 
 The records are written with TensorFlow alone: each `TensorProto` is TensorFlow's own
-(`tf.make_tensor_proto`), and the few enclosing messages of tensorflow_serving/apis
+(`tf.make_tensor_proto`; an input of one repeated value is written once with its shape), and the few enclosing messages of tensorflow_serving/apis
 (`PredictionLog.predict_log` = 6 → `PredictLog.request` = 1 → `PredictRequest.model_spec` = 1 and
 its `inputs` map = 2 → `ModelSpec.name` = 1, `signature_name` = 3) are encoded field by field in
 protobuf's wire format; export/warmup_test.py parses them with tensorflow-serving-api's protos.
@@ -95,11 +95,23 @@ def _field(number, payload):
     return _varint(number << 3 | 2) + _varint(len(payload)) + payload
 
 
+def tensor_proto(value):
+    """`value`'s `TensorProto`. An array of one value repeated is written as that value once with
+    the array's shape: TensorFlow's `Tensor::FromProto`, which TF Serving reads requests with,
+    fills the rest of the shape with it (as `tf.make_ndarray` does). A decoding state of zeros at
+    batch 32 is then a few bytes instead of its whole size."""
+    value = np.asarray(value)
+    if value.size > 1 and bool(np.all(value == value.flat[0])):
+        return tf.make_tensor_proto(value.flat[0], dtype=tf.as_dtype(value.dtype) if value.dtype != object
+                                    else tf.string, shape=value.shape)
+    return tf.make_tensor_proto(value)
+
+
 def prediction_log(model_name, signature_name, inputs):
     """The serialised `PredictionLog` of a `PredictRequest` for `signature_name` of
     `model_name` with `inputs` (`{name: array}`)."""
     model_spec = _field(1, model_name) + _field(3, signature_name)
-    entries = b"".join(_field(2, _field(1, name) + _field(2, tf.make_tensor_proto(value).SerializeToString()))
+    entries = b"".join(_field(2, _field(1, name) + _field(2, tensor_proto(value).SerializeToString()))
                        for name, value in sorted(inputs.items()))
     request = _field(1, model_spec) + entries
     return _field(6, _field(1, request))

@@ -95,6 +95,23 @@ def test_the_wire_format_round_trips_through_the_real_protos():
         np.testing.assert_array_equal(tf.make_ndarray(request.inputs[name]), value)
 
 
+def test_a_repeated_value_is_written_once_and_read_back_whole_by_tensorflows_cpp_parser():
+    # TF Serving turns a request's TensorProto into a Tensor with Tensor::FromProto, which
+    # tf.raw_ops.ParseTensor runs too.
+    cases = {"zeros": np.zeros([32, 2, 600], np.float32), "ones": np.ones([32], np.int32),
+             "text": np.array([b"the"] * 32, dtype=object), "mixed": np.arange(6, dtype=np.float32).reshape(2, 3),
+             "scalar": np.asarray(7, np.int32), "empty": np.zeros([0, 4], np.float32)}
+    for name, value in cases.items():
+        proto = warmup.tensor_proto(value)
+        dtype = tf.string if value.dtype == object else tf.as_dtype(value.dtype)
+        parsed = tf.raw_ops.ParseTensor(serialized=proto.SerializeToString(), out_type=dtype).numpy()
+        np.testing.assert_array_equal(parsed, value, err_msg=name)
+        np.testing.assert_array_equal(tf.make_ndarray(proto), value, err_msg=name)
+    assert warmup.tensor_proto(cases["zeros"]).ByteSize() < 32
+    assert warmup.tensor_proto(cases["text"]).ByteSize() < 32
+    assert warmup.tensor_proto(cases["mixed"]).ByteSize() > 6 * 4
+
+
 REPLAY = """
 import sys, tensorflow as tf
 from tensorflow_serving.apis import prediction_log_pb2
