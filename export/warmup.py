@@ -10,10 +10,11 @@ holds one `PredictRequest` per signature for each batch size a batching server m
 `zoo export --batching-file FILE` takes the sizes from a server's own file instead.
 
 The records are written with TensorFlow alone: each `TensorProto` is TensorFlow's own
-(`tf.make_tensor_proto`; an input of one repeated value is written once with its shape), and the few enclosing messages of tensorflow_serving/apis
-(`PredictionLog.predict_log` = 6 → `PredictLog.request` = 1 → `PredictRequest.model_spec` = 1 and
-its `inputs` map = 2 → `ModelSpec.name` = 1, `signature_name` = 3) are encoded field by field in
-protobuf's wire format; export/warmup_test.py parses them with tensorflow-serving-api's protos.
+(`tf.make_tensor_proto`; an input of one repeated value is written once with its shape), and the
+few enclosing messages of tensorflow_serving/apis (`PredictionLog.predict_log` = 6 →
+`PredictLog.request` = 1 → `PredictRequest.model_spec` = 1 and its `inputs` map = 2 →
+`ModelSpec.name` = 1, `signature_name` = 3) are encoded field by field in protobuf's wire format;
+export/warmup_test.py parses them with tensorflow-serving-api's protos.
 """
 
 import os
@@ -102,8 +103,8 @@ def tensor_proto(value):
     batch 32 is then a few bytes instead of its whole size."""
     value = np.asarray(value)
     if value.size > 1 and bool(np.all(value == value.flat[0])):
-        return tf.make_tensor_proto(value.flat[0], dtype=tf.as_dtype(value.dtype) if value.dtype != object
-                                    else tf.string, shape=value.shape)
+        dtype = tf.string if value.dtype == object else tf.as_dtype(value.dtype)
+        return tf.make_tensor_proto(value.flat[0], dtype=dtype, shape=value.shape)
     return tf.make_tensor_proto(value)
 
 
