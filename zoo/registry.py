@@ -51,7 +51,11 @@ class Preset:
     arguments. description: one line for `zoo presets`. paper: where the configuration comes from.
     tokenizer: a key of `TOKENIZERS` (the field was called `vocabulary` before; that spelling
     still works for one release, and warns). train: `zoo train`'s defaults for the preset
-    (`batch_size`, `seq_len`).
+    (`batch_size`, `seq_len`). fine_tune_optimizer: the optimizer spec (`zoo.optimizers`) that
+    fine-tuning the preset's trained weights starts with, when it differs from `config`'s
+    pretraining one: `zoo.load(name, weights="trained")` gives the model this spec (what
+    `compile()` builds) unless an `optimizer` override is passed, and `zoo train --weights trained`
+    uses it unless `--set optimizer=...` is.
     """
 
     name: str
@@ -61,6 +65,7 @@ class Preset:
     paper: str = ""
     tokenizer: str = "word"
     train: dict = dataclasses.field(default_factory=dict)
+    fine_tune_optimizer: dict | None = None
 
     @property
     def vocabulary(self):
@@ -219,6 +224,8 @@ def load(name_or_dir: "str | os.PathLike", weights: "str | os.PathLike | None" =
             tokenizer).
             "trained": the trained weights that ship for the preset (`zoo.weights.TRAINED`); a
             preset without them is refused in one sentence naming the presets that have them.
+            The model's optimizer spec is then the preset's fine-tuning one where it names one
+            (`Preset.fine_tune_optimizer`; gcnn-en's), unless `optimizer=` is overridden.
             A path: a `.weights.h5` file or a preset directory (whose tokenizer comes with it),
             local (`file://` too) or anywhere `tf.io.gfile` reads (`gs://...`).
             An `https://` address of a `.weights.h5` file, with `weights_sha256` (required):
@@ -248,7 +255,18 @@ def load(name_or_dir: "str | os.PathLike", weights: "str | os.PathLike | None" =
     with contextlib.ExitStack() as scratch:  # a temporary local copy of remote weights lives here
         local = zoo.weights.fetch(weights, weights_sha256, preset=preset and preset.name,
                                   directory=directory, scratch=scratch)
-        return preset_directory.load_model(cls, config, local, directory=directory, preset=preset)
+        model = preset_directory.load_model(cls, config, local, directory=directory, preset=preset)
+    if weights == "trained" and "optimizer" not in overrides and fine_tune_optimizer(preset) is not None:
+        model.optimizer_config = fine_tune_optimizer(preset)  # what compile() builds to fine-tune it
+    return model
+
+
+def fine_tune_optimizer(preset):
+    """The optimizer spec that fine-tuning `preset`'s (a `Preset` or a name) trained weights
+    starts with, or None where it is the preset's own."""
+    preset = get_preset(preset) if isinstance(preset, str) else preset
+    spec = getattr(preset, "fine_tune_optimizer", None)
+    return None if spec is None else dict(spec)
 
 
 def build(name_or_dir, **overrides):

@@ -142,3 +142,19 @@ def test_missing_preset_directory(tmp_path):
 def test_unknown_override():
     with pytest.raises(ValueError, match=r"Unknown config key\(s\) \['nonsense_key'\]"):
         zoo.load("gcnn-ptb", nonsense_key=1)
+
+
+def test_trained_gcnn_en_comes_with_its_fine_tuning_optimizer_and_random_weights_with_the_preset_s():
+    pretraining = registry.get_preset("gcnn-en").config["optimizer"]
+    spec = registry.fine_tune_optimizer("gcnn-en")
+    assert spec == {**pretraining, "learning_rate": pretraining["learning_rate"] / 2}
+    lm = zoo.load("gcnn-en", weights="trained")
+    assert lm.optimizer_config == spec
+    lm.compile()
+    assert float(lm.optimizer.learning_rate) == pytest.approx(spec["learning_rate"])  # the schedule's start
+    assert zoo.load("gcnn-en", weights="random").optimizer_config == pretraining
+    chosen = {"name": "sgd", "learning_rate": 0.1}
+    assert zoo.load("gcnn-en", weights="trained", optimizer=chosen).optimizer_config == chosen
+    # a preset that names none fine-tunes with its own
+    assert registry.fine_tune_optimizer("gcnn-ptb") is None
+    assert zoo.load("gcnn-ptb", weights="trained").optimizer_config == registry.get_preset("gcnn-ptb").config["optimizer"]

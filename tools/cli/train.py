@@ -14,8 +14,9 @@ def add_parser(subparsers):
     s.add_argument("--out", required=True, help="run directory (history.json, logs/, best/)")
     s.add_argument("--weights", default="random",
                    help="random (default), trained (the weights that ship for the preset; gcnn-en brings its "
-                        "tokenizer) or a preset directory to fine-tune (its model and tokenizer, e.g. one written by "
-                        "zoo convert fairseq; the preset name gives the training defaults)")
+                        "tokenizer and fine-tunes at half its pretraining learning rate) or a preset directory to "
+                        "fine-tune (its model and tokenizer, e.g. one written by zoo convert fairseq; the preset "
+                        "name gives the training defaults)")
     s.add_argument("--strategy", default="default", help="default | mirrored | multi_worker_mirrored "
                    "(the last configured by TF_CONFIG, or by Slurm)")
     _add_config_flags(s)

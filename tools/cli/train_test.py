@@ -211,6 +211,10 @@ def test_weights_trained_fine_tunes_the_shipped_preset_directory_with_its_tokeni
     tuned = zoo.load(str(run / "final"))
     for a, b in zip(tuned.get_weights(), shipped.get_weights(), strict=True):
         np.testing.assert_array_equal(a, b)
+    # without --set optimizer=..., the preset's fine-tuning optimizer, kept in the run's presets
+    assert main(["train", "--preset", "gcnn-en", "--weights", "trained", "--data", written["data"], "--out",
+                 str(tmp_path / "default"), "--steps", "1", "--batch-size", "4", "--seq-len", "8"]) == 0
+    assert zoo.load(str(tmp_path / "default" / "final")).optimizer_config == zoo.registry.fine_tune_optimizer("gcnn-en")
     # a learned-tokenizer flag would change the ids the weights read: refused
     assert main(["train", "--preset", "gcnn-en", "--weights", "trained", "--data", written["data"], "--out",
                  str(tmp_path / "other"), "--steps", "1", "--vocabulary-size", "300"]) == 2

@@ -382,7 +382,9 @@ def train(preset, data="ptb", out_dir="runs/model", strategy="default", config=N
     from the trained weights that ship for the preset name (fine-tuning), and a preset directory
     from its model and tokenizer (with the preset name's training defaults): with their tokenizer
     when they ship as a preset directory (`gcnn-en`), else with the preset's own vocabulary (the
-    treebank's for `gcnn-ptb`); None or "random" start from random weights. With
+    treebank's for `gcnn-ptb`), and with the preset's fine-tuning optimizer where it names one
+    (`zoo.registry.Preset.fine_tune_optimizer`, unless `overrides` has an `optimizer`); None or
+    "random" start from random weights. With
     `config.extend_tokenizer`, the trained model's subword tokenizer first gains pieces of the
     training text (`zoo.training.extension`). Started again with
     the same arguments, a run resumes from its newest readable checkpoint (see `Trainer`).
@@ -393,7 +395,12 @@ def train(preset, data="ptb", out_dir="runs/model", strategy="default", config=N
     overrides = dict(overrides or {})
     if isinstance(strategy, str):
         strategy = distribute.get_strategy(strategy)  # first: it configures the collectives
+    name = preset
     preset, info, weights_file = starting_point(preset, weights, log)
+    if weights == "trained" and "optimizer" not in overrides and registry.fine_tune_optimizer(name) is not None:
+        overrides["optimizer"] = registry.fine_tune_optimizer(name)
+        log(f"Fine-tuning with {name}'s fine-tuning optimizer, {json.dumps(overrides['optimizer'])} "
+            "(--set optimizer=... for another).")
     config = config.with_defaults(info.train_defaults)
     config.check_replicas(strategy.num_replicas_in_sync)
     if config.extend_tokenizer is not None:

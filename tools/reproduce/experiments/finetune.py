@@ -16,8 +16,12 @@ Shakespeare and the fortunes, prose) these units:
 - `scratch-shared` (records made before the extended arm's protocol): random weights with
   gcnn-en's own tokenizer, `fit` the same way: the pretrained weights' part alone.
 
-Every fit uses the preset's own optimiser, batch 32 × 64 tokens, the same data order (seed 0) and
-`minutes` of training time (validation passes are not counted). Each run is validated every
+The fine-tuned arms fit with the preset's fine-tuning optimiser (what `zoo.load(preset,
+weights="trained")` gives, `zoo.registry.Preset.fine_tune_optimizer`: gcnn-en's is its pretraining
+recipe at half the learning rate, chosen on the Penn Treebank by `zoo reproduce finetune-rate`),
+scratch with the preset's own (records without settings["fine_tune_optimizer"]: every arm with the
+preset's own). Every fit uses batch 32 × 64 tokens, the same data order (seed 0) and `minutes` of
+training time (validation passes are not counted). Each run is validated every
 `validate_every_seconds` and exactly when its training time crosses each of `report_minutes`
 (4 and 10 by default): the figures at M minutes are those crossings, so one 10-minute run gives
 both the 4- and the 10-minute figure (the learning-rate schedule is the preset's, over its own
@@ -69,7 +73,13 @@ def settings(quick=False, repeats=None, minutes=None):
             "report_minutes": report, "validate_every_seconds": 5 if quick else 30,
             "global_batch_size": 4 if quick else 32, "seq_len": 16 if quick else 64,
             "valid_words": 400 if quick else 20_000, "seed": 0, "scratch_vocabulary_size": 16_000,
-            "extend_ids": 40 if quick else EXTEND_IDS}
+            "extend_ids": 40 if quick else EXTEND_IDS, "fine_tune_optimizer": fine_tune_optimizer("gcnn-en")}
+
+
+def fine_tune_optimizer(preset):
+    import zoo
+
+    return zoo.registry.fine_tune_optimizer(preset)
 
 
 def arms(settings):
@@ -200,7 +210,9 @@ def model_for(arm, settings, train_lines, log):
     return model
 
 
-def run_unit(key, settings, corpus, log):
+def run_unit(key, settings, corpus, log, optimizer=None):
+    """Measures unit `key` ("domain/arm") on `corpus`; `optimizer` (a spec) replaces the one the
+    arm's model comes with."""
     import keras
 
     import zoo
@@ -216,7 +228,10 @@ def run_unit(key, settings, corpus, log):
     valid = first_words(zoo.data.read_lines(folder, "valid"), settings["valid_words"])
     keras.utils.set_random_seed(settings["seed"])
     model = model_for(arm, settings, train_lines, log)
+    if optimizer is not None:
+        model.optimizer_config = dict(optimizer)
     record = {"domain": domain, "arm": arm, "params": model.count_params(), "vocabulary": len(model.tokenizer),
+              "optimizer": model.optimizer_config,
               "valid_lines": len(valid), "valid_words": zoo.data.corpus.scored_words(valid),
               "pieces_per_word": pieces_per_word(model.tokenizer, valid), "cpu_model": cpu_model(),
               "load_average_start": load_average()}
@@ -257,6 +272,14 @@ def best(unit, minutes):
     mark included): what `zoo train` keeps as best/, where a run overfits a small domain."""
     end = at(unit, minutes)
     return min(c["val_perplexity"] for c in unit["curve"][:unit["curve"].index(end) + 1])
+
+
+def at_steps(unit, steps, minutes):
+    """A unit's last validation within both `minutes` (its crossing included) and `steps` training
+    steps: the control of runs whose minutes held different numbers of steps (a busier or quieter
+    machine)."""
+    curve = unit["curve"][:unit["curve"].index(at(unit, minutes)) + 1]
+    return [c for c in curve if c["step"] <= steps][-1]
 
 
 LABELS = {"zero-shot": "zero-shot (trained gcnn-en, no fine-tuning)",
@@ -322,6 +345,16 @@ def figures(settings, units):
                     out.append(figure(f"{domain}/{name}/best{end}", f"{domain}: {LABELS[arm]}, lowest perplexity "
                                       f"within {minutes:g} min below scratch's (target ≥ {TARGET:.0%})",
                                       1 - best(units[f"{domain}/{arm}"], minutes) / scratch, unit="fraction"))
+            if "fine_tune_optimizer" in settings:  # at scratch's steps (not in older records)
+                scratch_point = at(units[f"{domain}/scratch"], minutes)
+                for arm in _fine_tuned(settings):
+                    name = "reduction" if arm == "pretrained" else "reduction-extended"
+                    point = at_steps(units[f"{domain}/{arm}"], scratch_point["step"], minutes)
+                    out.append(figure(f"{domain}/{name}/equal-steps{end}", f"{domain}: {LABELS[arm]}, at its last "
+                                      f"validation within {minutes:g} min and the {scratch_point['step']:,} steps "
+                                      f"scratch made in them (step {point['step']:,}), below scratch's perplexity",
+                                      1 - point["val_perplexity"] / scratch_point["val_perplexity"], unit="fraction",
+                                      steps=point["step"]))
             if "scratch-shared" in present:
                 out.append(figure(f"{domain}/reduction-shared{end}", f"{domain}: fine-tuned perplexity below scratch "
                                   "with gcnn-en's tokenizer", reduction(units, domain, "scratch-shared",
@@ -344,6 +377,11 @@ def extras(settings, units):
                 verdicts.append(f"{arm} " + ("n/a" if r is None else (f"{r:.1%} lower" if r >= 0 else
                                 f"{-r:.1%} higher") + f" than scratch ({'meets' if r >= TARGET else 'misses'} "
                                 f"the {TARGET:.0%} target)"))
+                if "fine_tune_optimizer" in settings:
+                    scratch_point = at(u["scratch"], minutes)
+                    point = at_steps(u[arm], scratch_point["step"], minutes)
+                    verdicts[-1] += (f", {1 - point['val_perplexity'] / scratch_point['val_perplexity']:.1%} at "
+                                     f"step {point['step']} (within scratch's {scratch_point['step']} steps)")
             parts.append(f"after {minutes:g} minutes: {scores}; " + "; ".join(verdicts))
         if all("pieces_per_word" in u[a] for a in present):
             parts.append("pieces per word: " + ", ".join(f"{a} {u[a]['pieces_per_word']:.3f}" for a in present
@@ -353,6 +391,11 @@ def extras(settings, units):
                  "the validation passes; the scratch run's tokenizer is learned from the domain's training split "
                  "and the extended run's pieces from the same split (neither's time counted).".format(
                      settings["valid_words"]))
+    if settings.get("fine_tune_optimizer"):
+        spec = settings["fine_tune_optimizer"]
+        notes.append(f"The fine-tuned arms fit with {settings['preset']}'s fine-tuning optimizer ({spec['name']} at "
+                     f"{spec['learning_rate']:g}, zoo reproduce finetune-rate), scratch with the preset's own; "
+                     "each unit records its optimizer spec.")
     cpus = sorted({u["cpu_model"] for u in units.values() if u.get("cpu_model")})
     if len(cpus) > 1:
         notes.append("The units were measured on more than one CPU (" + "; ".join(cpus) + "); each domain's runs "

@@ -33,6 +33,10 @@ def test_quick_run_measures_every_unit_and_derives_the_reductions_at_each_budget
         assert units["pretrained"]["curve"][0]["val_perplexity"] == pytest.approx(zero["final_val_perplexity"], rel=1e-5)
         assert units["pretrained"]["vocabulary"] == 16_000 and units["scratch"]["vocabulary"] < 16_000
         assert 16_000 < units["extended"]["vocabulary"] <= 16_040
+        # the fine-tuned arms fit with the preset's fine-tuning optimizer, scratch with its own
+        assert units["pretrained"]["optimizer"] == units["extended"]["optimizer"] == settings["fine_tune_optimizer"]
+        assert units["scratch"]["optimizer"] == zoo.registry.get_preset("gcnn-en").config["optimizer"]
+        assert settings["fine_tune_optimizer"] == zoo.registry.fine_tune_optimizer("gcnn-en")
         for arm in ("pretrained", "extended", "scratch"):
             curve = units[arm]["curve"]
             assert units[arm]["steps"] >= 1 and curve[-1]["step"] == units[arm]["steps"]
@@ -94,6 +98,30 @@ def test_the_best_within_a_budget_ignores_later_validations():
     assert figures["gnu-info/extended/best@4min"] == 150.0
     assert figures["gnu-info/reduction-extended/best@10min"] == pytest.approx(0.5)
     assert figures["gnu-info/reduction-extended@10min"] == pytest.approx(0.5)
+
+
+def test_the_equal_steps_control_reads_each_fine_tuned_run_within_the_steps_scratch_made():
+    """Where a fine-tuned run's minutes held more steps than scratch's (a quieter machine), the
+    control compares its last validation within scratch's step count at each budget."""
+    point = lambda step, seconds, ppl, *marks: dict({"step": step, "seconds": seconds, "val_perplexity": ppl},
+                                                   **({"minutes": list(marks)} if marks else {}))
+    scratch = [point(0, 0.0, 900.0), point(9, 240.0, 600.0, 4.0), point(20, 600.0, 500.0, 10.0)]
+    tuned = [point(0, 0.0, 900.0), point(6, 120.0, 450.0), point(11, 240.0, 300.0, 4.0), point(25, 600.0, 200.0, 10.0)]
+    settings = dict(finetune.settings(), domains=["python-docs"])
+    units = {"python-docs/zero-shot": {"arm": "zero-shot", "curve": [point(0, 0.0, 900.0)], "final_val_perplexity": 900.0},
+             "python-docs/scratch": {"arm": "scratch", "curve": scratch, "final_val_perplexity": 500.0}}
+    for arm in ("pretrained", "extended"):
+        units[f"python-docs/{arm}"] = {"arm": arm, "curve": tuned, "final_val_perplexity": 200.0}
+    assert finetune.at_steps(units["python-docs/extended"], 9, 4.0) == tuned[1]
+    # never past the budget, where the fine-tuned run made fewer steps than scratch
+    assert finetune.at_steps(units["python-docs/extended"], 21, 4.0) == tuned[2]
+    figures = {f["id"]: f for f in finetune.figures(settings, units)}
+    assert figures["python-docs/reduction-extended@4min"]["ours"] == pytest.approx(0.5)  # at equal minutes
+    control = figures["python-docs/reduction-extended/equal-steps@4min"]
+    assert control["ours"] == pytest.approx(0.25) and control["steps"] == 6  # 450 at step 6 against 600 at step 9
+    assert figures["python-docs/reduction/equal-steps@10min"]["ours"] == pytest.approx(1 - 300.0 / 500.0)
+    notes = finetune.extras(settings, units)["notes"]
+    assert "extended 50.0% lower than scratch (meets the 30% target), 25.0% at step 6 (within scratch's 9 steps)" in notes[0]
 
 
 def test_a_run_without_a_validation_at_a_budget_is_not_read_as_another():
