@@ -256,8 +256,9 @@ def load(name_or_dir: "str | os.PathLike", weights: "str | os.PathLike | None" =
         local = zoo.weights.fetch(weights, weights_sha256, preset=preset and preset.name,
                                   directory=directory, scratch=scratch)
         model = preset_directory.load_model(cls, config, local, directory=directory, preset=preset)
-    if weights == "trained" and "optimizer" not in overrides and fine_tune_optimizer(preset) is not None:
-        model.optimizer_config = fine_tune_optimizer(preset)  # what compile() builds to fine-tune it
+    spec = fine_tune_optimizer(preset) if weights == "trained" and "optimizer" not in overrides else None
+    if spec is not None:
+        model.optimizer_config = spec  # what compile() builds to fine-tune it
     return model
 
 

@@ -397,8 +397,9 @@ def train(preset, data="ptb", out_dir="runs/model", strategy="default", config=N
         strategy = distribute.get_strategy(strategy)  # first: it configures the collectives
     name = preset
     preset, info, weights_file = starting_point(preset, weights, log)
-    if weights == "trained" and "optimizer" not in overrides and registry.fine_tune_optimizer(name) is not None:
-        overrides["optimizer"] = registry.fine_tune_optimizer(name)
+    spec = registry.fine_tune_optimizer(name) if weights == "trained" and "optimizer" not in overrides else None
+    if spec is not None:
+        overrides["optimizer"] = spec
         log(f"Fine-tuning with {name}'s fine-tuning optimizer, {json.dumps(overrides['optimizer'])} "
             "(--set optimizer=... for another).")
     config = config.with_defaults(info.train_defaults)

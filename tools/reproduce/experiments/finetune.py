@@ -64,6 +64,8 @@ def corpus_dir():
 
 
 def settings(quick=False, repeats=None, minutes=None):
+    import zoo
+
     if repeats is not None:
         raise ValueError("finetune trains each unit once; --repeats does not apply to it.")
     minutes = 0.05 if quick else (REPORT_MINUTES[-1] if minutes is None else float(minutes))
@@ -73,13 +75,8 @@ def settings(quick=False, repeats=None, minutes=None):
             "report_minutes": report, "validate_every_seconds": 5 if quick else 30,
             "global_batch_size": 4 if quick else 32, "seq_len": 16 if quick else 64,
             "valid_words": 400 if quick else 20_000, "seed": 0, "scratch_vocabulary_size": 16_000,
-            "extend_ids": 40 if quick else EXTEND_IDS, "fine_tune_optimizer": fine_tune_optimizer("gcnn-en")}
-
-
-def fine_tune_optimizer(preset):
-    import zoo
-
-    return zoo.registry.fine_tune_optimizer(preset)
+            "extend_ids": 40 if quick else EXTEND_IDS,
+            "fine_tune_optimizer": zoo.registry.fine_tune_optimizer("gcnn-en")}
 
 
 def arms(settings):
@@ -282,6 +279,14 @@ def at_steps(unit, steps, minutes):
     return [c for c in curve if c["step"] <= steps][-1]
 
 
+def reduction_at_steps(units, domain, arm, minutes):
+    """`(1 - arm / scratch, arm's point)`: `arm`'s per-word perplexity at its last validation within
+    `minutes` and the steps scratch made in them, against scratch's at `minutes`."""
+    scratch = at(units[f"{domain}/scratch"], minutes)
+    point = at_steps(units[f"{domain}/{arm}"], scratch["step"], minutes)
+    return 1 - point["val_perplexity"] / scratch["val_perplexity"], point, scratch["step"]
+
+
 LABELS = {"zero-shot": "zero-shot (trained gcnn-en, no fine-tuning)",
           "pretrained": "fine-tuned from the trained gcnn-en",
           EXTENDED: "fine-tuned from the trained gcnn-en, its tokenizer extended",
@@ -346,15 +351,13 @@ def figures(settings, units):
                                       f"within {minutes:g} min below scratch's (target ≥ {TARGET:.0%})",
                                       1 - best(units[f"{domain}/{arm}"], minutes) / scratch, unit="fraction"))
             if "fine_tune_optimizer" in settings:  # at scratch's steps (not in older records)
-                scratch_point = at(units[f"{domain}/scratch"], minutes)
                 for arm in _fine_tuned(settings):
                     name = "reduction" if arm == "pretrained" else "reduction-extended"
-                    point = at_steps(units[f"{domain}/{arm}"], scratch_point["step"], minutes)
+                    r, point, steps = reduction_at_steps(units, domain, arm, minutes)
                     out.append(figure(f"{domain}/{name}/equal-steps{end}", f"{domain}: {LABELS[arm]}, at its last "
-                                      f"validation within {minutes:g} min and the {scratch_point['step']:,} steps "
-                                      f"scratch made in them (step {point['step']:,}), below scratch's perplexity",
-                                      1 - point["val_perplexity"] / scratch_point["val_perplexity"], unit="fraction",
-                                      steps=point["step"]))
+                                      f"validation within {minutes:g} min and the {steps:,} steps scratch made in "
+                                      f"them (step {point['step']:,}), below scratch's perplexity", r,
+                                      unit="fraction", steps=point["step"]))
             if "scratch-shared" in present:
                 out.append(figure(f"{domain}/reduction-shared{end}", f"{domain}: fine-tuned perplexity below scratch "
                                   "with gcnn-en's tokenizer", reduction(units, domain, "scratch-shared",
@@ -378,10 +381,8 @@ def extras(settings, units):
                                 f"{-r:.1%} higher") + f" than scratch ({'meets' if r >= TARGET else 'misses'} "
                                 f"the {TARGET:.0%} target)"))
                 if "fine_tune_optimizer" in settings:
-                    scratch_point = at(u["scratch"], minutes)
-                    point = at_steps(u[arm], scratch_point["step"], minutes)
-                    verdicts[-1] += (f", {1 - point['val_perplexity'] / scratch_point['val_perplexity']:.1%} at "
-                                     f"step {point['step']} (within scratch's {scratch_point['step']} steps)")
+                    r, point, steps = reduction_at_steps(units, domain, arm, minutes)
+                    verdicts[-1] += f", {r:.1%} at step {point['step']} (within scratch's {steps} steps)"
             parts.append(f"after {minutes:g} minutes: {scores}; " + "; ".join(verdicts))
         if all("pieces_per_word" in u[a] for a in present):
             parts.append("pieces per word: " + ", ".join(f"{a} {u[a]['pieces_per_word']:.3f}" for a in present
