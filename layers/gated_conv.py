@@ -112,6 +112,9 @@ class GatedConv1D(keras.layers.Layer):
 
     def effective_kernel(self):
         """The kernel actually applied: `g · v / ‖v‖` under weight normalisation."""
+        once = getattr(self, "_effective_once", None)
+        if once is not None:  # computed before a decoding loop (`kernel_computed_once`)
+            return once
         if int8.is_quantized(self):
             return int8.read(self, self.kernel)
         kernel = ops.convert_to_tensor(self.kernel)
@@ -130,14 +133,17 @@ class GatedConv1D(keras.layers.Layer):
             int8.untrack(self, self.g)
         self.kernel = int8.replace(self, self.kernel, effective)
 
+    def _gate(self, a, gate):
+        """A gated activation of the values `a` and the gates `gate`."""
+        if self.activation == "glu":
+            return a * ops.sigmoid(gate)
+        if self.activation == "gtu":
+            return ops.tanh(a) * ops.sigmoid(gate)
+        return a * gate  # bilinear
+
     def _activate(self, z):
         if self.gated:
-            a, gate = ops.split(z, 2, axis=-1)
-            if self.activation == "glu":
-                return a * ops.sigmoid(gate)
-            if self.activation == "gtu":
-                return ops.tanh(a) * ops.sigmoid(gate)
-            return a * gate  # bilinear
+            return self._gate(*ops.split(z, 2, axis=-1))
         if self.activation == "relu":
             return ops.relu(z)
         if self.activation == "tanh":
@@ -180,27 +186,41 @@ class GatedConv1D(keras.layers.Layer):
 
     @contextlib.contextmanager
     def kernel_computed_once(self):
-        """While tracing a decoding loop: `step` uses the effective kernel computed here, once,
-        outside the loop, instead of recomputing `g · v / ‖v‖` at every token."""
-        object.__setattr__(self, "_step_kernel", ops.cast(self.effective_kernel(), self.compute_dtype))
+        """While tracing a decoding loop: `g · v / ‖v‖` computed here, once, for the prompt's
+        parallel pass and for `step`, whose matrices are cut here too, outside the loop, instead of
+        at every token."""
+        object.__setattr__(self, "_effective_once", self.effective_kernel())  # the prompt's pass uses it too
+        object.__setattr__(self, "_step_matrices", self._step_products())
         try:
             yield
         finally:
-            object.__setattr__(self, "_step_kernel", None)
+            object.__setattr__(self, "_step_matrices", None)
+            object.__setattr__(self, "_effective_once", None)
+
+    def _step_products(self):
+        """`step`'s matrices: the effective kernel as [kernel_size · input_dim, channels], with its
+        bias; for a gated layer cut in two (the values and the gates), so that each token's two
+        products are independent ops that the executor runs side by side and no split follows."""
+        kernel = ops.cast(self.effective_kernel(), self.compute_dtype)
+        kernel = ops.reshape(kernel, (-1, kernel.shape[-1]))
+        bias = ops.cast(self.bias, self.compute_dtype) if self.use_bias else None
+        if not self.gated:
+            return [(kernel, bias)]
+        f = self.filters
+        return [(kernel[:, :f], None if bias is None else bias[:f]), (kernel[:, f:], None if bias is None else bias[f:])]
 
     def step(self, x_t, state):
         """`x_t`: [batch, input_dim]; `state`: [batch, kernel_size - 1, input_dim].
 
         Returns `(y_t, new_state)` with `y_t` equal to `call` at this position.
         """
-        kernel = getattr(self, "_step_kernel", None)
-        if kernel is None:
-            kernel = ops.cast(self.effective_kernel(), self.compute_dtype)
+        matrices = getattr(self, "_step_matrices", None) or self._step_products()
         window = ops.concatenate([state, x_t[:, None, :]], axis=1)  # [b, k, in]
-        z = ops.einsum("bki,kio->bo", window, kernel)
-        if self.use_bias:
-            z = z + ops.cast(self.bias, self.compute_dtype)
-        return self._activate(z), window[:, 1:, :]
+        flat = ops.reshape(window, (-1, matrices[0][0].shape[0]))
+        # matrix products over the flattened window (an einsum over (k, in) costs several times
+        # as much per token on a CPU: zoo benchmark generate)
+        z = [ops.matmul(flat, kernel) if bias is None else ops.matmul(flat, kernel) + bias for kernel, bias in matrices]
+        return (self._gate(*z) if self.gated else self._activate(z[0])), window[:, 1:, :]
 
     def compute_output_shape(self, input_shape):
         return tuple(input_shape[:-1]) + (self.filters,)

@@ -10,6 +10,7 @@ Every one of these methods builds the layer from the last axis of `hidden` when 
 the layer itself (`build_on_first_use`), so a freshly constructed output layer works as it is.
 """
 
+import contextlib
 import keras
 from keras import ops
 
@@ -58,9 +59,35 @@ class FullSoftmax(keras.layers.Layer):
 
     def logits(self, hidden):
         build_on_first_use(self, hidden)
-        kernel, scale = int8.kernel_and_scale(self, self.kernel, self.compute_dtype)
-        logits = int8.scaled(ops.matmul(hidden, kernel), scale) + ops.cast(self.bias, self.compute_dtype)
+        blocks = getattr(self, "_blocks_once", None)
+        if blocks is not None:
+            logits = ops.concatenate([int8.scaled(ops.matmul(hidden, k), s) + b for k, s, b in blocks], axis=-1)
+        else:
+            kernel, scale = self._matrix()
+            logits = int8.scaled(ops.matmul(hidden, kernel), scale) + ops.cast(self.bias, self.compute_dtype)
         return ops.cast(logits, softmax_dtype(self))
+
+    def _matrix(self):
+        """`(kernel [d, vocabulary], scale or None)` of the product (`int8.kernel_and_scale`)."""
+        return int8.kernel_and_scale(self, self.kernel, self.compute_dtype)
+
+    @contextlib.contextmanager
+    def blocks_computed_once(self, blocks):
+        """While a decoding loop is traced: the projection (with any int8 scales) and the bias cut
+        once, outside the loop, into `blocks` blocks of consecutive ids. Each token's product is
+        then `blocks` independent products that the executor runs side by side on the cores, each
+        over a slice of the matrix small enough to stay in a core's cache (`zoo benchmark
+        served-generate`); the logits are the same."""
+        kernel, scale = self._matrix()
+        bias = ops.cast(self.bias, self.compute_dtype)
+        blocks = max(1, min(blocks, self.vocabulary_size))
+        cuts = [self.vocabulary_size * i // blocks for i in range(blocks + 1)]
+        parts = [(kernel[:, a:b], None if scale is None else scale[a:b], bias[a:b]) for a, b in zip(cuts[:-1], cuts[1:])]
+        object.__setattr__(self, "_blocks_once", parts)
+        try:
+            yield
+        finally:
+            object.__setattr__(self, "_blocks_once", None)
 
     def call(self, hidden):
         return self.log_prob(hidden)
@@ -115,8 +142,5 @@ class TiedSoftmax(FullSoftmax):
         """Nothing of its own: the embedding it is tied to holds the int8 matrix."""
         int8.check_mode(mode)
 
-    def logits(self, hidden):
-        build_on_first_use(self, hidden)
-        embeddings = ops.cast(self._embeddings(), self.compute_dtype)
-        logits = ops.matmul(hidden, ops.transpose(embeddings)) + ops.cast(self.bias, self.compute_dtype)
-        return ops.cast(logits, softmax_dtype(self))
+    def _matrix(self):
+        return ops.transpose(ops.cast(self._embeddings(), self.compute_dtype)), None

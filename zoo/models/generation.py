@@ -26,7 +26,8 @@ from zoo.models.inference import check_sequence_length
 
 PAD_ID, BOS_ID = 0, 1  # never emitted
 NO_STOP = -1  # an `eos_id` no token equals: rows end at max_new_tokens only
-MAX_NEW_TOKENS = 1 << 20  # the most `generate` writes a row (its buffer is allocated up front)
+MAX_NEW_TOKENS = 1 << 20
+HEAD_BLOCKS = 4  # the output layer's blocks in a graph loop for a few rows (_head_in_blocks)
 
 
 # ---- the prompt ------------------------------------------------------------------------------------
@@ -132,16 +133,29 @@ def loop_invariants(model):
         yield
 
 
-def _banned(log_probs, buffer, ends, ngram):
-    vocabulary_size = log_probs.shape[-1]
-    # 0 for every id but <pad> and <s>, −inf for those: one addition per token instead of a
-    # select against a broadcast mask, and exact (x + 0 = x). Made by a scatter rather than held as
-    # a constant: a vocabulary-sized constant in each traced loop would weigh on every export.
-    never = tf.tensor_scatter_nd_update(tf.zeros([vocabulary_size], log_probs.dtype), [[PAD_ID], [BOS_ID]],
-                                        tf.constant([-np.inf, -np.inf], log_probs.dtype))
+def _head_in_blocks(model):
+    """While a graph loop for fewer than `GROUP_FROM` rows is traced: the output layer's matrix
+    cut into `HEAD_BLOCKS` blocks of ids, computed once before the loop, where the layer can
+    (`FullSoftmax.blocks_computed_once`). At a few rows each token's product then runs as
+    independent products on every core, each over a block that stays in a core's cache; at more
+    rows, or under XLA, one product is faster (`zoo benchmark served-generate`)."""
+    blocks = getattr(model.head, "blocks_computed_once", None)
+    return blocks(HEAD_BLOCKS) if blocks is not None else contextlib.nullcontext()
+
+
+def _never(vocabulary_size):
+    """float32 [vocabulary]: 0 for every id but <pad> and <s>, −inf for those; added to each
+    step's scores (one addition instead of a select against a mask, and exact: x + 0 = x). Made
+    once before a decoding loop, by a scatter rather than held as a constant (a vocabulary-sized
+    constant in each traced loop would weigh on every export)."""
+    return tf.tensor_scatter_nd_update(tf.zeros([vocabulary_size], tf.float32), [[PAD_ID], [BOS_ID]],
+                                       tf.constant([-np.inf, -np.inf], tf.float32))
+
+
+def _banned(log_probs, never, buffer, ends, ngram):
     log_probs = log_probs + never[None, :]
     if ngram:
-        log_probs = tf.where(repeated_ngrams(buffer, ends, ngram, vocabulary_size), -np.inf, log_probs)
+        log_probs = tf.where(repeated_ngrams(buffer, ends, ngram, log_probs.shape[-1]), -np.inf, log_probs)
     return log_probs
 
 
@@ -194,8 +208,11 @@ def decode(model, token_ids, lengths, max_new_tokens, choose, seed, eos_id, stop
 
     if groups > 1:
         cut = [batch * g // groups for g in range(groups + 1)]
-        buffer, ends, total = tf.cond(batch >= GROUP_FROM, lambda: run(list(zip(cut[:-1], cut[1:]))),
-                                      lambda: run([(0, batch)]))
+        def few_rows():
+            with _head_in_blocks(model):
+                return run([(0, batch)])
+
+        buffer, ends, total = tf.cond(batch >= GROUP_FROM, lambda: run(list(zip(cut[:-1], cut[1:]))), few_rows)
     else:
         buffer, ends, total = run([(0, batch)])
     return (buffer, ends, total) if with_log_prob else (buffer, ends)
@@ -206,8 +223,10 @@ def _decode_body(model, lengths, choose, seed, eos_id, stop_sequences, ngram, wi
     after the next token."""
     rows = tf.range(tf.shape(lengths)[0])
 
+    never = _never(model.vocabulary_size)
+
     def body(step, done, ends, buffer, total, hidden, state):
-        log_probs = _banned(next_token_scores(model, hidden, normalised=with_log_prob), buffer, ends, ngram)
+        log_probs = _banned(next_token_scores(model, hidden, normalised=with_log_prob), never, buffer, ends, ngram)
         token = tf.where(done, PAD_ID, choose(log_probs, seed, step))
         if with_log_prob:
             total += tf.where(done, 0.0, tf.gather(log_probs, token, batch_dims=1))
@@ -247,8 +266,10 @@ def beam_search(model, token_ids, lengths, max_new_tokens, num_beams, length_pen
     rows = tf.range(batch * n)
     first_beam = tf.repeat(tf.range(batch) * n, n)
 
+    never = _never(vocabulary_size)
+
     def body(step, done, ends, buffer, scores, hidden, state):
-        log_probs = _banned(next_token_scores(model, hidden, normalised=True), buffer, ends, ngram)
+        log_probs = _banned(next_token_scores(model, hidden, normalised=True), never, buffer, ends, ngram)
         log_probs = tf.where(done[:, None], finished_row, log_probs)
         total = tf.reshape(tf.reshape(scores, [-1, 1]) + log_probs, [batch, n * vocabulary_size])
         scores, best = beams.select(total)

@@ -360,16 +360,21 @@ class Served(Sampler):
         self.temperature, self.top_k, self.top_p = temperature, top_k, top_p
 
     def next(self, log_probs, seed, step):
+        # Each request pays for its own sampler only: top-p's sort and cumulative sum run only
+        # when top_p < 1, and top-k's selection only when top_k > 0 (a decoding loop's step runs
+        # one branch of these conds, so the others cost nothing per token).
         vocabulary = tf.shape(log_probs)[-1]
-        nucleus = TopP.__new__(TopP).bound(p=self.top_p, temperature=self.temperature,
-                                           k=tf.where(self.top_k > 0, self.top_k, vocabulary))
-        whole = Random.__new__(Random).bound(temperature=self.temperature)
+        t, k, p = self.temperature, self.top_k, self.top_p
+        bare = lambda cls: cls.__new__(cls)
+        top_p = lambda k: lambda: bare(TopP).bound(p=p, temperature=t, k=k).next(log_probs, seed, step)
 
-        def sample():
-            return tf.cond((self.top_k > 0) | (self.top_p < 1.0), lambda: nucleus.next(log_probs, seed, step),
-                           lambda: whole.next(log_probs, seed, step))
+        def with_k():
+            return tf.cond(p < 1.0, top_p(k), lambda: bare(TopK).bound(k=k, temperature=t).next(log_probs, seed, step))
 
-        return tf.cond(self.temperature > 0, sample, lambda: Greedy().next(log_probs, seed, step))
+        def without_k():
+            return tf.cond(p < 1.0, top_p(vocabulary), lambda: bare(Random).bound(temperature=t).next(log_probs, seed, step))
+
+        return tf.cond(t > 0, lambda: tf.cond(k > 0, with_k, without_k), lambda: Greedy().next(log_probs, seed, step))
 
 
 SAMPLERS = (Greedy, Random, TopK, TopP, Beam)

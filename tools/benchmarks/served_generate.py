@@ -1,0 +1,119 @@
+"""`zoo benchmark served-generate`: the exported `generate` at batch 1, as the model server runs it
+with its default flags, against the exports of an earlier version of the zoo, side by side.
+
+Both sides are exports of the same presets with the same random weights (`keras.utils.
+set_random_seed(--seed)` before `zoo.load`; the speed does not depend on the weights, and no row
+stops early). The earlier version's exports are made once with that version's code, into a
+directory given as `--baseline` (`DIR/<preset>/<version>`; `--write-exports` writes this
+version's, to be the baseline of a later one; docs/benchmarks.md gives the commands). Each
+measurement is a fresh process that imports only TensorFlow and loads an export into a
+`tf.compat.v1.Session` with the server's default thread pools (`zoo benchmark serving-threads`'s
+process), timing `--calls` `generate` requests (one prompt, `--new-tokens` new tokens at
+temperature 0.8, top-k `--top-k`, seed 0) and `--calls` `serving_default` requests of 64 sentences; the
+baseline's and this version's processes alternate, `--repeats` each, and the table gives the
+medians over processes of each process's median, and this version's speed as a multiple of the
+baseline's. Both sides must write the same text.
+"""
+
+import argparse
+import os
+import statistics
+import tempfile
+
+from zoo.tools.benchmarks.common import cpu_model, load_average_text, write_results
+from zoo.tools.benchmarks.serving_threads import measure
+
+
+def exports_of(base, presets, seed):
+    """`{preset: export path}`: this version's exports of `presets`, random weights drawn after
+    `keras.utils.set_random_seed(seed)`, written under `base`."""
+    import keras
+
+    import zoo
+    from zoo.export import export_saved_model
+
+    out = {}
+    for preset in presets:
+        keras.utils.set_random_seed(seed)
+        out[preset] = export_saved_model(zoo.load(preset), base, preset)
+    return out
+
+
+def baseline_export(directory, preset):
+    """The newest version of `preset`'s export under the baseline `directory`, or a ValueError."""
+    folder = os.path.join(directory, preset)
+    versions = sorted((int(v) for v in os.listdir(folder) if v.isdigit()), reverse=True) \
+        if os.path.isdir(folder) else []
+    for version in versions:
+        path = os.path.join(folder, str(version))
+        if os.path.exists(os.path.join(path, "saved_model.pb")):
+            return path
+    raise ValueError(f"--baseline {directory!r} holds no export of {preset} ({folder}/<version>/saved_model.pb); "
+                     "make it with the earlier version's code (docs/benchmarks.md#served-generate).")
+
+
+def table(results):
+    """Markdown rows from `{preset: {"baseline": [runs], "this version": [runs]}}`, each run's
+    `new_tokens` the tokens its requests wrote."""
+    rows = ["| preset | `generate` batch 1, new tokens/s: baseline | this version | × baseline | "
+            "`serving_default` 64 lines, lines/s: baseline | this version | × baseline |",
+            "| --- | ---: | ---: | ---: | ---: | ---: | ---: |"]
+    for preset, sides in results.items():
+        gen = [statistics.median(r["new_tokens"] / r["generate_s"] for r in sides[s]) for s in ("baseline", "this version")]
+        score = [64 / statistics.median(r["serving_default_s"] for r in sides[s]) for s in ("baseline", "this version")]
+        rows.append(f"| `{preset}` | {gen[0]:,.0f} | {gen[1]:,.0f} | {gen[1] / gen[0]:.2f}× | "
+                    f"{score[0]:,.0f} | {score[1]:,.0f} | {score[1] / score[0]:.2f}× |")
+    return "\n".join(rows)
+
+
+def main(argv=None):
+    p = argparse.ArgumentParser(prog="zoo benchmark served-generate", description=__doc__.split("\n\n")[0])
+    p.add_argument("--baseline", help="a directory of the earlier version's exports, <preset>/<version> "
+                   "(docs/benchmarks.md#served-generate)")
+    p.add_argument("--write-exports", metavar="DIR", help="only write this version's exports into DIR (the "
+                   "baseline of a later version) and stop")
+    p.add_argument("--presets", default="gcnn-ptb,lstmp-ptb", help="comma-separated presets (default gcnn-ptb,lstmp-ptb)")
+    p.add_argument("--seed", type=int, default=0, help="the random weights' seed, the same on both sides (default 0)")
+    p.add_argument("--repeats", type=int, default=5, help="fresh processes of each side per preset (default 5)")
+    p.add_argument("--calls", type=int, default=9, help="timed requests of each kind per process (default 9)")
+    p.add_argument("--new-tokens", type=int, default=100, help="new tokens per generate request (default 100; "
+                   "random weights write them all)")
+    p.add_argument("--top-k", type=int, default=40, help="generate's top_k, at temperature 0.8 (default 40)")
+    p.add_argument("--json", help="write the results here")
+    args = p.parse_args(argv)
+    for flag, value in (("--repeats", args.repeats), ("--calls", args.calls), ("--new-tokens", args.new_tokens)):
+        if value < 1:
+            raise ValueError(f"{flag} must be at least 1, got {value}.")
+    presets = [name.strip() for name in args.presets.split(",") if name.strip()]
+    if not presets:
+        raise ValueError(f"--presets must name at least one preset, got {args.presets!r}.")
+    if args.write_exports:
+        for preset, path in exports_of(args.write_exports, presets, args.seed).items():
+            print(f"{preset}: {path}")
+        return
+    if not args.baseline:
+        raise ValueError("--baseline is required: a directory of the earlier version's exports "
+                         "(or --write-exports DIR to make this version's).")
+    baselines = {preset: baseline_export(args.baseline, preset) for preset in presets}
+    start_load = load_average_text()
+    results = {}
+    with tempfile.TemporaryDirectory(prefix="zoo-served-") as base:
+        current = exports_of(base, presets, args.seed)
+        for preset in presets:
+            sides = results[preset] = {"baseline": [], "this version": []}
+            for i in range(args.repeats):
+                for side, export in (("baseline", baselines[preset]), ("this version", current[preset])):
+                    sides[side].append(measure(export, 0, 0, args.calls, args.new_tokens, args.top_k))
+                print(f"  {preset} {i + 1}/{args.repeats}: " + ", ".join(
+                    f"{side} {runs[-1]['new_tokens'] / runs[-1]['generate_s']:,.0f} tok/s" for side, runs in sides.items()),
+                    flush=True)
+    same = {preset: len({r["completion"] for runs in sides.values() for r in runs}) == 1
+            for preset, sides in results.items()}
+    rendered = table(results)
+    print(f"{cpu_model()}, load average {start_load} at the start, {load_average_text()} at the end; medians of "
+          f"{args.repeats} fresh processes per side, {args.calls} requests each; both sides wrote the same text: "
+          + ", ".join(f"{preset} {'yes' if ok else 'NO'}" for preset, ok in same.items()) + f"\n{rendered}")
+    write_results(args.json, {"presets": presets, "baseline": baselines, "seed": args.seed, "cpu": cpu_model(),
+                              "repeats": args.repeats, "calls": args.calls, "new_tokens": args.new_tokens,
+                              "top_k": args.top_k,
+                              "same_text": same, "results": results, "table": rendered})
