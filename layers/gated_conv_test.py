@@ -222,3 +222,22 @@ def test_keras_model_save_and_load(tmp_path):
     _randomise(model.get_layer("conv"), np.random.default_rng(7))
     x = np.random.default_rng(8).normal(size=(2, 6, 3)).astype("float32")
     assert isinstance(keras_file_round_trip(model, x, tmp_path).get_layer("conv"), GatedConv1D)
+
+
+@pytest.mark.parametrize("activation", ACTIVATIONS)
+def test_step_and_call_with_the_kernel_computed_once_match_them_without(activation):
+    """Inside `kernel_computed_once` (a decoding loop's trace) the prompt's pass (`call`) and
+    `step` use matrices computed once (a gated layer's values and gates as two products); they
+    give what the layer gives outside it, and the layer forgets them afterwards."""
+    layer = _layer(activation, kernel_size=3)
+    x = np.random.default_rng(6).normal(size=(2, 7, 3)).astype("float32")
+    full = layer(x).numpy()
+    with layer.kernel_computed_once():
+        assert len(layer._step_matrices) == (2 if layer.gated else 1)
+        np.testing.assert_array_equal(layer(x).numpy(), full)
+        state, outs = layer.initial_state(2), []
+        for t in range(x.shape[1]):
+            y, state = layer.step(x[:, t, :], state)
+            outs.append(y.numpy())
+    np.testing.assert_allclose(np.stack(outs, axis=1), full, rtol=1e-6, atol=1e-6)
+    assert layer._step_matrices is None and layer._effective_once is None

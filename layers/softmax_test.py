@@ -142,3 +142,20 @@ def test_a_fresh_layer_needs_a_known_last_axis():
     fn = tf.function(head.log_prob, input_signature=[tf.TensorSpec([None, None, None], tf.float32)])
     with pytest.raises(ValueError, match="last axis of the hidden states, which must be known"):
         fn.get_concrete_function()
+
+
+@pytest.mark.parametrize("blocks", [1, 3, 4, VOCAB, VOCAB + 7])
+def test_logits_in_blocks_of_ids_equal_the_one_product(blocks):
+    """`blocks_computed_once` (a decoding loop's output layer at a few rows): the kernel and bias
+    cut into blocks of consecutive ids, one product per block; the logits are the same, and the
+    layer computes as before once the context ends."""
+    head = _head()
+    hidden, _ = _inputs()
+    hidden = hidden[:, 0, :]
+    whole = head.logits(hidden).numpy()
+    with head.blocks_computed_once(blocks):
+        parts = head._blocks_once
+        assert len(parts) == min(blocks, VOCAB) and sum(k.shape[1] for k, _, _ in parts) == VOCAB
+        np.testing.assert_allclose(head.logits(hidden).numpy(), whole, rtol=1e-6, atol=1e-6)
+    assert head._blocks_once is None
+    np.testing.assert_array_equal(head.logits(hidden).numpy(), whole)

@@ -53,6 +53,85 @@ print(json.dumps(times))
 """
 
 
+KERNELS_CHILD = r"""
+import json, statistics, sys, time
+import numpy as np
+import tensorflow as tf
+from tensorflow.compat import v1
+v1.disable_eager_execution()
+d, n, loops, repeats = map(int, sys.argv[1:5])
+rng = np.random.default_rng(0)
+graph = tf.Graph()
+with graph.as_default():
+    w = rng.normal(size=(d, n)).astype(np.float32) * 0.1
+    q = rng.integers(-127, 128, size=(d, n)).astype(np.int8)
+    w32 = tf.Variable(w)
+    w16 = tf.cast(tf.Variable(w), tf.bfloat16)  # cast once, before the loop
+    q8 = tf.constant(q)
+
+    def int8_batch_matmul(x):
+        xq = tf.cast(tf.clip_by_value(tf.round(x * 16.0), -127, 127), tf.int8)
+        return tf.cast(tf.raw_ops.BatchMatMulV3(x=xq, y=q8, Tout=tf.int32), tf.float32)
+
+    def quantized_matmul(x):
+        xq, lo, hi = tf.raw_ops.QuantizeV2(input=x, min_range=-8.0, max_range=8.0, T=tf.quint8, mode="MIN_FIRST")
+        b = tf.bitcast(q8, tf.quint8)  # in the loop: a loop cannot carry a quint8 tensor
+        out, olo, ohi = tf.raw_ops.QuantizedMatMul(a=xq, b=b, min_a=lo, max_a=hi, min_b=0.0, max_b=1.0,
+                                                   Toutput=tf.qint32)
+        return tf.raw_ops.Dequantize(input=out, min_range=olo, max_range=ohi, mode="MIN_FIRST")
+
+    products = {
+        "float32 MatMul": lambda x: tf.matmul(x, w32),
+        "bfloat16 MatMul (weights cast once)": lambda x: tf.cast(tf.matmul(tf.cast(x, tf.bfloat16), w16), tf.float32),
+        "int8 x int8 -> int32 BatchMatMulV3": int8_batch_matmul,
+        "quint8 QuantizedMatMul (QuantizeV2, Dequantize)": quantized_matmul,
+    }
+    fetches = {}
+    for name, product in products.items():  # each product feeds the next: one row at a time, as decoding
+        body = lambda i, x, product=product: (i + 1, x + 1e-6 * tf.reduce_max(product(x)))
+        fetches[name] = tf.while_loop(lambda i, x: i < loops, body, (0, tf.ones([1, d])))[1]
+    init = v1.global_variables_initializer()
+session = v1.Session(graph=graph)
+session.run(init)
+out = {}
+for name, fetch in fetches.items():
+    for _ in range(3):
+        session.run(fetch)
+    times = []
+    for _ in range(repeats):
+        start = time.perf_counter()
+        session.run(fetch)
+        times.append(time.perf_counter() - start)
+    out[name] = statistics.median(times) / loops
+print(json.dumps(out))
+"""
+
+
+def cpu_flags():
+    """The CPU's int8 and bfloat16 instruction sets, as /proc/cpuinfo names them (Linux)."""
+    wanted = ("avx512f", "avx512_vnni", "avx_vnni", "avx512_bf16", "amx_int8", "amx_bf16")
+    try:
+        with open("/proc/cpuinfo") as f:
+            flags = next((line.split(":", 1)[1].split() for line in f if line.startswith("flags")), [])
+    except OSError:
+        return "unknown"
+    return ", ".join(flag for flag in wanted if flag in flags) or "none of " + ", ".join(wanted)
+
+
+def kernels(d, n, loops=200, repeats=11):
+    """Seconds per `[1, d] × [d, n]` product of each kernel TensorFlow ships for float32, bfloat16
+    and int8 weights, in one fresh process's session with the default thread pools, each product
+    feeding the next in a `tf.while_loop` (one row at a time, as batch-1 decoding)."""
+    return child_json(KERNELS_CHILD, [d, n, loops, repeats], "the kernels process")
+
+
+def kernel_table(times):
+    base = times["float32 MatMul"]
+    rows = ["| product | µs per product | × float32 |", "| --- | ---: | ---: |"]
+    rows += [f"| {name} | {t * 1e6:,.0f} | {t / base:.2f}× |" for name, t in times.items()]
+    return "\n".join(rows)
+
+
 def directory_bytes(path):
     return sum(os.path.getsize(os.path.join(root, name)) for root, _, names in os.walk(path) for name in names)
 
@@ -99,8 +178,24 @@ def main(argv=None):
                                                            "(default corpora/en)")
     p.add_argument("--calls", type=int, default=50, help="timed calls of each request, per model (default 50)")
     p.add_argument("--new-tokens", type=int, default=20, help="tokens a generate call writes (default 20)")
+    p.add_argument("--kernels", metavar="D,N", help="instead: time one [1, D] x [D, N] product with each kernel "
+                   "TensorFlow ships for float32, bfloat16 and int8 weights (e.g. 128,10002: the PTB presets' "
+                   "output layer)")
     p.add_argument("--json", help="write the results here")
     args = p.parse_args(argv)
+    if args.kernels is not None:
+        try:
+            d, n = (int(v) for v in args.kernels.split(","))
+            assert d >= 1 and n >= 1
+        except (ValueError, AssertionError):
+            raise ValueError(f"--kernels must be two positive sizes D,N (e.g. 128,10002), got {args.kernels!r}.") from None
+        times = kernels(d, n)
+        rendered = kernel_table(times)
+        print(f"{cpu_model()} (int8/bfloat16 instructions: {cpu_flags()}), load average {load_average_text()}; "
+              f"[1, {d}] x [{d}, {n}], median of 11 loops of 200 products:\n{rendered}")
+        write_results(args.json, {"cpu": cpu_model(), "cpu_flags": cpu_flags(), "shape": [d, n], "seconds": times,
+                                  "table": rendered})
+        return
     for name in ("calls", "new_tokens"):
         if getattr(args, name) < 1:
             raise ValueError(f"--{name.replace('_', '-')} must be at least 1, got {getattr(args, name)}.")

@@ -26,3 +26,22 @@ def test_bad_counts_presets_and_a_missing_corpus_are_one_sentence(tmp_path):
         int8.main(["--presets", "gcnn-14"])
     with pytest.raises(ValueError, match=r"has no test.txt; build it with `python -m zoo.tools.corpora english DIR`"):
         int8.test_lines("gcnn-en", str(tmp_path))
+
+
+def test_the_kernel_table_gives_microseconds_and_ratios_to_float32():
+    rows = int8.kernel_table({"float32 MatMul": 200e-6, "int8 x int8 -> int32 BatchMatMulV3": 600e-6}).splitlines()
+    assert rows[2:] == ["| float32 MatMul | 200 | 1.00× |", "| int8 x int8 -> int32 BatchMatMulV3 | 600 | 3.00× |"]
+
+
+@pytest.mark.parametrize("bad", ["128", "0,10", "a,b", "128,10,3"])
+def test_kernels_with_a_bad_shape_is_one_sentence(bad):
+    with pytest.raises(ValueError, match=rf"^--kernels must be two positive sizes D,N \(e.g. 128,10002\), got '{bad}'\.$"):
+        int8.main(["--kernels", bad])
+
+
+@pytest.mark.ci
+def test_every_kernel_runs_one_row_at_a_time_in_a_fresh_process():
+    times = int8.kernels(8, 16, loops=3, repeats=1)
+    assert list(times) == ["float32 MatMul", "bfloat16 MatMul (weights cast once)", "int8 x int8 -> int32 BatchMatMulV3",
+                           "quint8 QuantizedMatMul (QuantizeV2, Dequantize)"]
+    assert all(t > 0 for t in times.values())
