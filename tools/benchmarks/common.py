@@ -170,6 +170,14 @@ def child_json(script, args, what, timeout=1800):
     return json.loads(out.stdout.strip().splitlines()[-1])
 
 
+def at_least_one(args, *names):
+    """A ValueError in one sentence for the first of the parsed counts `names` below 1."""
+    for name in names:
+        value = getattr(args, name)
+        if value < 1:
+            raise ValueError(f"--{name.replace('_', '-')} must be at least 1, got {value}.")
+
+
 def write_results(path, out):
     """Writes a benchmark's results to `path` as JSON (if a path was given) and says where."""
     if path:

@@ -18,7 +18,7 @@ import os
 import statistics
 import tempfile
 
-from zoo.tools.benchmarks.common import child_json, cpu_model, load_average_text, write_results
+from zoo.tools.benchmarks.common import at_least_one, child_json, cpu_model, load_average_text, write_results
 
 DEFAULT_PRESETS = ("gcnn-ptb", "gcnn-ptb-deep", "lstmp-ptb", "gcnn-en")
 SENTENCE = "the company said it would buy the stock of the bank for about one billion dollars in cash next year"
@@ -196,9 +196,7 @@ def main(argv=None):
         write_results(args.json, {"cpu": cpu_model(), "cpu_flags": cpu_flags(), "shape": [d, n], "seconds": times,
                                   "table": rendered})
         return
-    for name in ("calls", "new_tokens"):
-        if getattr(args, name) < 1:
-            raise ValueError(f"--{name.replace('_', '-')} must be at least 1, got {getattr(args, name)}.")
+    at_least_one(args, "calls", "new_tokens")
     presets = [name for name in args.presets.split(",") if name]
     if not presets:
         raise ValueError("--presets names no preset; give at least one, e.g. --presets gcnn-ptb.")

@@ -20,7 +20,7 @@ import os
 import statistics
 import tempfile
 
-from zoo.tools.benchmarks.common import cpu_model, load_average_text, write_results
+from zoo.tools.benchmarks.common import at_least_one, cpu_model, load_average_text, write_results
 from zoo.tools.benchmarks.serving_threads import measure
 
 
@@ -81,9 +81,7 @@ def main(argv=None):
     p.add_argument("--top-k", type=int, default=40, help="generate's top_k, at temperature 0.8 (default 40)")
     p.add_argument("--json", help="write the results here")
     args = p.parse_args(argv)
-    for flag, value in (("--repeats", args.repeats), ("--calls", args.calls), ("--new-tokens", args.new_tokens)):
-        if value < 1:
-            raise ValueError(f"{flag} must be at least 1, got {value}.")
+    at_least_one(args, "repeats", "calls", "new_tokens")
     presets = [name.strip() for name in args.presets.split(",") if name.strip()]
     if not presets:
         raise ValueError(f"--presets must name at least one preset, got {args.presets!r}.")

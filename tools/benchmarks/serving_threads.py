@@ -16,7 +16,7 @@ import argparse
 import statistics
 import tempfile
 
-from zoo.tools.benchmarks.common import child_json, cpu_model, load_average_text, write_results
+from zoo.tools.benchmarks.common import at_least_one, child_json, cpu_model, load_average_text, write_results
 
 # (label, intra-op threads, inter-op threads): 0 is the server's default, one thread per core; an
 # inter-op count below 0 runs every op in the thread of the request that needs it
@@ -90,9 +90,7 @@ def main(argv=None):
     p.add_argument("--new-tokens", type=int, default=100, help="new tokens per generate request (default 100)")
     p.add_argument("--json", help="write the results here")
     args = p.parse_args(argv)
-    for flag, value in (("--repeats", args.repeats), ("--calls", args.calls), ("--new-tokens", args.new_tokens)):
-        if value < 1:
-            raise ValueError(f"{flag} must be at least 1, got {value}.")
+    at_least_one(args, "repeats", "calls", "new_tokens")
     import zoo
     from zoo.export import export_saved_model
 
