@@ -217,8 +217,8 @@ class GatedConv1D(keras.layers.Layer):
         matrices = getattr(self, "_step_matrices", None) or self._step_products()
         window = ops.concatenate([state, x_t[:, None, :]], axis=1)  # [b, k, in]
         flat = ops.reshape(window, (-1, matrices[0][0].shape[0]))
-        # matrix products over the flattened window (an einsum over (k, in) costs several times
-        # as much per token on a CPU: zoo benchmark generate)
+        # matrix products over the flattened window, not an einsum over (k, in): faster per token
+        # on a CPU (results/benchmarks/served-generate.md)
         z = [ops.matmul(flat, kernel) if bias is None else ops.matmul(flat, kernel) + bias for kernel, bias in matrices]
         return (self._gate(*z) if self.gated else self._activate(z[0])), window[:, 1:, :]
 

@@ -26,7 +26,7 @@ from zoo.models.inference import check_sequence_length
 
 PAD_ID, BOS_ID = 0, 1  # never emitted
 NO_STOP = -1  # an `eos_id` no token equals: rows end at max_new_tokens only
-MAX_NEW_TOKENS = 1 << 20
+MAX_NEW_TOKENS = 1 << 20  # the most `generate` writes a row (its buffer is allocated up front)
 HEAD_BLOCKS = 4  # the output layer's blocks in a graph loop for a few rows (_head_in_blocks)
 
 
