@@ -32,11 +32,13 @@ from zoo.errors import reason
 from zoo.export import warmup
 from zoo.export.signatures import Signatures, serving_trace
 from zoo.layers.validation import check_int
+from zoo.models import generation
 from zoo.models.samplers import Sampler
 
 DEFAULT_MAX_TOKENS = 1024
 DEFAULT_MAX_NEW_TOKENS = 256
 METADATA_FILE = os.path.join("assets.extra", "zoo_export.json")
+MAX_HEAD_BLOCKS = 64  # the most blocks `head_blocks` may cut the output layer into
 
 
 class ExportError(ValueError):
@@ -51,7 +53,8 @@ def existing_versions(model_dir):
                   if n.isdigit() and os.path.isdir(os.path.join(model_dir, n)))
 
 
-def _check_arguments(model, name, version, max_tokens, max_new_tokens=DEFAULT_MAX_NEW_TOKENS, sampler=None):
+def _check_arguments(model, name, version, max_tokens, max_new_tokens=DEFAULT_MAX_NEW_TOKENS, sampler=None,
+                     head_blocks=None):
     if not isinstance(name, str) or not name or name in (".", "..") or name.startswith(".") \
             or "/" in name or os.sep in name:
         raise ValueError(f"The model name must be a non-empty directory name not starting with '.', got {name!r}.")
@@ -59,6 +62,8 @@ def _check_arguments(model, name, version, max_tokens, max_new_tokens=DEFAULT_MA
         check_int("The version", version, minimum=1)
     check_int("max_tokens", max_tokens, minimum=1)
     check_int("max_new_tokens", max_new_tokens, minimum=1)
+    if head_blocks is not None:
+        check_int("head_blocks", head_blocks, minimum=1, maximum=MAX_HEAD_BLOCKS)
     if sampler is not None and (not isinstance(sampler, Sampler) or sampler.is_search):
         raise ValueError(f"sampler must be None (the request chooses: temperature, top_k, top_p) or a "
                          f"zoo.samplers.Sampler that picks one token at a time (not beam search), got {sampler!r}.")
@@ -74,7 +79,7 @@ def _check_arguments(model, name, version, max_tokens, max_new_tokens=DEFAULT_MA
 def export_saved_model(model: "zoo.LanguageModel", base_dir: "str | os.PathLike", name: str,
                        version: "int | None" = None, max_tokens: int = DEFAULT_MAX_TOKENS,
                        max_new_tokens: int = DEFAULT_MAX_NEW_TOKENS, sampler: "Sampler | None" = None,
-                       batch_sizes: "Sequence[int]" = warmup.BATCH_SIZES) -> str:
+                       batch_sizes: "Sequence[int]" = warmup.BATCH_SIZES, head_blocks: "int | None" = None) -> str:
     """Write `model` to `base_dir/name/<version>/` and return that path.
 
     The SavedModel's signatures (`zoo.export.signatures`): `serving_default(text <string>[batch])`
@@ -99,6 +104,11 @@ def export_saved_model(model: "zoo.LanguageModel", base_dir: "str | os.PathLike"
             (`assets.extra/tf_serving_warmup_requests`, one request per signature and size,
             which TF Serving replays before serving a version) and the `allowed_batch_sizes` of
             the example batching file `assets.extra/batching_parameters.txt` (`zoo.export.warmup`).
+        head_blocks: `generate` at fewer than 8 rows computes a full or tied output layer as this
+            many products over blocks of ids, side by side on the cores (1: one product). None
+            (the default): blocks that each fit this machine's level-2 cache per core
+            (`zoo.models.generation.head_blocks`), which suits a server with the same cache;
+            the number is written to `assets.extra/zoo_export.json` (docs/serving.md).
 
     Returns:
         The path of the written version, `base_dir/name/<version>`.
@@ -116,7 +126,7 @@ def export_saved_model(model: "zoo.LanguageModel", base_dir: "str | os.PathLike"
     >>> os.path.basename(path), sorted(os.listdir(path))[:2]
     ('1', ['assets', 'assets.extra'])
     """
-    _check_arguments(model, name, version, max_tokens, max_new_tokens, sampler)
+    _check_arguments(model, name, version, max_tokens, max_new_tokens, sampler, head_blocks)
     batch_sizes = warmup.check_batch_sizes(batch_sizes)
     model_dir = os.path.abspath(os.path.join(base_dir, name))
     created = not os.path.isdir(model_dir)
@@ -134,7 +144,7 @@ def export_saved_model(model: "zoo.LanguageModel", base_dir: "str | os.PathLike"
     tmp = None
     try:
         tmp = tempfile.mkdtemp(prefix=f".{version}.tmp-", dir=model_dir)
-        _write(model, tmp, name, version, max_tokens, max_new_tokens, sampler, batch_sizes)
+        _write(model, tmp, name, version, max_tokens, max_new_tokens, sampler, batch_sizes, head_blocks)
         if os.path.exists(final):  # another export took this version meanwhile
             raise ExportError(f"Version {version} of {name!r} appeared at {final} during the export and was "
                               "left untouched; nothing was written.")
@@ -152,7 +162,7 @@ def export_saved_model(model: "zoo.LanguageModel", base_dir: "str | os.PathLike"
 
 
 def _write(model, path, name, version, max_tokens, max_new_tokens=DEFAULT_MAX_NEW_TOKENS, sampler=None,
-           batch_sizes=warmup.BATCH_SIZES):
+           batch_sizes=warmup.BATCH_SIZES, head_blocks=None):
     """The SavedModel itself, written to the (empty, temporary) directory `path`.
 
     `keras.export.ExportArchive` would do, but it traces every endpoint once to find the
@@ -163,7 +173,7 @@ def _write(model, path, name, version, max_tokens, max_new_tokens=DEFAULT_MAX_NE
         # `staging`, the asset's source, copied into the SavedModel's assets/ by the save; a
         # subword tokenizer embeds its SentencePiece model and writes nothing.
         tokenizer = model.tokenizer.graph_tokenizer(staging)
-        signatures = Signatures(model, tokenizer, max_tokens, max_new_tokens, sampler)
+        signatures = Signatures(model, tokenizer, max_tokens, max_new_tokens, sampler, head_blocks)
         root = tf.Module()
         # The model's variables, which the traced functions capture, as the plain tf.Variables
         # behind the Keras ones, so that the SavedModel loads without Keras. Tracking the Keras
@@ -226,6 +236,8 @@ def describe(model, name, version, max_tokens, tokenizer, signatures):
                         "<unk>": tokenizer.unk_id},
         "max_tokens": max_tokens,
         "max_new_tokens": signatures.max_new_tokens,
+        "head_blocks": generation.head_blocks(model, signatures.head_blocks),
+        "l2_cache_bytes": generation.l2_cache_bytes(),  # the exporting machine's, which chose head_blocks by default
         **({} if signatures.sampler is None else {"sampler": repr(signatures.sampler)}),
         "decode_state": {n: list(shape) for n, shape in signatures.state.specs.items()},
         "signatures": endpoints,

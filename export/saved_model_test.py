@@ -138,7 +138,8 @@ def test_the_version_is_one_above_the_highest_present(exported, tmp_path):
 
 @pytest.mark.parametrize("kwargs, message", [
     ({"name": ""}, "model name"), ({"name": "../x"}, "model name"), ({"version": 0}, "version must be"),
-    ({"max_tokens": 0}, "max_tokens"),
+    ({"max_tokens": 0}, "max_tokens"), ({"head_blocks": 0}, r"head_blocks must be an integer in \[1, 64\], got 0"),
+    ({"head_blocks": 65}, "got 65"), ({"head_blocks": 2.5}, "got 2.5"),
 ])
 def test_bad_arguments_raise_before_writing(exported, tmp_path, kwargs, message):
     model, _ = exported["gcnn"]
@@ -146,6 +147,31 @@ def test_bad_arguments_raise_before_writing(exported, tmp_path, kwargs, message)
     with pytest.raises(ValueError, match=message):
         export.export_saved_model(model, str(tmp_path), **args)
     assert os.listdir(tmp_path) == []
+
+
+@pytest.mark.parametrize("family", ["lstm", "gcnn-tied"])  # a full and a tied output layer
+def test_head_blocks_change_the_loop_not_the_text(family, exported, tmp_path):
+    """`head_blocks`: generate's output layer as 3 products over blocks of ids (at a few rows) writes
+    what the default export's one product writes, for every sampler; the metadata says which."""
+    import numpy as np
+    import tensorflow as tf
+
+    from zoo.export.export_test import GENERATE, PROMPTS
+
+    model, default_path = exported[family]
+    path = export.export_saved_model(model, str(tmp_path), family, head_blocks=3)
+    with open(os.path.join(path, "assets.extra", "zoo_export.json")) as f:
+        assert json.load(f)["head_blocks"] == 3
+    with open(os.path.join(default_path, "assets.extra", "zoo_export.json")) as f:
+        assert json.load(f)["head_blocks"] == 1
+    blocked, default = (tf.saved_model.load(p).signatures["generate"] for p in (path, default_path))
+    for tag, settings in GENERATE.items():
+        for rows in (PROMPTS, PROMPTS[:1]):
+            inputs = {"text": tf.constant(rows), **{k: tf.constant(v, tf.float32 if isinstance(v, float) else tf.int32)
+                                                    for k, v in settings.items()}}
+            got, want = blocked(**inputs), default(**inputs)
+            for key in want:
+                np.testing.assert_array_equal(got[key].numpy(), want[key].numpy(), err_msg=f"{family} {tag} {key}")
 
 
 def test_a_model_without_vocabulary_is_refused(tiny_model, tmp_path):

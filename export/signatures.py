@@ -92,8 +92,9 @@ def serving_trace(model):
 class Signatures:
     """The signature functions of `model`, tokenising with `tokenizer` (`zoo.data.graph_tokenizers`)."""
 
-    def __init__(self, model, tokenizer, max_tokens, max_new_tokens=256, sampler=None):
+    def __init__(self, model, tokenizer, max_tokens, max_new_tokens=256, sampler=None, head_blocks=None):
         self.model = model
+        self.head_blocks = head_blocks  # generate's output layer at a few rows (None: generation.head_blocks' choice)
         self.sampler = sampler  # None: the request's temperature, top_k and top_p choose
         self.tokenizer = tokenizer
         self.max_tokens = int(max_tokens)
@@ -241,7 +242,8 @@ class Signatures:
         dense = prompts.to_tensor(t.pad_id)
 
         def sampled():
-            return generation.decode(self.model, dense, lengths, max_new_tokens, choose, seed, t.eos_id)
+            return generation.decode(self.model, dense, lengths, max_new_tokens, choose, seed, t.eos_id,
+                                     head_blocks=self.head_blocks)
 
         def searched():  # LanguageModel.generate(sampler="beam", num_beams=k): the same loop, its best answer
             ids, ends, _ = generation.beam_search(self.model, dense, lengths, max_new_tokens, num_beams, 1.0,

@@ -71,13 +71,23 @@ class FullSoftmax(keras.layers.Layer):
         """`(kernel [d, vocabulary], scale or None)` of the product (`int8.kernel_and_scale`)."""
         return int8.kernel_and_scale(self, self.kernel, self.compute_dtype)
 
+    def _hidden_size(self):
+        return self.kernel.shape[0]
+
+    def blocks_to_fit(self, cache_bytes):
+        """The fewest blocks of consecutive ids (`blocks_computed_once`) whose part of the
+        projection, in the compute dtype, each takes at most `cache_bytes`."""
+        itemsize = 2 if self.compute_dtype in ("float16", "bfloat16") else 4
+        ids = max(1, int(cache_bytes) // (self._hidden_size() * itemsize))
+        return -(-self.vocabulary_size // ids)
+
     @contextlib.contextmanager
     def blocks_computed_once(self, blocks):
         """While a decoding loop is traced: the projection (with any int8 scales) and the bias cut
         once, outside the loop, into `blocks` blocks of consecutive ids. Each token's product is
         then `blocks` independent products that the executor runs side by side on the cores, each
-        over a slice of the matrix small enough to stay in a core's cache (`zoo benchmark
-        served-generate`); the logits are the same."""
+        over a slice of the matrix that fits a core's cache (`zoo.models.generation.head_blocks`);
+        the logits are the same."""
         kernel, scale = self._matrix()
         bias = ops.cast(self.bias, self.compute_dtype)
         blocks = max(1, min(blocks, self.vocabulary_size))
@@ -144,3 +154,6 @@ class TiedSoftmax(FullSoftmax):
 
     def _matrix(self):
         return ops.transpose(ops.cast(self._embeddings(), self.compute_dtype)), None
+
+    def _hidden_size(self):
+        return self._embeddings().shape[-1]

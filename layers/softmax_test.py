@@ -4,7 +4,7 @@ import keras
 import numpy as np
 import pytest
 
-from zoo.layers import FullSoftmax
+from zoo.layers import FullSoftmax, TiedSoftmax
 from tests.layer_checks import check_output_layer, first_use
 
 VOCAB = 50
@@ -159,3 +159,18 @@ def test_logits_in_blocks_of_ids_equal_the_one_product(blocks):
         np.testing.assert_allclose(head.logits(hidden).numpy(), whole, rtol=1e-6, atol=1e-6)
     assert head._blocks_once is None
     np.testing.assert_array_equal(head.logits(hidden).numpy(), whole)
+
+
+@pytest.mark.parametrize("cache_bytes, blocks", [(8 * 4 * VOCAB, 1), (8 * 4 * 10, 5), (8 * 4 * 10 + 31, 5),
+                                                  (8 * 4 * 9, 6), (8 * 2 * 10, 10), (1, VOCAB)])
+def test_blocks_to_fit_a_cache_are_the_fewest_whose_matrix_fits(cache_bytes, blocks):
+    """`blocks_to_fit`: the 8 × 50 float32 matrix (32 bytes per id) in the fewest blocks of at most
+    `cache_bytes` each; at least one id per block."""
+    assert _head().blocks_to_fit(cache_bytes) == blocks
+
+
+def test_a_tied_layer_fits_its_blocks_by_the_embedding_width():
+    embeddings = np.zeros((VOCAB, 6), "float32")
+    head = TiedSoftmax(VOCAB, embeddings=lambda: embeddings)
+    head.build((None, None, 6))
+    assert head.blocks_to_fit(6 * 4 * 25) == 2 and head.blocks_to_fit(6 * 4 * 24) == 3

@@ -12,21 +12,26 @@ process), timing `--calls` `generate` requests (one prompt, `--new-tokens` new t
 temperature 0.8, top-k `--top-k`, seed 0) and `--calls` `serving_default` requests of 64 sentences; the
 baseline's and this version's processes alternate, `--repeats` each, and the table gives the
 medians over processes of each process's median, and this version's speed as a multiple of the
-baseline's. Both sides must write the same text.
+baseline's. Both sides must write the same text. `--head-blocks N` makes this version's exports
+with `zoo export --head-blocks N`: with `--write-exports` and another N as the baseline, the table
+compares the two settings on the machine it runs on.
 """
 
 import argparse
+import json
 import os
 import statistics
 import tempfile
 
 from zoo.tools.benchmarks.common import at_least_one, cpu_model, load_average_text, write_results
+from zoo.models.generation import l2_cache_bytes
 from zoo.tools.benchmarks.serving_threads import measure
 
 
-def exports_of(base, presets, seed):
-    """`{preset: export path}`: this version's exports of `presets`, random weights drawn after
-    `keras.utils.set_random_seed(seed)`, written under `base`."""
+def exports_of(base, presets, seed, head_blocks=None):
+    """`{preset: export path}`: this version's exports of `presets` (`export_saved_model`'s
+    `head_blocks`), random weights drawn after `keras.utils.set_random_seed(seed)`, written under
+    `base`."""
     import keras
 
     import zoo
@@ -35,8 +40,14 @@ def exports_of(base, presets, seed):
     out = {}
     for preset in presets:
         keras.utils.set_random_seed(seed)
-        out[preset] = export_saved_model(zoo.load(preset), base, preset)
+        out[preset] = export_saved_model(zoo.load(preset), base, preset, head_blocks=head_blocks)
     return out
+
+
+def exported_head_blocks(path):
+    """The output layer's blocks in an export's `generate` loop, as its metadata records."""
+    with open(os.path.join(path, "assets.extra", "zoo_export.json")) as f:
+        return json.load(f)["head_blocks"]
 
 
 def baseline_export(directory, preset):
@@ -79,14 +90,17 @@ def main(argv=None):
     p.add_argument("--new-tokens", type=int, default=100, help="new tokens per generate request (default 100; "
                    "random weights write them all)")
     p.add_argument("--top-k", type=int, default=40, help="generate's top_k, at temperature 0.8 (default 40)")
+    p.add_argument("--head-blocks", type=int, metavar="N", help="this version's exports with zoo export "
+                   "--head-blocks N (default: zoo export's, blocks that fit this machine's level-2 cache); with "
+                   "--write-exports, the exports written")
     p.add_argument("--json", help="write the results here")
     args = p.parse_args(argv)
-    at_least_one(args, "repeats", "calls", "new_tokens")
+    at_least_one(args, "repeats", "calls", "new_tokens", *(["head_blocks"] if args.head_blocks is not None else []))
     presets = [name.strip() for name in args.presets.split(",") if name.strip()]
     if not presets:
         raise ValueError(f"--presets must name at least one preset, got {args.presets!r}.")
     if args.write_exports:
-        for preset, path in exports_of(args.write_exports, presets, args.seed).items():
+        for preset, path in exports_of(args.write_exports, presets, args.seed, args.head_blocks).items():
             print(f"{preset}: {path}")
         return
     if not args.baseline:
@@ -96,7 +110,8 @@ def main(argv=None):
     start_load = load_average_text()
     results = {}
     with tempfile.TemporaryDirectory(prefix="zoo-served-") as base:
-        current = exports_of(base, presets, args.seed)
+        current = exports_of(base, presets, args.seed, args.head_blocks)
+        blocks = {preset: exported_head_blocks(path) for preset, path in current.items()}
         for preset in presets:
             sides = results[preset] = {"baseline": [], "this version": []}
             for i in range(args.repeats):
@@ -110,8 +125,10 @@ def main(argv=None):
     rendered = table(results)
     print(f"{cpu_model()}, load average {start_load} at the start, {load_average_text()} at the end; medians of "
           f"{args.repeats} fresh processes per side, {args.calls} requests each; both sides wrote the same text: "
-          + ", ".join(f"{preset} {'yes' if ok else 'NO'}" for preset, ok in same.items()) + f"\n{rendered}")
+          + ", ".join(f"{preset} {'yes' if ok else 'NO'}" for preset, ok in same.items())
+          + "; this version's output layer in " + ", ".join(f"{n} block{'s' * (n > 1)} ({preset})" for preset, n in blocks.items())
+          + f", level-2 cache {l2_cache_bytes()} bytes per core\n{rendered}")
     write_results(args.json, {"presets": presets, "baseline": baselines, "seed": args.seed, "cpu": cpu_model(),
                               "repeats": args.repeats, "calls": args.calls, "new_tokens": args.new_tokens,
-                              "top_k": args.top_k,
+                              "top_k": args.top_k, "head_blocks": blocks, "l2_cache_bytes": l2_cache_bytes(),
                               "same_text": same, "results": results, "table": rendered})

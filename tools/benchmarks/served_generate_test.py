@@ -2,6 +2,7 @@
 reads, a real side-by-side run of a tiny export against itself (its answers, not its speed), and
 bad input."""
 
+import json
 import os
 
 import pytest
@@ -35,9 +36,12 @@ def test_a_side_by_side_run_of_an_export_against_itself_writes_the_same_text(tmp
 
     model, _ = vocab_model(tiny_model, tiny_lines)
     export = export_saved_model(model, str(tmp_path / "base"), "tiny")
-    monkeypatch.setattr(served_generate, "exports_of", lambda base, presets, seed: {"tiny": export})
+    asked = []
+    monkeypatch.setattr(served_generate, "exports_of",
+                        lambda base, presets, seed, head_blocks: asked.append(head_blocks) or {"tiny": export})
     served_generate.main(["--baseline", str(tmp_path / "base"), "--presets", "tiny", "--repeats", "1", "--calls", "1",
-                          "--new-tokens", "3", "--top-k", "5", "--json", str(tmp_path / "out.json")])
+                          "--new-tokens", "3", "--top-k", "5", "--head-blocks", "3", "--json", str(tmp_path / "out.json")])
+    assert asked == [3] and json.loads((tmp_path / "out.json").read_text())["head_blocks"] == {"tiny": 1}
     out = capsys.readouterr().out
     assert "both sides wrote the same text: tiny yes" in out
     row = next(line for line in out.splitlines() if line.startswith("| `tiny` |"))
@@ -48,6 +52,7 @@ def test_a_side_by_side_run_of_an_export_against_itself_writes_the_same_text(tmp
     (["--repeats", "0"], r"^--repeats must be at least 1, got 0\.$"),
     (["--calls", "0"], r"^--calls must be at least 1, got 0\.$"),
     (["--new-tokens", "0"], r"^--new-tokens must be at least 1, got 0\.$"),
+    (["--head-blocks", "0"], r"^--head-blocks must be at least 1, got 0\.$"),
     (["--presets", " , "], r"^--presets must name at least one preset, got ' , '\.$"),
     ([], r"^--baseline is required: "),
 ])

@@ -20,6 +20,10 @@ def add_parser(subparsers):
                                            "allowed_batch_sizes")
     s.add_argument("--quantize", metavar="MODE", help="int8: the weights as int8 with a scale per output channel, "
                                                        "quantized in memory (see docs/serving.md)")
+    s.add_argument("--head-blocks", type=int, metavar="N",
+                   help="generate at fewer than 8 rows computes a full or tied output layer as N products over "
+                        "blocks of ids, side by side on the cores (1: one product; default: blocks that fit this "
+                        "machine's level-2 cache per core; see docs/serving.md)")
     s.set_defaults(func=run)
 
 
@@ -50,4 +54,5 @@ def run(args):
         raise ValueError(f"The preset directory {args.directory!r} has no tokenizer, which the exported "
                          "model needs to read text.")
     print(export_saved_model(model, args.base, args.name or default_export_name(args.directory),
-                             version=args.version, max_new_tokens=args.max_new_tokens, batch_sizes=batch_sizes))
+                             version=args.version, max_new_tokens=args.max_new_tokens, batch_sizes=batch_sizes,
+                             head_blocks=args.head_blocks))

@@ -54,12 +54,14 @@ def test_export_twice_makes_versions_1_and_2_and_never_touches_1(preset, tmp_pat
     (["export", "{preset}", "--base", "{tmp}/e", "--version", "0"], "version must be an integer >= 1"),
     (["export", "{preset}", "--base", "{tmp}/e", "--quantize", "int4"], "Unknown quantization mode 'int4'; the zoo's "
                                                                           "models quantize to 'int8'"),
+    (["export", "{preset}", "--base", "{tmp}/e", "--head-blocks", "0"], "head_blocks must be an integer in [1, 64], got 0"),
 ])
 def test_bad_export_arguments_give_one_sentence_and_exit_code_2(argv, message, preset, tmp_path, capsys):
     (tmp_path / "noconfig").mkdir()
     argv = [a.replace("{tmp}", str(tmp_path)).replace("{preset}", preset) for a in argv]
     assert message in one_sentence_error(argv, capsys)
     assert not os.path.exists(tmp_path / "e" / ".hidden")
+    assert not os.path.exists(tmp_path / "e" / "tiny-lstm")
 
 
 def test_default_name(tmp_path):

@@ -12,6 +12,7 @@ write `<pad>` while the others go on; the loop ends when every row has stopped.
 
 import contextlib
 import numbers
+import os
 import warnings
 
 import numpy as np
@@ -27,7 +28,12 @@ from zoo.models.inference import check_sequence_length
 PAD_ID, BOS_ID = 0, 1  # never emitted
 NO_STOP = -1  # an `eos_id` no token equals: rows end at max_new_tokens only
 MAX_NEW_TOKENS = 1 << 20  # the most `generate` writes a row (its buffer is allocated up front)
-HEAD_BLOCKS = 4  # the output layer's blocks in a graph loop for a few rows (_head_in_blocks)
+# The output layer's blocks in a graph loop for a few rows (head_blocks): by default as many as
+# make each block fill at most CACHE_FILL of a core's level-2 cache, one product where that would
+# take more than MAX_AUTO_HEAD_BLOCKS or the cache is unknown.
+CACHE_FILL = 0.9
+MAX_AUTO_HEAD_BLOCKS = 16
+CPU_CACHE = "/sys/devices/system/cpu/cpu0/cache"
 
 
 # ---- the prompt ------------------------------------------------------------------------------------
@@ -133,14 +139,53 @@ def loop_invariants(model):
         yield
 
 
-def _head_in_blocks(model):
-    """While a graph loop for fewer than `GROUP_FROM` rows is traced: the output layer's matrix
-    cut into `HEAD_BLOCKS` blocks of ids, computed once before the loop, where the layer can
-    (`FullSoftmax.blocks_computed_once`). At a few rows each token's product then runs as
-    independent products on every core, each over a block that stays in a core's cache; at more
-    rows, or under XLA, one product is faster (`zoo benchmark served-generate`)."""
-    blocks = getattr(model.head, "blocks_computed_once", None)
-    return blocks(HEAD_BLOCKS) if blocks is not None else contextlib.nullcontext()
+def l2_cache_bytes(root=CPU_CACHE):
+    """A core's level-2 (data or unified) cache in bytes, as Linux describes the first CPU under
+    `root`; None where it does not (another system, a container hiding it)."""
+    try:
+        for index in sorted(os.listdir(root)):
+            folder = os.path.join(root, index)
+            if not index.startswith("index"):
+                continue
+            with open(os.path.join(folder, "level")) as f:
+                level = f.read().strip()
+            with open(os.path.join(folder, "type")) as f:
+                kind = f.read().strip()
+            if level == "2" and kind in ("Data", "Unified"):
+                with open(os.path.join(folder, "size")) as f:
+                    size = f.read().strip().upper()
+                scale = {"K": 1 << 10, "M": 1 << 20}.get(size[-1:], 1)
+                return int(size.rstrip("KM")) * scale
+    except (OSError, ValueError):
+        return None
+    return None
+
+
+def head_blocks(model, blocks=None):
+    """How many products over blocks of ids the output layer runs as in a graph loop for fewer
+    than `GROUP_FROM` rows (`FullSoftmax.blocks_computed_once`): `blocks` if given, 1 for a layer
+    that has no blocks (the adaptive softmax), else the fewest blocks that each fit `CACHE_FILL`
+    of this machine's level-2 cache per core. A CPU's matrix-product kernel for one row takes a
+    slower path once its matrix outgrows that cache (`zoo benchmark served-generate
+    --head-blocks`); blocks that fit it, run side by side on the cores, are faster. 1 (the one
+    product) where the cache is unknown or more than `MAX_AUTO_HEAD_BLOCKS` would be needed."""
+    fit = getattr(model.head, "blocks_to_fit", None)
+    if fit is None:
+        return 1
+    if blocks is not None:
+        return blocks
+    cache = l2_cache_bytes()
+    if cache is None:
+        return 1
+    blocks = fit(cache * CACHE_FILL)
+    return blocks if blocks <= MAX_AUTO_HEAD_BLOCKS else 1
+
+
+def _head_in_blocks(model, blocks):
+    """While a graph loop for a few rows is traced: the output layer in `head_blocks(model,
+    blocks)` blocks, computed once before the loop (nothing where that is 1)."""
+    blocks = head_blocks(model, blocks)
+    return model.head.blocks_computed_once(blocks) if blocks > 1 else contextlib.nullcontext()
 
 
 def _never(vocabulary_size):
@@ -170,14 +215,15 @@ GROUP_SEED = 1_000_003  # group g draws with seed + g * GROUP_SEED
 
 
 def decode(model, token_ids, lengths, max_new_tokens, choose, seed, eos_id, stop_sequences=(), ngram=0,
-           with_log_prob=False, groups=GROUPS, room=None):
+           with_log_prob=False, groups=GROUPS, room=None, head_blocks=None):
     """Up to `max_new_tokens` new tokens after each right-padded prompt, chosen by
     `choose(scores, seed, step)`; a row stops after `eos_id` or a stop sequence. Returns
     `(ids [batch, time + max_new_tokens], ends [batch])`: row b's prompt and new tokens are
     `ids[b, :ends[b]]`, the rest `<pad>`; and, `with_log_prob`, the new tokens' log-probability
     [batch] (the scores then being normalised log-probabilities). `room`: the columns the ids get
     after the prompts, a Python int ≥ `max_new_tokens` (XLA needs static shapes), else
-    `max_new_tokens` itself.
+    `max_new_tokens` itself. `head_blocks`: the output layer's blocks of ids at fewer than
+    `GROUP_FROM` rows (`head_blocks`; None: this machine's choice).
 
     A batch of `GROUP_FROM` rows or more is split into `groups` groups (the first rows, then the
     rest) that one loop decodes side by side: their ops are independent, so TensorFlow's executor
@@ -209,7 +255,7 @@ def decode(model, token_ids, lengths, max_new_tokens, choose, seed, eos_id, stop
     if groups > 1:
         cut = [batch * g // groups for g in range(groups + 1)]
         def few_rows():
-            with _head_in_blocks(model):
+            with _head_in_blocks(model, head_blocks):
                 return run([(0, batch)])
 
         buffer, ends, total = tf.cond(batch >= GROUP_FROM, lambda: run(list(zip(cut[:-1], cut[1:]))), few_rows)

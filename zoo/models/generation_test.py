@@ -15,6 +15,7 @@ import tensorflow as tf
 
 import zoo
 from zoo.data.vocab import SPECIALS, Vocabulary
+from zoo.layers import AdaptiveSoftmax, FullSoftmax
 from zoo.models import GCNNLanguageModel, generation, samplers
 
 from tests.model_checks import vocab_model
@@ -540,3 +541,47 @@ def test_generate_rejects_bad_arguments(tiny_model):
         model.generate([1], temperature=-1)
     with pytest.raises(ValueError, match=r"top_k must be in \[1, 50\]"):
         model.generate([1], top_k=0)
+
+
+def test_the_level_2_cache_is_read_from_linux_cpu_description(tmp_path):
+    """`l2_cache_bytes` reads sysfs's cache indexes (level 1 data and instruction, level 2
+    unified, level 3); None for a folder that does not describe one."""
+    for index, (level, kind, size) in enumerate([("1", "Data", "48K"), ("1", "Instruction", "32K"),
+                                                 ("2", "Unified", "1024K"), ("3", "Unified", "32768K")]):
+        folder = tmp_path / f"index{index}"
+        folder.mkdir()
+        for name, value in (("level", level), ("type", kind), ("size", size)):
+            (folder / name).write_text(value + "\n")
+    assert generation.l2_cache_bytes(str(tmp_path)) == 1 << 20
+    (tmp_path / "index2" / "size").write_text("2M\n")
+    assert generation.l2_cache_bytes(str(tmp_path)) == 2 << 20
+    assert generation.l2_cache_bytes(str(tmp_path / "missing")) is None
+    (tmp_path / "index2" / "level").write_text("4\n")
+    assert generation.l2_cache_bytes(str(tmp_path)) is None
+
+
+@pytest.mark.parametrize("cache, given, blocks", [
+    (1 << 20, None, 1),       # 64 × 4 bytes per id, 1000 ids: 256,000 bytes fit 0.9 of the cache
+    (100_000, None, 3),       # 90,000 bytes fit 351 ids: 3 blocks
+    (40_000, None, 8),        # 36,000 bytes fit 140 ids: 8 blocks
+    (8_000, None, 1),         # 37 blocks would be needed, more than MAX_AUTO_HEAD_BLOCKS: one product
+    (None, None, 1),          # an unknown cache: one product
+    (40_000, 5, 5),           # an explicit number is kept
+])
+def test_the_output_layer_is_cut_into_blocks_that_fit_the_cache(monkeypatch, cache, given, blocks):
+    head = FullSoftmax(1000)
+    head.build((None, None, 64))
+    monkeypatch.setattr(generation, "l2_cache_bytes", lambda: cache)
+    assert generation.head_blocks(_Model(head), given) == blocks
+
+
+def test_an_adaptive_output_layer_is_never_cut():
+    model = _Model(AdaptiveSoftmax(1000, cutoffs=[100]))
+    assert generation.head_blocks(model) == 1 and generation.head_blocks(model, 4) == 1
+
+
+class _Model:
+    """What `head_blocks` reads of a model: its output layer."""
+
+    def __init__(self, head):
+        self.head = head
