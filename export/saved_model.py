@@ -38,7 +38,6 @@ from zoo.models.samplers import Sampler
 DEFAULT_MAX_TOKENS = 1024
 DEFAULT_MAX_NEW_TOKENS = 256
 METADATA_FILE = os.path.join("assets.extra", "zoo_export.json")
-MAX_HEAD_BLOCKS = 64  # the most blocks `head_blocks` may cut the output layer into
 
 
 class ExportError(ValueError):
@@ -63,7 +62,7 @@ def _check_arguments(model, name, version, max_tokens, max_new_tokens=DEFAULT_MA
     check_int("max_tokens", max_tokens, minimum=1)
     check_int("max_new_tokens", max_new_tokens, minimum=1)
     if head_blocks is not None:
-        check_int("head_blocks", head_blocks, minimum=1, maximum=MAX_HEAD_BLOCKS)
+        check_int("head_blocks", head_blocks, minimum=1, maximum=generation.MAX_HEAD_BLOCKS)
     if sampler is not None and (not isinstance(sampler, Sampler) or sampler.is_search):
         raise ValueError(f"sampler must be None (the request chooses: temperature, top_k, top_p) or a "
                          f"zoo.samplers.Sampler that picks one token at a time (not beam search), got {sampler!r}.")
@@ -236,7 +235,7 @@ def describe(model, name, version, max_tokens, tokenizer, signatures):
                         "<unk>": tokenizer.unk_id},
         "max_tokens": max_tokens,
         "max_new_tokens": signatures.max_new_tokens,
-        "head_blocks": generation.head_blocks(model, signatures.head_blocks),
+        "head_blocks": signatures.head_blocks,
         "l2_cache_bytes": generation.l2_cache_bytes(),  # the exporting machine's, which chose head_blocks by default
         **({} if signatures.sampler is None else {"sampler": repr(signatures.sampler)}),
         "decode_state": {n: list(shape) for n, shape in signatures.state.specs.items()},

@@ -94,7 +94,8 @@ class Signatures:
 
     def __init__(self, model, tokenizer, max_tokens, max_new_tokens=256, sampler=None, head_blocks=None):
         self.model = model
-        self.head_blocks = head_blocks  # generate's output layer at a few rows (None: generation.head_blocks' choice)
+        # generate's output layer at a few rows, in this many blocks (None: this machine's choice)
+        self.head_blocks = generation.head_blocks(model, head_blocks)
         self.sampler = sampler  # None: the request's temperature, top_k and top_p choose
         self.tokenizer = tokenizer
         self.max_tokens = int(max_tokens)

@@ -77,7 +77,7 @@ class FullSoftmax(keras.layers.Layer):
     def blocks_to_fit(self, cache_bytes):
         """The fewest blocks of consecutive ids (`blocks_computed_once`) whose part of the
         projection, in the compute dtype, each takes at most `cache_bytes`."""
-        itemsize = 2 if self.compute_dtype in ("float16", "bfloat16") else 4
+        itemsize = {"float16": 2, "bfloat16": 2, "float64": 8}.get(self.compute_dtype, 4)
         ids = max(1, int(cache_bytes) // (self._hidden_size() * itemsize))
         return -(-self.vocabulary_size // ids)
 
@@ -146,6 +146,7 @@ class TiedSoftmax(FullSoftmax):
         self._embeddings = embeddings
 
     def build(self, input_shape):
+        self._width = input_shape[-1]  # the embedding's width, read without reading the embedding
         self.bias = self.add_weight(name="bias", shape=(self.vocabulary_size,), initializer="zeros")
 
     def quantize(self, mode="int8", **kwargs):
@@ -156,4 +157,4 @@ class TiedSoftmax(FullSoftmax):
         return ops.transpose(ops.cast(self._embeddings(), self.compute_dtype)), None
 
     def _hidden_size(self):
-        return self._embeddings().shape[-1]
+        return self._width

@@ -169,6 +169,10 @@ def test_blocks_to_fit_a_cache_are_the_fewest_whose_matrix_fits(cache_bytes, blo
     assert _head().blocks_to_fit(cache_bytes) == blocks
 
 
+def test_a_float64_layer_counts_eight_bytes_a_value():
+    assert _head("float64").blocks_to_fit(8 * 8 * 10) == 5
+
+
 def test_a_tied_layer_fits_its_blocks_by_the_embedding_width():
     embeddings = np.zeros((VOCAB, 6), "float32")
     head = TiedSoftmax(VOCAB, embeddings=lambda: embeddings)

@@ -24,7 +24,6 @@ import statistics
 import tempfile
 
 from zoo.tools.benchmarks.common import at_least_one, cpu_model, load_average_text, write_results
-from zoo.models.generation import l2_cache_bytes
 from zoo.tools.benchmarks.serving_threads import measure
 
 
@@ -120,6 +119,8 @@ def main(argv=None):
                 print(f"  {preset} {i + 1}/{args.repeats}: " + ", ".join(
                     f"{side} {runs[-1]['new_tokens'] / runs[-1]['generate_s']:,.0f} tok/s" for side, runs in sides.items()),
                     flush=True)
+    from zoo.models.generation import l2_cache_bytes
+
     same = {preset: len({r["completion"] for runs in sides.values() for r in runs}) == 1
             for preset, sides in results.items()}
     rendered = table(results)

@@ -33,6 +33,7 @@ MAX_NEW_TOKENS = 1 << 20  # the most `generate` writes a row (its buffer is allo
 # take more than MAX_AUTO_HEAD_BLOCKS or the cache is unknown.
 CACHE_FILL = 0.9
 MAX_AUTO_HEAD_BLOCKS = 16
+MAX_HEAD_BLOCKS = 64  # the most blocks an export may be asked for (zoo export --head-blocks)
 CPU_CACHE = "/sys/devices/system/cpu/cpu0/cache"
 
 
@@ -169,11 +170,11 @@ def head_blocks(model, blocks=None):
     slower path once its matrix outgrows that cache (`zoo benchmark served-generate
     --head-blocks`); blocks that fit it, run side by side on the cores, are faster. 1 (the one
     product) where the cache is unknown or more than `MAX_AUTO_HEAD_BLOCKS` would be needed."""
-    fit = getattr(model.head, "blocks_to_fit", None)
+    fit = getattr(model.head, "blocks_to_fit", None)  # a full or tied layer
     if fit is None:
         return 1
     if blocks is not None:
-        return blocks
+        return min(blocks, model.head.vocabulary_size)
     cache = l2_cache_bytes()
     if cache is None:
         return 1

@@ -566,7 +566,8 @@ def test_the_level_2_cache_is_read_from_linux_cpu_description(tmp_path):
     (40_000, None, 8),        # 36,000 bytes fit 140 ids: 8 blocks
     (8_000, None, 1),         # 37 blocks would be needed, more than MAX_AUTO_HEAD_BLOCKS: one product
     (None, None, 1),          # an unknown cache: one product
-    (40_000, 5, 5),           # an explicit number is kept
+    (40_000, 5, 5),           # an explicit number is kept,
+    (40_000, 1500, 1000),     # at most one block per id
 ])
 def test_the_output_layer_is_cut_into_blocks_that_fit_the_cache(monkeypatch, cache, given, blocks):
     head = FullSoftmax(1000)
