@@ -166,10 +166,10 @@ def head_blocks(model, blocks=None):
     """How many products over blocks of ids the output layer runs as in a graph loop for fewer
     than `GROUP_FROM` rows (`FullSoftmax.blocks_computed_once`): `blocks` if given, 1 for a layer
     that has no blocks (the adaptive softmax), else the fewest blocks that each fit `CACHE_FILL`
-    of this machine's level-2 cache per core. A CPU's matrix-product kernel for one row takes a
-    slower path once its matrix outgrows that cache (`zoo benchmark served-generate
-    --head-blocks`); blocks that fit it, run side by side on the cores, are faster. 1 (the one
-    product) where the cache is unknown or more than `MAX_AUTO_HEAD_BLOCKS` would be needed."""
+    of this machine's level-2 cache per core: on the CPUs measured, one row's product slows down
+    once its matrix outgrows that cache, and blocks that fit it, run side by side on the cores,
+    are faster (results/benchmarks/served-generate.md). 1 (the one product) where the cache is
+    unknown or more than `MAX_AUTO_HEAD_BLOCKS` would be needed."""
     fit = getattr(model.head, "blocks_to_fit", None)  # a full or tied layer
     if fit is None:
         return 1
