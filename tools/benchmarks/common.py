@@ -171,10 +171,11 @@ def child_json(script, args, what, timeout=1800):
 
 
 def at_least_one(args, *names):
-    """A ValueError in one sentence for the first of the parsed counts `names` below 1."""
+    """A ValueError in one sentence for the first of the parsed counts `names` below 1 (an optional
+    count left out, None, passes)."""
     for name in names:
         value = getattr(args, name)
-        if value < 1:
+        if value is not None and value < 1:
             raise ValueError(f"--{name.replace('_', '-')} must be at least 1, got {value}.")
 
 

@@ -94,7 +94,7 @@ def main(argv=None):
                    "--write-exports, the exports written")
     p.add_argument("--json", help="write the results here")
     args = p.parse_args(argv)
-    at_least_one(args, "repeats", "calls", "new_tokens", *(["head_blocks"] if args.head_blocks is not None else []))
+    at_least_one(args, "repeats", "calls", "new_tokens", "head_blocks")
     presets = [name.strip() for name in args.presets.split(",") if name.strip()]
     if not presets:
         raise ValueError(f"--presets must name at least one preset, got {args.presets!r}.")
@@ -121,6 +121,7 @@ def main(argv=None):
                     flush=True)
     from zoo.models.generation import l2_cache_bytes
 
+    cache = l2_cache_bytes()
     same = {preset: len({r["completion"] for runs in sides.values() for r in runs}) == 1
             for preset, sides in results.items()}
     rendered = table(results)
@@ -128,8 +129,8 @@ def main(argv=None):
           f"{args.repeats} fresh processes per side, {args.calls} requests each; both sides wrote the same text: "
           + ", ".join(f"{preset} {'yes' if ok else 'NO'}" for preset, ok in same.items())
           + "; this version's output layer in " + ", ".join(f"{n} block{'s' * (n > 1)} ({preset})" for preset, n in blocks.items())
-          + f", level-2 cache {l2_cache_bytes()} bytes per core\n{rendered}")
+          + f", level-2 cache {cache} bytes per core\n{rendered}")
     write_results(args.json, {"presets": presets, "baseline": baselines, "seed": args.seed, "cpu": cpu_model(),
                               "repeats": args.repeats, "calls": args.calls, "new_tokens": args.new_tokens,
-                              "top_k": args.top_k, "head_blocks": blocks, "l2_cache_bytes": l2_cache_bytes(),
+                              "top_k": args.top_k, "head_blocks": blocks, "l2_cache_bytes": cache,
                               "same_text": same, "results": results, "table": rendered})
