@@ -43,7 +43,7 @@ DESCRIPTION = ("gcnn-en fine-tuned with model.fit on held-out sources against th
 PAPER = "zoo: transfer of the shipped gcnn-en (not a paper figure)"
 TIMED_BY_MINUTES = True
 DOMAINS = ("python-docs", "gnu-info", "shakespeare", "fortunes")
-ARMS = ("zero-shot", "pretrained", "extended", "scratch")
+ARMS = ("zero-shot", "extended", "scratch")  # "pretrained" too in the records made before the kept weights
 LEGACY_ARMS = ("zero-shot", "pretrained", "scratch", "scratch-shared")  # records without settings["arms"]
 EXTENDED = "extended"
 EXTEND_IDS = 4_000
@@ -74,7 +74,8 @@ def settings(quick=False, repeats=None, minutes=None):
             "domains": list(DOMAINS), "arms": list(ARMS), "preset": "gcnn-en", "minutes": minutes,
             "report_minutes": report, "validate_every_seconds": 5 if quick else 30,
             "global_batch_size": 4 if quick else 32, "seq_len": 16 if quick else 64,
-            "valid_words": 400 if quick else 20_000, "seed": 0, "scratch_vocabulary_size": 16_000,
+            "valid_words": 400 if quick else 20_000, "test_words": 400 if quick else 20_000, "seed": 0,
+            "scratch_vocabulary_size": 16_000,
             "extend_ids": 40 if quick else EXTEND_IDS,
             "fine_tune_optimizer": zoo.registry.fine_tune_optimizer("gcnn-en")}
 
@@ -125,9 +126,14 @@ class TimedValidation:
     """A Keras callback: stops `fit` after `minutes` of training time and measures the per-word
     validation perplexity every `every` seconds of it and when it crosses each of `marks`
     (minutes; the last is `minutes`); a point's `minutes` lists the marks it is the crossing of
-    (several when one step crossed more than one). Validation time is not counted."""
+    (several when one step crossed more than one). Validation time is not counted.
 
-    def __init__(self, lines, minutes, every, log, marks=()):
+    With `test` lines, it also keeps the weights of the lowest validation so far (what `zoo
+    train` saves as `best/`), and at each mark's crossing scores the test lines with them
+    (`kept_test_perplexity`, from the validation at `kept_step`) and with the weights of that
+    moment (`test_perplexity`); their time is not counted either."""
+
+    def __init__(self, lines, minutes, every, log, marks=(), test=None):
         import keras
 
         outer = self
@@ -150,14 +156,28 @@ class TimedValidation:
 
         self.callback, self.lines, self.log, self.reached = Callback(), lines, log, set()
         self.curve, self.steps, self.began, self.paused, self.next_at = [], 0, 0.0, 0.0, every
+        self.test, self.kept, self.kept_point = test, None, None
 
     def validate(self, model, trained, marks=()):
         start = time.monotonic()
         ppl = float(model.perplexity(self.lines, per="word"))
-        self.paused += time.monotonic() - start
         point = {"step": self.steps, "seconds": round(trained, 1), "val_perplexity": ppl}
+        line = f"    {trained / 60:.2f} min, step {self.steps}: validation perplexity {ppl:.2f} per word"
+        if self.test is not None:
+            if self.kept_point is None or ppl < self.kept_point["val_perplexity"]:
+                self.kept, self.kept_point = model.get_weights(), point
+            if marks:
+                now = model.get_weights()
+                point["test_perplexity"] = float(model.perplexity(self.test, per="word"))
+                model.set_weights(self.kept)
+                point["kept_test_perplexity"] = float(model.perplexity(self.test, per="word"))
+                point["kept_step"] = self.kept_point["step"]
+                model.set_weights(now)
+                line += (f"; test {point['test_perplexity']:.2f}, with the weights kept at step "
+                         f"{point['kept_step']} {point['kept_test_perplexity']:.2f}")
+        self.paused += time.monotonic() - start
         self.curve.append(dict(point, minutes=list(marks)) if marks else point)
-        self.log(f"    {trained / 60:.2f} min, step {self.steps}: validation perplexity {ppl:.2f} per word")
+        self.log(line)
 
 
 def at(unit, minutes):
@@ -223,6 +243,7 @@ def run_unit(key, settings, corpus, log, optimizer=None):
                          f"english {corpus}` (or set $ZOO_CORPUS_EN).")
     train_lines = zoo.data.read_lines(folder, "train")
     valid = first_words(zoo.data.read_lines(folder, "valid"), settings["valid_words"])
+    test = first_words(zoo.data.read_lines(folder, "test"), settings["test_words"]) if "test_words" in settings else None
     keras.utils.set_random_seed(settings["seed"])
     model = model_for(arm, settings, train_lines, log)
     if optimizer is not None:
@@ -232,16 +253,21 @@ def run_unit(key, settings, corpus, log, optimizer=None):
               "valid_lines": len(valid), "valid_words": zoo.data.corpus.scored_words(valid),
               "pieces_per_word": pieces_per_word(model.tokenizer, valid), "cpu_model": cpu_model(),
               "load_average_start": load_average()}
+    if test is not None:
+        record.update(test_lines=len(test), test_words=zoo.data.corpus.scored_words(test))
     if arm == "zero-shot":
         ppl = float(model.perplexity(valid, per="word"))
-        log(f"    zero-shot: validation perplexity {ppl:.2f} per word")
-        return dict(record, curve=[{"step": 0, "seconds": 0.0, "val_perplexity": ppl}], final_val_perplexity=ppl,
-                    steps=0, seconds=0.0)
+        point = {"step": 0, "seconds": 0.0, "val_perplexity": ppl}
+        if test is not None:
+            point["test_perplexity"] = point["kept_test_perplexity"] = float(model.perplexity(test, per="word"))
+        log(f"    zero-shot: validation perplexity {ppl:.2f} per word"
+            + (f", test {point['test_perplexity']:.2f}" if test is not None else ""))
+        return dict(record, curve=[point], final_val_perplexity=ppl, steps=0, seconds=0.0)
     model.compile()
     data = zoo.data.stream_dataset(train_lines, model.tokenizer, settings["global_batch_size"],
                                    settings["seq_len"], shuffle=True, seed=settings["seed"]).repeat()
     timer = TimedValidation(valid, settings["minutes"], settings["validate_every_seconds"], log,
-                            marks=report_minutes(settings))
+                            marks=report_minutes(settings), test=test)
     timer.validate(model, 0.0)
     began = time.monotonic()
     model.fit(data, epochs=1, steps_per_epoch=10**9, callbacks=[timer.callback], verbose=0, shuffle=False)
@@ -302,6 +328,18 @@ def reduction(units, domain, against="scratch", arm="pretrained", minutes=None):
     return 1 - pre / scratch if scratch and math.isfinite(scratch) else None
 
 
+def kept_test(unit, minutes):
+    """A unit's test perplexity per word with the weights of its lowest validation within
+    `minutes` (what `zoo train` keeps as best/), or None in records made before it was measured."""
+    return at(unit, minutes).get("kept_test_perplexity")
+
+
+def kept_reduction(units, domain, arm, minutes):
+    """1 - `arm` / scratch test perplexity, each with its kept weights at `minutes` (None before it was measured)."""
+    pre, scratch = (kept_test(units[f"{domain}/{a}"], minutes) for a in (arm, "scratch"))
+    return None if pre is None or scratch is None else 1 - pre / scratch
+
+
 def _suffix(settings, minutes):
     """Figure ids of a record with one budget keep their old spelling; several budgets add `@Mmin`."""
     return "" if len(report_minutes(settings)) == 1 else f"@{minutes:g}min"
@@ -326,6 +364,9 @@ def figures(settings, units):
         zero = units[f"{domain}/zero-shot"]
         out.append(figure(f"{domain}/zero-shot", f"{domain}: {LABELS['zero-shot']}, validation perplexity per word",
                           zero["final_val_perplexity"], steps=0))
+        if "test_perplexity" in zero["curve"][0]:
+            out.append(figure(f"{domain}/zero-shot/test", f"{domain}: {LABELS['zero-shot']}, test perplexity per "
+                              "word", zero["curve"][0]["test_perplexity"], steps=0))
         for minutes in report_minutes(settings):
             end = _suffix(settings, minutes)
             for arm in present[1:]:
@@ -339,6 +380,22 @@ def figures(settings, units):
                 out.append(figure(f"{domain}/{name}{end}", f"{domain}: {LABELS[arm]}, perplexity below scratch "
                                   f"after {minutes:g} min (target ≥ {TARGET:.0%})",
                                   reduction(units, domain, arm=arm, minutes=minutes), unit="fraction"))
+            if all(kept_test(units[f"{domain}/{arm}"], minutes) is not None for arm in present[1:]):
+                for arm in present[1:]:
+                    point = at(units[f"{domain}/{arm}"], minutes)
+                    out.append(figure(f"{domain}/{arm}/kept-test{end}", f"{domain}: {LABELS[arm]}, test perplexity "
+                                      f"per word with the weights of its lowest validation within {minutes:g} min "
+                                      f"(step {point['kept_step']:,}: what `zoo train` keeps as best/)",
+                                      point["kept_test_perplexity"], steps=point["kept_step"]))
+                    out.append(figure(f"{domain}/{arm}/test{end}", f"{domain}: {LABELS[arm]}, test perplexity per "
+                                      f"word with its weights at {minutes:g} min", point["test_perplexity"],
+                                      steps=point["step"]))
+                for arm in _fine_tuned(settings):
+                    name = "reduction" if arm == "pretrained" else "reduction-extended"
+                    out.append(figure(f"{domain}/{name}/kept-test{end}", f"{domain}: {LABELS[arm]}, test perplexity "
+                                      f"below scratch's, each with the weights it keeps within {minutes:g} min "
+                                      f"(target ≥ {TARGET:.0%})", kept_reduction(units, domain, arm, minutes),
+                                      unit="fraction"))
             if "arms" in settings:  # the best validation within the budget (not in older records)
                 for arm in present[1:]:
                     out.append(figure(f"{domain}/{arm}/best{end}", f"{domain}: {LABELS[arm]}, lowest validation "
@@ -384,6 +441,16 @@ def extras(settings, units):
                     r, point, steps = reduction_at_steps(units, domain, arm, minutes)
                     verdicts[-1] += f", {r:.1%} at step {point['step']} (within scratch's {steps} steps)"
             parts.append(f"after {minutes:g} minutes: {scores}; " + "; ".join(verdicts))
+            if all(kept_test(u[arm], minutes) is not None for arm in present[1:]):
+                kept = ", ".join(f"{arm} {kept_test(u[arm], minutes):.1f} (kept at step {at(u[arm], minutes)['kept_step']})"
+                                 for arm in present[1:])
+                verdicts = []
+                for arm in _fine_tuned(settings):
+                    r = kept_reduction(units, domain, arm, minutes)
+                    verdicts.append(f"{arm} " + (f"{r:.1%} lower" if r >= 0 else f"{-r:.1%} higher")
+                                    + f" than scratch ({'meets' if r >= TARGET else 'misses'} the {TARGET:.0%} target)")
+                parts.append(f"on the test text with the weights kept within {minutes:g} minutes (zero-shot "
+                             f"{u['zero-shot']['curve'][0]['test_perplexity']:.1f}): {kept}; " + "; ".join(verdicts))
         if all("pieces_per_word" in u[a] for a in present):
             parts.append("pieces per word: " + ", ".join(f"{a} {u[a]['pieces_per_word']:.3f}" for a in present
                                                          if a != "zero-shot"))
@@ -392,6 +459,11 @@ def extras(settings, units):
                  "the validation passes; the scratch run's tokenizer is learned from the domain's training split "
                  "and the extended run's pieces from the same split (neither's time counted).".format(
                      settings["valid_words"]))
+    if "test_words" in settings:
+        notes.append("Test: the first ~{:,} words of each held-out source's test split, scored at each budget with "
+                     "the weights of the run's lowest validation so far (what `zoo train` keeps as best/; chosen on "
+                     "the validation text, so the test figure is not selected on itself) and with the weights of "
+                     "that moment; the target is read on the kept weights.".format(settings["test_words"]))
     if settings.get("fine_tune_optimizer"):
         spec = settings["fine_tune_optimizer"]
         notes.append(f"The fine-tuned arms fit with {settings['preset']}'s fine-tuning optimizer ({spec['name']} at "
@@ -425,14 +497,22 @@ def plot(result, path):
             ax.plot([c["seconds"] / 60 for c in u["curve"]], [c["val_perplexity"] for c in u["curve"]], marker="o",
                     markersize=2, color=COLOURS[arm],
                     label=f"{LABELS[arm]}: {at(u, marks[-1])['val_perplexity']:.1f}{ppw}")
+            kept = [(m, kept_test(u, m)) for m in marks if kept_test(u, m) is not None]
+            if kept:  # the test perplexity of the weights kept at each budget
+                ax.plot([m for m, _ in kept], [k for _, k in kept], linestyle="none", marker="*", markersize=9,
+                        color=COLOURS[arm], markeredgecolor="black", markeredgewidth=0.5,
+                        label=f"  test, weights kept: " + ", ".join(f"{k:.1f}" for _, k in kept))
         zero = units[f"{domain}/zero-shot"]["final_val_perplexity"]
         ax.axhline(zero, linestyle="--", color="black", linewidth=1, label=f"zero-shot: {zero:.1f}")
         for minutes in marks[:-1]:
             ax.axvline(minutes, linestyle=":", color="grey", linewidth=1)
-        best = [(reduction(units, domain, arm=a, minutes=m), m) for a in _fine_tuned(settings)[-1:] for m in marks]
+        tested = all(kept_test(units[f"{domain}/{a}"], m) is not None for a in arms(settings)[1:] for m in marks)
+        measure = (lambda a, m: kept_reduction(units, domain, a, m)) if tested else \
+            (lambda a, m: reduction(units, domain, arm=a, minutes=m))
+        best = [(measure(a, m), m) for a in _fine_tuned(settings)[-1:] for m in marks]
         ax.set_title(f"{domain}: " + ", ".join((f"{r:.0%} below" if r >= 0 else f"{-r:.0%} above")
-                                               + f" scratch at {m:g} min" for r, m in best if r is not None),
-                     fontsize=9)
+                                               + f" scratch at {m:g} min" for r, m in best if r is not None)
+                     + (" (test, kept weights)" if tested else ""), fontsize=9)
         ax.set_yscale("log")
         ax.set_xlabel("training time [minutes, validation excluded]")
         ax.set_ylabel("validation perplexity per word")
