@@ -5,8 +5,9 @@ same minutes, on the held-out sources of `python -m zoo.tools.corpora english`.
 For each held-out domain (default: the Python documentation and the GNU Info manuals, technical;
 Shakespeare and the fortunes, prose) these units:
 
-- `zero-shot`: the trained gcnn-en, not trained further: its per-word validation perplexity.
-- `pretrained`: the trained gcnn-en (weights and tokenizer), `fit` on the domain's training split.
+- `zero-shot`: the trained gcnn-en, not trained further: its per-word validation and test perplexity.
+- `pretrained` (records made before the kept weights were scored): the trained gcnn-en (weights
+  and tokenizer), `fit` on the domain's training split.
 - `extended`: the trained gcnn-en with its tokenizer extended by up to `extend_ids` pieces of the
   domain's training split (`LanguageModel.extend_tokenizer`, `zoo train --extend-tokenizer`),
   `fit` the same way; learning the pieces is not counted in its minutes, as the scratch
@@ -28,7 +29,12 @@ both the 4- and the 10-minute figure (the learning-rate schedule is the preset's
 steps, so a run stopped at 4 minutes would have passed through the same state). The validation
 perplexity is per word (`perplexity(per="word")`: whitespace words plus one `</s>` per line), so
 models with different tokenizers compare; each unit also records its tokenizer's pieces per
-word on the validation text. The corpus is `$ZOO_CORPUS_EN`, default `corpora/en`.
+word on the validation text. At each of `report_minutes` a run also scores the first
+`test_words` words of the test split twice: with the weights of its lowest validation so far,
+which is what `zoo train` keeps as `best/` and what a user takes away, and with its weights of
+that moment. The kept weights are chosen on the validation text, so their test figure is not
+selected on itself; the target (fine-tuned at least `TARGET` below scratch) is read on it. The
+corpus is `$ZOO_CORPUS_EN`, default `corpora/en`.
 """
 
 import math
