@@ -516,12 +516,12 @@ def plot(result, path):
         measure = (lambda a, m: kept_reduction(units, domain, a, m)) if tested else \
             (lambda a, m: reduction(units, domain, arm=a, minutes=m))
         best = [(measure(a, m), m) for a in _fine_tuned(settings)[-1:] for m in marks]
-        ax.set_title(f"{domain}: " + ", ".join((f"{r:.0%} below" if r >= 0 else f"{-r:.0%} above")
+        ax.set_title(f"{domain}:\n" + ", ".join((f"{r:.0%} below" if r >= 0 else f"{-r:.0%} above")
                                                + f" scratch at {m:g} min" for r, m in best if r is not None)
                      + (" (test, kept weights)" if tested else ""), fontsize=9)
         ax.set_yscale("log")
         ax.set_xlabel("training time [minutes, validation excluded]")
-        ax.set_ylabel("validation perplexity per word")
+        ax.set_ylabel("perplexity per word (lines: validation; stars: test)" if tested else "validation perplexity per word")
         ax.grid(True, which="both", alpha=0.3)
         ax.legend(fontsize=7)
     fig.suptitle("gcnn-en: model.fit from the trained weights vs from scratch, same minutes"
