@@ -173,12 +173,15 @@ class TimedValidation:
             if self.kept_point is None or ppl < self.kept_point["val_perplexity"]:
                 self.kept, self.kept_point = model.get_weights(), point
             if marks:
-                now = model.get_weights()
                 point["test_perplexity"] = float(model.perplexity(self.test, per="word"))
-                model.set_weights(self.kept)
-                point["kept_test_perplexity"] = float(model.perplexity(self.test, per="word"))
                 point["kept_step"] = self.kept_point["step"]
-                model.set_weights(now)
+                if self.kept_point is point:  # kept now: the same weights, scored once
+                    point["kept_test_perplexity"] = point["test_perplexity"]
+                else:
+                    now = model.get_weights()
+                    model.set_weights(self.kept)
+                    point["kept_test_perplexity"] = float(model.perplexity(self.test, per="word"))
+                    model.set_weights(now)
                 line += (f"; test {point['test_perplexity']:.2f}, with the weights kept at step "
                          f"{point['kept_step']} {point['kept_test_perplexity']:.2f}")
         self.paused += time.monotonic() - start
