@@ -55,6 +55,9 @@ EXTENDED = "extended"
 EXTEND_IDS = 4_000
 REPORT_MINUTES = (4.0, 10.0)
 TARGET = 0.30  # the fine-tuned run's perplexity at least this much below the scratch run's
+# The test text's first words, scored beside the whole split (the test text of the records made
+# before the whole split was: one document of some sources, e.g. Shakespeare's As You Like It).
+FIRST_TEST_WORDS = 20_000
 QUICK_WORDS = ("the of and to a in that is was he for it with as his on be at by i this had not are but from or "
                "have an they which one you were her all she there would their we him been has when who will more "
                "no if out so said what up its about into than them can only other new some could time these two may "
@@ -80,7 +83,8 @@ def settings(quick=False, repeats=None, minutes=None):
             "domains": list(DOMAINS), "arms": list(ARMS), "preset": "gcnn-en", "minutes": minutes,
             "report_minutes": report, "validate_every_seconds": 5 if quick else 30,
             "global_batch_size": 4 if quick else 32, "seq_len": 16 if quick else 64,
-            "valid_words": 400 if quick else 20_000, "test_words": 400 if quick else 20_000, "seed": 0,
+            "valid_words": 400 if quick else 20_000, "test_words": 400 if quick else None,
+            "first_test_words": 200 if quick else FIRST_TEST_WORDS, "seed": 0,
             "scratch_vocabulary_size": 16_000,
             "extend_ids": 40 if quick else EXTEND_IDS,
             "fine_tune_optimizer": zoo.registry.fine_tune_optimizer("gcnn-en")}
@@ -118,7 +122,10 @@ def quick_corpus(root, domains):
 
 
 def first_words(lines, words):
-    """The first lines of `lines` holding at least `words` words (all of them if fewer)."""
+    """The first lines of `lines` holding at least `words` words (all of them if fewer, or if
+    `words` is None)."""
+    if words is None:
+        return list(lines)
     out, count = [], 0
     for line in lines:
         if count >= words:
@@ -137,9 +144,10 @@ class TimedValidation:
     With `test` lines, it also keeps the weights of the lowest validation so far (what `zoo
     train` saves as `best/`), and at each mark's crossing scores the test lines with them
     (`kept_test_perplexity`, from the validation at `kept_step`) and with the weights of that
-    moment (`test_perplexity`); their time is not counted either."""
+    moment (`test_perplexity`); their time is not counted either. With `first` lines too (the
+    test text's first words), the kept weights score those as well (`kept_first_test_perplexity`)."""
 
-    def __init__(self, lines, minutes, every, log, marks=(), test=None):
+    def __init__(self, lines, minutes, every, log, marks=(), test=None, first=None):
         import keras
 
         outer = self
@@ -162,7 +170,7 @@ class TimedValidation:
 
         self.callback, self.lines, self.log, self.reached = Callback(), lines, log, set()
         self.curve, self.steps, self.began, self.paused, self.next_at = [], 0, 0.0, 0.0, every
-        self.test, self.kept, self.kept_point = test, None, None
+        self.test, self.first, self.kept, self.kept_point = test, first, None, None
 
     def validate(self, model, trained, marks=()):
         start = time.monotonic()
@@ -175,15 +183,20 @@ class TimedValidation:
             if marks:
                 point["test_perplexity"] = float(model.perplexity(self.test, per="word"))
                 point["kept_step"] = self.kept_point["step"]
-                if self.kept_point is point:  # kept now: the same weights, scored once
+                now = None if self.kept_point is point else model.get_weights()
+                if now is None:  # kept now: the same weights, scored once
                     point["kept_test_perplexity"] = point["test_perplexity"]
                 else:
-                    now = model.get_weights()
                     model.set_weights(self.kept)
                     point["kept_test_perplexity"] = float(model.perplexity(self.test, per="word"))
+                if self.first is not None:
+                    point["kept_first_test_perplexity"] = float(model.perplexity(self.first, per="word"))
+                if now is not None:
                     model.set_weights(now)
                 line += (f"; test {point['test_perplexity']:.2f}, with the weights kept at step "
                          f"{point['kept_step']} {point['kept_test_perplexity']:.2f}")
+                if self.first is not None:
+                    line += f" (its first words {point['kept_first_test_perplexity']:.2f})"
         self.paused += time.monotonic() - start
         self.curve.append(dict(point, minutes=list(marks)) if marks else point)
         self.log(line)
@@ -253,6 +266,7 @@ def run_unit(key, settings, corpus, log, optimizer=None):
     train_lines = zoo.data.read_lines(folder, "train")
     valid = first_words(zoo.data.read_lines(folder, "valid"), settings["valid_words"])
     test = first_words(zoo.data.read_lines(folder, "test"), settings["test_words"]) if "test_words" in settings else None
+    first = first_words(test, settings["first_test_words"]) if settings.get("first_test_words") else None
     keras.utils.set_random_seed(settings["seed"])
     model = model_for(arm, settings, train_lines, log)
     if optimizer is not None:
@@ -264,11 +278,15 @@ def run_unit(key, settings, corpus, log, optimizer=None):
               "load_average_start": load_average()}
     if test is not None:
         record.update(test_lines=len(test), test_words=zoo.data.corpus.scored_words(test))
+    if first is not None:
+        record.update(first_test_lines=len(first), first_test_words=zoo.data.corpus.scored_words(first))
     if arm == "zero-shot":
         ppl = float(model.perplexity(valid, per="word"))
         point = {"step": 0, "seconds": 0.0, "val_perplexity": ppl}
         if test is not None:
             point["test_perplexity"] = point["kept_test_perplexity"] = float(model.perplexity(test, per="word"))
+        if first is not None:
+            point["kept_first_test_perplexity"] = float(model.perplexity(first, per="word"))
         log(f"    zero-shot: validation perplexity {ppl:.2f} per word"
             + (f", test {point['test_perplexity']:.2f}" if test is not None else ""))
         return dict(record, curve=[point], final_val_perplexity=ppl, steps=0, seconds=0.0)
@@ -276,7 +294,7 @@ def run_unit(key, settings, corpus, log, optimizer=None):
     data = zoo.data.stream_dataset(train_lines, model.tokenizer, settings["global_batch_size"],
                                    settings["seq_len"], shuffle=True, seed=settings["seed"]).repeat()
     timer = TimedValidation(valid, settings["minutes"], settings["validate_every_seconds"], log,
-                            marks=report_minutes(settings), test=test)
+                            marks=report_minutes(settings), test=test, first=first)
     timer.validate(model, 0.0)
     began = time.monotonic()
     model.fit(data, epochs=1, steps_per_epoch=10**9, callbacks=[timer.callback], verbose=0, shuffle=False)
@@ -343,10 +361,17 @@ def kept_test(unit, minutes):
     return at(unit, minutes).get("kept_test_perplexity")
 
 
-def kept_reduction(units, domain, arm, minutes):
-    """1 - `arm` / scratch test perplexity, each with its kept weights at `minutes` (None before it was measured)."""
-    pre, scratch = (kept_test(units[f"{domain}/{a}"], minutes) for a in (arm, "scratch"))
+def kept_reduction(units, domain, arm, minutes, key="kept_test_perplexity"):
+    """1 - `arm` / scratch test perplexity, each with its kept weights at `minutes` (None before it
+    was measured); `key="kept_first_test_perplexity"`: on the test text's first words."""
+    pre, scratch = (at(units[f"{domain}/{a}"], minutes).get(key) for a in (arm, "scratch"))
     return None if pre is None or scratch is None else 1 - pre / scratch
+
+
+def test_text(settings):
+    """What a record's test figures score: the whole test split, or its first words."""
+    words = settings.get("test_words")
+    return "the whole test split" if words is None else f"the first ~{words:,} words of the test split"
 
 
 def _suffix(settings, minutes):
@@ -375,7 +400,12 @@ def figures(settings, units):
                           zero["final_val_perplexity"], steps=0))
         if "test_perplexity" in zero["curve"][0]:
             out.append(figure(f"{domain}/zero-shot/test", f"{domain}: {LABELS['zero-shot']}, test perplexity per "
-                              "word", zero["curve"][0]["test_perplexity"], steps=0))
+                              f"word ({test_text(settings)})", zero["curve"][0]["test_perplexity"], steps=0))
+        first = settings.get("first_test_words")
+        if "kept_first_test_perplexity" in zero["curve"][0]:
+            out.append(figure(f"{domain}/zero-shot/test-first", f"{domain}: {LABELS['zero-shot']}, test perplexity "
+                              f"per word on the first ~{first:,} words of the test split",
+                              zero["curve"][0]["kept_first_test_perplexity"], steps=0))
         for minutes in report_minutes(settings):
             end = _suffix(settings, minutes)
             for arm in present[1:]:
@@ -404,6 +434,20 @@ def figures(settings, units):
                     out.append(figure(f"{domain}/{name}/kept-test{end}", f"{domain}: {LABELS[arm]}, test perplexity "
                                       f"below scratch's, each with the weights it keeps within {minutes:g} min "
                                       f"(target ≥ {TARGET:.0%})", kept_reduction(units, domain, arm, minutes),
+                                      unit="fraction"))
+            if all("kept_first_test_perplexity" in at(units[f"{domain}/{arm}"], minutes) for arm in present[1:]):
+                for arm in present[1:]:
+                    point = at(units[f"{domain}/{arm}"], minutes)
+                    out.append(figure(f"{domain}/{arm}/kept-test-first{end}", f"{domain}: {LABELS[arm]}, test "
+                                      f"perplexity per word on the first ~{first:,} words of the test split with "
+                                      f"the weights of its lowest validation within {minutes:g} min",
+                                      point["kept_first_test_perplexity"], steps=point["kept_step"]))
+                for arm in _fine_tuned(settings):
+                    name = "reduction" if arm == "pretrained" else "reduction-extended"
+                    out.append(figure(f"{domain}/{name}/kept-test-first{end}", f"{domain}: {LABELS[arm]}, test "
+                                      f"perplexity on the first ~{first:,} words of the test split below scratch's, "
+                                      f"each with the weights it keeps within {minutes:g} min",
+                                      kept_reduction(units, domain, arm, minutes, "kept_first_test_perplexity"),
                                       unit="fraction"))
             if "arms" in settings:  # the best validation within the budget (not in older records)
                 for arm in present[1:]:
@@ -458,6 +502,12 @@ def extras(settings, units):
                     r = kept_reduction(units, domain, arm, minutes)
                     verdicts.append(f"{arm} " + (f"{r:.1%} lower" if r >= 0 else f"{-r:.1%} higher")
                                     + f" than scratch ({'meets' if r >= TARGET else 'misses'} the {TARGET:.0%} target)")
+                first = "kept_first_test_perplexity"
+                if all(first in at(u[arm], minutes) for arm in present):
+                    verdicts.append(f"on its first ~{settings['first_test_words']:,} words " + ", ".join(
+                        f"{arm} {at(u[arm], minutes)[first]:.1f}" for arm in present) + ", " + ", ".join(
+                        f"{arm} {kept_reduction(units, domain, arm, minutes, first):.1%} below scratch"
+                        for arm in _fine_tuned(settings)))
                 parts.append(f"on the test text with the weights kept within {minutes:g} minutes (zero-shot "
                              f"{u['zero-shot']['curve'][0]['test_perplexity']:.1f}): {kept}; " + "; ".join(verdicts))
         if all("pieces_per_word" in u[a] for a in present):
@@ -469,10 +519,13 @@ def extras(settings, units):
                  "and the extended run's pieces from the same split (neither's time counted).".format(
                      settings["valid_words"]))
     if "test_words" in settings:
-        notes.append("Test: the first ~{:,} words of each held-out source's test split, scored at each budget with "
+        notes.append(f"Test: {test_text(settings)} of each held-out source, scored at each budget with "
                      "the weights of the run's lowest validation so far (what `zoo train` keeps as best/; chosen on "
                      "the validation text, so the test figure is not selected on itself) and with the weights of "
-                     "that moment; the target is read on the kept weights.".format(settings["test_words"]))
+                     "that moment; the target is read on the kept weights."
+                     + (f" The kept weights also score the split's first ~{settings['first_test_words']:,} words "
+                        "(the test text of the records before the whole split was scored)."
+                        if settings.get("first_test_words") else ""))
     if settings.get("fine_tune_optimizer"):
         spec = settings["fine_tune_optimizer"]
         notes.append(f"The fine-tuned arms fit with {settings['preset']}'s fine-tuning optimizer ({spec['name']} at "

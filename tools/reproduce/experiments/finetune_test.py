@@ -44,6 +44,7 @@ def test_quick_run_measures_every_unit_and_derives_the_reductions_at_each_budget
             assert units[arm]["final_val_perplexity"] == curve[-1]["val_perplexity"]
             assert all(math.isfinite(c["val_perplexity"]) for c in curve)
             assert units[arm]["test_words"] == zero["test_words"] > 0
+            assert 200 <= units[arm]["first_test_words"] == zero["first_test_words"] < zero["test_words"]
             # one validation where training time crossed each budget, the last one at the end
             # (one point for both when a single step crossed both)
             assert [m for c in curve for m in c.get("minutes", [])] == [0.02, 0.05]
@@ -63,6 +64,9 @@ def test_quick_run_measures_every_unit_and_derives_the_reductions_at_each_budget
                 assert figures[f"{domain}/{arm}/test@{minutes:g}min"] == point["test_perplexity"]
                 if lowest is point:  # kept = the weights of that moment: the same test score
                     assert point["kept_test_perplexity"] == point["test_perplexity"]
+                # the test text's first words, scored with the kept weights too: another figure
+                assert figures[f"{domain}/{arm}/kept-test-first@{minutes:g}min"] == \
+                    point["kept_first_test_perplexity"] != point["kept_test_perplexity"]
             assert all("test_perplexity" not in c for c in curve if "minutes" not in c)
         # every word is at least one piece; the extended tokenizer never splits the text finer
         ppw = {a: units[a]["pieces_per_word"] for a in finetune.ARMS}
@@ -73,6 +77,10 @@ def test_quick_run_measures_every_unit_and_derives_the_reductions_at_each_budget
             assert figures[f"{domain}/reduction-extended@{minutes:g}min"] == pytest.approx(want)
             kept = 1 - finetune.at(units["extended"], minutes)["kept_test_perplexity"] / scratch["kept_test_perplexity"]
             assert figures[f"{domain}/reduction-extended/kept-test@{minutes:g}min"] == pytest.approx(kept)
+            first = 1 - (finetune.at(units["extended"], minutes)["kept_first_test_perplexity"]
+                         / scratch["kept_first_test_perplexity"])
+            assert figures[f"{domain}/reduction-extended/kept-test-first@{minutes:g}min"] == pytest.approx(first)
+        assert figures[f"{domain}/zero-shot/test-first"] == zero["curve"][0]["kept_first_test_perplexity"] > 1
         assert any(note.startswith(f"{domain} (per word): zero-shot") and "with the weights kept within 0.05 minutes"
                    in note for note in result["notes"])
     with open(os.path.join(out, "finetune.png"), "rb") as f:
@@ -94,10 +102,11 @@ def test_the_kept_weights_are_scored_where_the_validation_was_lowest_and_put_bac
             self.w = list(w)
 
         def perplexity(self, lines, per):
-            return {"valid": {1.0: 50.0, 2.0: 30.0, 3.0: 40.0}, "test": {1.0: 500.0, 2.0: 300.0, 3.0: 400.0}}[
-                lines[0]][self.w[0]]
+            return {"valid": {1.0: 50.0, 2.0: 30.0, 3.0: 40.0}, "test": {1.0: 500.0, 2.0: 300.0, 3.0: 400.0},
+                    "first": {1.0: 5.0, 2.0: 3.0, 3.0: 4.0}}[lines[0]][self.w[0]]
 
-    timer = finetune.TimedValidation(["valid"], 1.0, 30, lambda line: None, marks=[0.5], test=["test"])
+    timer = finetune.TimedValidation(["valid"], 1.0, 30, lambda line: None, marks=[0.5], test=["test"],
+                                     first=["first"])
     model = Model()
     for w, seconds, marks in ((1.0, 0.0, ()), (2.0, 20.0, ()), (3.0, 30.0, (0.5,))):
         model.w = [w]
@@ -105,8 +114,18 @@ def test_the_kept_weights_are_scored_where_the_validation_was_lowest_and_put_bac
         timer.validate(model, seconds, marks=marks)
     point = timer.curve[-1]
     assert point["kept_step"] == 20 and point["kept_test_perplexity"] == 300.0 and point["test_perplexity"] == 400.0
+    assert point["kept_first_test_perplexity"] == 3.0  # the kept weights, on the test text's first words
     assert model.w == [3.0]  # the run goes on from its own weights
     assert "test_perplexity" not in timer.curve[1]
+
+
+def test_the_full_run_scores_the_whole_test_split_and_its_first_words():
+    settings = finetune.settings()
+    assert settings["test_words"] is None and settings["first_test_words"] == finetune.FIRST_TEST_WORDS
+    lines = [f"w{i} x y" for i in range(10)]
+    assert finetune.first_words(lines, None) == lines and finetune.first_words(lines, 7) == lines[:3]
+    assert finetune.test_text(settings) == "the whole test split"
+    assert finetune.test_text(dict(settings, test_words=20_000)) == "the first ~20,000 words of the test split"
 
 
 def test_records_before_the_budgets_keep_their_arms_and_figure_names():
