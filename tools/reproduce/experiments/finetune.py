@@ -29,10 +29,12 @@ both the 4- and the 10-minute figure (the learning-rate schedule is the preset's
 steps, so a run stopped at 4 minutes would have passed through the same state). The validation
 perplexity is per word (`perplexity(per="word")`: whitespace words plus one `</s>` per line), so
 models with different tokenizers compare; each unit also records its tokenizer's pieces per
-word on the validation text. At each of `report_minutes` a run also scores the first
-`test_words` words of the test split twice: with the weights of its lowest validation so far,
-which is what `zoo train` keeps as `best/` and what a user takes away, and with its weights of
-that moment. The kept weights are chosen on the validation text, so their test figure is not
+word on the validation text. At each of `report_minutes` a run also scores the test split (the
+whole of it; its first `test_words` words in the records where that is set) twice: with the
+weights of its lowest validation so far, which is what `zoo train` keeps as `best/` and what a
+user takes away, and with its weights of that moment; the kept weights also score the split's
+first `first_test_words` words, the test text of the records before the whole split was scored
+(for some sources one document: Shakespeare's is As You Like It). The kept weights are chosen on the validation text, so their test figure is not
 selected on itself; the target (fine-tuned at least `TARGET` below scratch) is read on it. The
 corpus is `$ZOO_CORPUS_EN`, default `corpora/en`.
 """
