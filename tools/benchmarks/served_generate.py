@@ -43,6 +43,45 @@ def exports_of(base, presets, seed, head_blocks=None):
     return out
 
 
+FLOOR_PROMPT = (1, 5, 6, 7, 8, 9)  # <s> and five ids: the length of the benchmark's prompt
+
+
+def floor_export(model, path, head_blocks):
+    """A SavedModel of `model` whose `generate` signature (inputs `text`, ignored, and
+    `max_new_tokens`) runs the least any decoding loop of it must: after reading `FLOOR_PROMPT`,
+    `max_new_tokens` steps of the model's `step` and its output layer (in `head_blocks` blocks, as
+    the export's loop) and an argmax, nothing else (no sampler, no banned ids, no buffer, no stop
+    checks, no tokenizer). Its speed is the ceiling of the exported `generate` on the same
+    machine. Outputs `lengths` (`max_new_tokens`) and `completion` (the last id, as text)."""
+    import tensorflow as tf
+
+    from zoo.export.saved_model import _tf_variable
+    from zoo.export.signatures import serving_trace
+    from zoo.models import generation
+
+    def generate(text, max_new_tokens):
+        ids = tf.constant([FLOOR_PROMPT], tf.int32)
+        with generation.loop_invariants(model), generation._head_in_blocks(model, head_blocks):
+            hidden, state = generation.prefill(model, ids, tf.constant([len(FLOOR_PROMPT)], tf.int32))
+
+            def body(step, token, hidden, state):
+                token = tf.argmax(generation.next_token_scores(model, hidden, False), -1, output_type=tf.int32)
+                hidden, state = model.step(token, state)
+                return step + 1, token, hidden, state
+
+            _, token, _, _ = tf.while_loop(lambda step, *_: step < max_new_tokens, body,
+                                           (tf.constant(0), tf.zeros([1], tf.int32), hidden, state))
+        return {"lengths": tf.fill([1], max_new_tokens), "completion": tf.strings.as_string(token)}
+
+    root = tf.Module()
+    root.model_variables = [_tf_variable(w) for w in model.weights]
+    root.generate = tf.function(generate, autograph=False, input_signature=[
+        tf.TensorSpec([None], tf.string, name="text"), tf.TensorSpec([], tf.int32, name="max_new_tokens")])
+    with serving_trace(model):
+        tf.saved_model.save(root, path, signatures={"generate": root.generate})
+    return path
+
+
 def exported_head_blocks(path):
     """The output layer's blocks in an export's `generate` loop, as its metadata records."""
     with open(os.path.join(path, "assets.extra", "zoo_export.json")) as f:
@@ -76,6 +115,37 @@ def table(results):
     return "\n".join(rows)
 
 
+FLOOR = "the step alone"
+
+
+def floor_table(results):
+    """Markdown rows of `--floor`: each side's new tokens/s and microseconds per new token, the
+    step alone as a multiple of the baseline (what no decoding loop around this model's step can
+    beat here) and this version's share of it."""
+    rows = ["| preset | baseline: new tokens/s (µs each) | this version | the step alone (`step`, output layer, "
+            "argmax) | the step alone × baseline | this version / the step alone |",
+            "| --- | ---: | ---: | ---: | ---: | ---: |"]
+    for preset, sides in results.items():
+        speed = {side: statistics.median(r["new_tokens"] / r["generate_s"] for r in runs) for side, runs in sides.items()}
+        cell = lambda side: f"{speed[side]:,.0f} ({1e6 / speed[side]:.0f})"
+        rows.append(f"| `{preset}` | {cell('baseline')} | {cell('this version')} | {cell(FLOOR)} | "
+                    f"{speed[FLOOR] / speed['baseline']:.2f}× | {speed['this version'] / speed[FLOOR]:.0%} |")
+    return "\n".join(rows)
+
+
+def floor_exports(base, presets, seed, blocks):
+    """`{preset: path}`: `floor_export` of each preset with the same random weights as `exports_of`'s."""
+    import keras
+
+    import zoo
+
+    out = {}
+    for preset in presets:
+        keras.utils.set_random_seed(seed)
+        out[preset] = floor_export(zoo.load(preset), os.path.join(base, "floor", preset), blocks[preset])
+    return out
+
+
 def main(argv=None):
     p = argparse.ArgumentParser(prog="zoo benchmark served-generate", description=__doc__.split("\n\n")[0])
     p.add_argument("--baseline", help="a directory of the earlier version's exports, <preset>/<version> "
@@ -92,6 +162,9 @@ def main(argv=None):
     p.add_argument("--head-blocks", type=int, metavar="N", help="this version's exports with zoo export "
                    "--head-blocks N (default: zoo export's, blocks that fit this machine's level-2 cache); with "
                    "--write-exports, the exports written")
+    p.add_argument("--floor", action="store_true", help="also time, in the same alternation, a SavedModel of "
+                   "this version's model that runs only its step, output layer and an argmax per token: the "
+                   "ceiling of any decoding loop around it on this machine")
     p.add_argument("--json", help="write the results here")
     args = p.parse_args(argv)
     at_least_one(args, "repeats", "calls", "new_tokens", "head_blocks")
@@ -111,10 +184,15 @@ def main(argv=None):
     with tempfile.TemporaryDirectory(prefix="zoo-served-") as base:
         current = exports_of(base, presets, args.seed, args.head_blocks)
         blocks = {preset: exported_head_blocks(path) for preset, path in current.items()}
+        floors = floor_exports(base, presets, args.seed, blocks) if args.floor else {}
         for preset in presets:
             sides = results[preset] = {"baseline": [], "this version": []}
+            order = [("baseline", baselines[preset]), ("this version", current[preset])]
+            if args.floor:
+                sides[FLOOR] = []
+                order.append((FLOOR, floors[preset]))
             for i in range(args.repeats):
-                for side, export in (("baseline", baselines[preset]), ("this version", current[preset])):
+                for side, export in order:
                     sides[side].append(measure(export, 0, 0, args.calls, args.new_tokens, args.top_k))
                 print(f"  {preset} {i + 1}/{args.repeats}: " + ", ".join(
                     f"{side} {runs[-1]['new_tokens'] / runs[-1]['generate_s']:,.0f} tok/s" for side, runs in sides.items()),
@@ -122,9 +200,11 @@ def main(argv=None):
     from zoo.models.generation import l2_cache_bytes
 
     cache = l2_cache_bytes()
-    same = {preset: len({r["completion"] for runs in sides.values() for r in runs}) == 1
+    same = {preset: len({r["completion"] for side, runs in sides.items() if side != FLOOR for r in runs}) == 1
             for preset, sides in results.items()}
     rendered = table(results)
+    if args.floor:
+        rendered += "\n\n" + floor_table(results)
     print(f"{cpu_model()}, load average {start_load} at the start, {load_average_text()} at the end; medians of "
           f"{args.repeats} fresh processes per side, {args.calls} requests each; both sides wrote the same text: "
           + ", ".join(f"{preset} {'yes' if ok else 'NO'}" for preset, ok in same.items())

@@ -18,6 +18,36 @@ def test_the_table_gives_rates_from_medians_and_this_version_as_a_multiple_of_th
     assert rows[2] == "| `gcnn-ptb` | 50 | 400 | 8.00× | 80 | 80 | 1.00× |"
 
 
+def test_the_floor_table_gives_each_side_per_token_and_the_step_alone_as_the_ceiling():
+    runs = lambda *g: [{"generate_s": x, "new_tokens": 100} for x in g]
+    results = {"lstmp-ptb": {"baseline": runs(0.04, 0.05, 0.06), "this version": runs(0.02, 0.025, 0.03),
+                             served_generate.FLOOR: runs(0.01, 0.0125, 0.015)}}
+    rows = served_generate.floor_table(results).splitlines()
+    assert rows[2] == "| `lstmp-ptb` | 2,000 (500) | 4,000 (250) | 8,000 (125) | 4.00× | 50% |"
+
+
+def test_the_floor_runs_the_models_greedy_path_with_the_output_layer_in_blocks(tmp_path, tiny_model, tiny_lines):
+    """The step alone is the model's own greedy decoding (no ids banned) with the export's blocks
+    of the output layer: its last id after n steps is that of an eager loop over `step` and the
+    whole output layer."""
+    import tensorflow as tf
+
+    from tests.model_checks import vocab_model
+    from zoo.models import generation
+
+    model, _ = vocab_model(tiny_model, tiny_lines)
+    path = served_generate.floor_export(model, str(tmp_path / "floor"), head_blocks=3)
+    loaded = tf.saved_model.load(path).signatures["generate"]
+    ids = tf.constant([served_generate.FLOOR_PROMPT], tf.int32)
+    hidden, state = generation.prefill(model, ids, tf.constant([ids.shape[1]]))
+    for n in range(1, 6):
+        token = tf.argmax(model.head.log_prob(hidden), -1, output_type=tf.int32)
+        hidden, state = model.step(token, state)
+        out = loaded(text=tf.constant(["ignored"]), max_new_tokens=tf.constant(n))
+        assert out["lengths"].numpy().tolist() == [n]
+        assert out["completion"].numpy().tolist() == [str(int(token[0])).encode()]
+
+
 def test_the_baseline_is_the_newest_complete_version_of_the_preset(tmp_path):
     for version, complete in ((1, True), (2, True), (3, False)):
         os.makedirs(tmp_path / "gcnn-ptb" / str(version))
@@ -46,6 +76,17 @@ def test_a_side_by_side_run_of_an_export_against_itself_writes_the_same_text(tmp
     assert "both sides wrote the same text: tiny yes" in out
     row = next(line for line in out.splitlines() if line.startswith("| `tiny` |"))
     assert len(row.split("|")) == 9 and row.count("×") == 2
+    # --floor: the step alone, timed in the same alternation, a third side
+    monkeypatch.setattr(served_generate, "floor_exports", lambda base, presets, seed, blocks: {
+        "tiny": served_generate.floor_export(model, os.path.join(base, "floor"), blocks["tiny"])})
+    served_generate.main(["--baseline", str(tmp_path / "base"), "--presets", "tiny", "--repeats", "1", "--calls", "1",
+                          "--new-tokens", "3", "--top-k", "5", "--floor", "--json", str(tmp_path / "floor.json")])
+    record = json.loads((tmp_path / "floor.json").read_text())
+    floor = record["results"]["tiny"][served_generate.FLOOR]
+    assert len(floor) == 1 and floor[0]["new_tokens"] == 3 and "serving_default_s" not in floor[0]
+    assert record["same_text"] == {"tiny": True}  # the floor's output is not the text
+    rows = [line for line in capsys.readouterr().out.splitlines() if line.startswith("| `tiny` |")]
+    assert len(rows) == 2 and rows[1].count("×") == 1 and rows[1].endswith("% |")
 
 
 @pytest.mark.parametrize("argv, message", [

@@ -44,9 +44,11 @@ def prepared(name, values):
 generate = prepared("generate", {"text": ["the company said that it"], "max_new_tokens": new, "temperature": 0.8,
                                  "top_k": top_k, "top_p": 1.0, "seed": 0, "num_beams": 1})
 lines = ["the company said it would buy the stock of its rival for cash"] * 64
-score = prepared("serving_default", {"text": lines})
+score = prepared("serving_default", {"text": lines}) if "serving_default" in meta.signature_def else (None, None)
 out = {}
 for key, (fetch, feed) in (("generate", generate), ("serving_default", score)):
+    if fetch is None:  # an export with generate alone (served-generate --floor)
+        continue
     for _ in range(2):
         result = session.run(fetch, feed)
     times = []
