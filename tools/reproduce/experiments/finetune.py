@@ -385,6 +385,35 @@ def _fine_tuned(settings):
     return [a for a in ("pretrained", EXTENDED) if a in arms(settings)]
 
 
+def _kept_figures(units, domain, runs, fine_tuned, minutes, end, first=None):
+    """The figures of the test text scored with each run's kept weights at `minutes` (the whole
+    test text, or with `first` its first words), and the fine-tuned runs' reductions; none where
+    a run has not measured them (older records)."""
+    from zoo.tools.reproduce.curves import figure
+
+    key, name = ("kept_test_perplexity", "kept-test") if first is None else ("kept_first_test_perplexity",
+                                                                               "kept-test-first")
+    where = "" if first is None else f" on the first ~{first:,} words of the test split"
+    if not all(at(units[f"{domain}/{arm}"], minutes).get(key) is not None for arm in runs):
+        return []
+    out = []
+    for arm in runs:
+        point = at(units[f"{domain}/{arm}"], minutes)
+        out.append(figure(f"{domain}/{arm}/{name}{end}", f"{domain}: {LABELS[arm]}, test perplexity per word{where} "
+                          f"with the weights of its lowest validation within {minutes:g} min (step "
+                          f"{point['kept_step']:,}: what `zoo train` keeps as best/)", point[key],
+                          steps=point["kept_step"]))
+        if first is None:
+            out.append(figure(f"{domain}/{arm}/test{end}", f"{domain}: {LABELS[arm]}, test perplexity per word with "
+                              f"its weights at {minutes:g} min", point["test_perplexity"], steps=point["step"]))
+    for arm in fine_tuned:
+        reduced = "reduction" if arm == "pretrained" else "reduction-extended"
+        out.append(figure(f"{domain}/{reduced}/{name}{end}", f"{domain}: {LABELS[arm]}, test perplexity{where} below "
+                          f"scratch's, each with the weights it keeps within {minutes:g} min (target ≥ "
+                          f"{TARGET:.0%})", kept_reduction(units, domain, arm, minutes, key), unit="fraction"))
+    return out
+
+
 def figures(settings, units):
     from zoo.tools.reproduce.curves import figure
 
@@ -421,36 +450,9 @@ def figures(settings, units):
                 out.append(figure(f"{domain}/{name}{end}", f"{domain}: {LABELS[arm]}, perplexity below scratch "
                                   f"after {minutes:g} min (target ≥ {TARGET:.0%})",
                                   reduction(units, domain, arm=arm, minutes=minutes), unit="fraction"))
-            if all(kept_test(units[f"{domain}/{arm}"], minutes) is not None for arm in present[1:]):
-                for arm in present[1:]:
-                    point = at(units[f"{domain}/{arm}"], minutes)
-                    out.append(figure(f"{domain}/{arm}/kept-test{end}", f"{domain}: {LABELS[arm]}, test perplexity "
-                                      f"per word with the weights of its lowest validation within {minutes:g} min "
-                                      f"(step {point['kept_step']:,}: what `zoo train` keeps as best/)",
-                                      point["kept_test_perplexity"], steps=point["kept_step"]))
-                    out.append(figure(f"{domain}/{arm}/test{end}", f"{domain}: {LABELS[arm]}, test perplexity per "
-                                      f"word with its weights at {minutes:g} min", point["test_perplexity"],
-                                      steps=point["step"]))
-                for arm in _fine_tuned(settings):
-                    name = "reduction" if arm == "pretrained" else "reduction-extended"
-                    out.append(figure(f"{domain}/{name}/kept-test{end}", f"{domain}: {LABELS[arm]}, test perplexity "
-                                      f"below scratch's, each with the weights it keeps within {minutes:g} min "
-                                      f"(target ≥ {TARGET:.0%})", kept_reduction(units, domain, arm, minutes),
-                                      unit="fraction"))
-            if all("kept_first_test_perplexity" in at(units[f"{domain}/{arm}"], minutes) for arm in present[1:]):
-                for arm in present[1:]:
-                    point = at(units[f"{domain}/{arm}"], minutes)
-                    out.append(figure(f"{domain}/{arm}/kept-test-first{end}", f"{domain}: {LABELS[arm]}, test "
-                                      f"perplexity per word on the first ~{first:,} words of the test split with "
-                                      f"the weights of its lowest validation within {minutes:g} min",
-                                      point["kept_first_test_perplexity"], steps=point["kept_step"]))
-                for arm in _fine_tuned(settings):
-                    name = "reduction" if arm == "pretrained" else "reduction-extended"
-                    out.append(figure(f"{domain}/{name}/kept-test-first{end}", f"{domain}: {LABELS[arm]}, test "
-                                      f"perplexity on the first ~{first:,} words of the test split below scratch's, "
-                                      f"each with the weights it keeps within {minutes:g} min",
-                                      kept_reduction(units, domain, arm, minutes, "kept_first_test_perplexity"),
-                                      unit="fraction"))
+            out += _kept_figures(units, domain, present[1:], _fine_tuned(settings), minutes, end)
+            if first:
+                out += _kept_figures(units, domain, present[1:], _fine_tuned(settings), minutes, end, first=first)
             if "arms" in settings:  # the best validation within the budget (not in older records)
                 for arm in present[1:]:
                     out.append(figure(f"{domain}/{arm}/best{end}", f"{domain}: {LABELS[arm]}, lowest validation "
