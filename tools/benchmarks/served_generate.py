@@ -14,7 +14,9 @@ baseline's and this version's processes alternate, `--repeats` each, and the tab
 medians over processes of each process's median, and this version's speed as a multiple of the
 baseline's. Both sides must write the same text. `--head-blocks N` makes this version's exports
 with `zoo export --head-blocks N`: with `--write-exports` and another N as the baseline, the table
-compares the two settings on the machine it runs on.
+compares the two settings on the machine it runs on. `--floor` adds a third side: this version's
+model running only its step, output layer and an argmax per token (`floor_export`), the ceiling
+of a decoding loop around that step under TensorFlow's graph executor, and a second table.
 """
 
 import argparse
@@ -51,8 +53,8 @@ def floor_export(model, path, head_blocks):
     `max_new_tokens`) runs the least any decoding loop of it must: after reading `FLOOR_PROMPT`,
     `max_new_tokens` steps of the model's `step` and its output layer (in `head_blocks` blocks, as
     the export's loop) and an argmax, nothing else (no sampler, no banned ids, no buffer, no stop
-    checks, no tokenizer). Its speed is the ceiling of the exported `generate` on the same
-    machine. Outputs `lengths` (`max_new_tokens`) and `completion` (the last id, as text)."""
+    checks, no tokenizer). Its speed is the ceiling of a decoding loop around this step and these
+    blocks under TensorFlow's graph executor on the same machine. Outputs `lengths` (`max_new_tokens`) and `completion` (the last id, as text)."""
     import tensorflow as tf
 
     from zoo.export.saved_model import _tf_variable
@@ -171,6 +173,8 @@ def main(argv=None):
     presets = [name.strip() for name in args.presets.split(",") if name.strip()]
     if not presets:
         raise ValueError(f"--presets must name at least one preset, got {args.presets!r}.")
+    if args.write_exports and args.floor:
+        raise ValueError("--floor times a third side beside a baseline; it does not apply to --write-exports.")
     if args.write_exports:
         for preset, path in exports_of(args.write_exports, presets, args.seed, args.head_blocks).items():
             print(f"{preset}: {path}")

@@ -26,7 +26,8 @@ def test_the_floor_table_gives_each_side_per_token_and_the_step_alone_as_the_cei
     assert rows[2] == "| `lstmp-ptb` | 2,000 (500) | 4,000 (250) | 8,000 (125) | 4.00× | 50% |"
 
 
-def test_the_floor_runs_the_models_greedy_path_with_the_output_layer_in_blocks(tmp_path, tiny_model, tiny_lines):
+def test_the_floor_runs_the_models_greedy_path_with_the_output_layer_in_blocks(tmp_path, tiny_model, tiny_lines,
+                                                                                 monkeypatch):
     """The step alone is the model's own greedy decoding (no ids banned) with the export's blocks
     of the output layer: its last id after n steps is that of an eager loop over `step` and the
     whole output layer."""
@@ -36,7 +37,10 @@ def test_the_floor_runs_the_models_greedy_path_with_the_output_layer_in_blocks(t
     from zoo.models import generation
 
     model, _ = vocab_model(tiny_model, tiny_lines)
+    cut, blocks = [], model.head.blocks_computed_once
+    monkeypatch.setattr(model.head, "blocks_computed_once", lambda n: cut.append(n) or blocks(n))
     path = served_generate.floor_export(model, str(tmp_path / "floor"), head_blocks=3)
+    assert cut == [3]  # the output layer in the export's blocks while the loop was traced
     loaded = tf.saved_model.load(path).signatures["generate"]
     ids = tf.constant([served_generate.FLOOR_PROMPT], tf.int32)
     hidden, state = generation.prefill(model, ids, tf.constant([ids.shape[1]]))
@@ -95,6 +99,7 @@ def test_a_side_by_side_run_of_an_export_against_itself_writes_the_same_text(tmp
     (["--new-tokens", "0"], r"^--new-tokens must be at least 1, got 0\.$"),
     (["--head-blocks", "0"], r"^--head-blocks must be at least 1, got 0\.$"),
     (["--presets", " , "], r"^--presets must name at least one preset, got ' , '\.$"),
+    (["--write-exports", "x", "--floor"], r"^--floor times a third side beside a baseline; it does not apply to "),
     ([], r"^--baseline is required: "),
 ])
 def test_bad_input_is_one_sentence(argv, message):

@@ -268,7 +268,8 @@ def run_unit(key, settings, corpus, log, optimizer=None):
     train_lines = zoo.data.read_lines(folder, "train")
     valid = first_words(zoo.data.read_lines(folder, "valid"), settings["valid_words"])
     test = first_words(zoo.data.read_lines(folder, "test"), settings["test_words"]) if "test_words" in settings else None
-    first = first_words(test, settings["first_test_words"]) if settings.get("first_test_words") else None
+    first = first_words(test, settings["first_test_words"]) if test is not None and settings.get("first_test_words") \
+        else None
     keras.utils.set_random_seed(settings["seed"])
     model = model_for(arm, settings, train_lines, log)
     if optimizer is not None:
@@ -408,9 +409,10 @@ def _kept_figures(units, domain, runs, fine_tuned, minutes, end, first=None):
                               f"its weights at {minutes:g} min", point["test_perplexity"], steps=point["step"]))
     for arm in fine_tuned:
         reduced = "reduction" if arm == "pretrained" else "reduction-extended"
+        target = f" (target ≥ {TARGET:.0%})" if first is None else " (the target is read on the whole test text)"
         out.append(figure(f"{domain}/{reduced}/{name}{end}", f"{domain}: {LABELS[arm]}, test perplexity{where} below "
-                          f"scratch's, each with the weights it keeps within {minutes:g} min (target ≥ "
-                          f"{TARGET:.0%})", kept_reduction(units, domain, arm, minutes, key), unit="fraction"))
+                          f"scratch's, each with the weights it keeps within {minutes:g} min{target}",
+                          kept_reduction(units, domain, arm, minutes, key), unit="fraction"))
     return out
 
 
@@ -433,7 +435,7 @@ def figures(settings, units):
             out.append(figure(f"{domain}/zero-shot/test", f"{domain}: {LABELS['zero-shot']}, test perplexity per "
                               f"word ({test_text(settings)})", zero["curve"][0]["test_perplexity"], steps=0))
         first = settings.get("first_test_words")
-        if "kept_first_test_perplexity" in zero["curve"][0]:
+        if first and "kept_first_test_perplexity" in zero["curve"][0]:
             out.append(figure(f"{domain}/zero-shot/test-first", f"{domain}: {LABELS['zero-shot']}, test perplexity "
                               f"per word on the first ~{first:,} words of the test split",
                               zero["curve"][0]["kept_first_test_perplexity"], steps=0))

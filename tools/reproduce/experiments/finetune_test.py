@@ -128,6 +128,24 @@ def test_the_full_run_scores_the_whole_test_split_and_its_first_words():
     assert finetune.test_text(dict(settings, test_words=20_000)) == "the first ~20,000 words of the test split"
 
 
+def test_the_record_of_the_first_test_words_keeps_its_figures_and_says_what_it_scored():
+    """The shipped record made before the whole split was scored (settings["test_words"] 20,000,
+    no first_test_words): its kept-weights figures, no first-words ones, its test text named."""
+    import json
+
+    root = os.path.dirname(os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))))
+    path = os.path.join(root, "results", "finetune-first-test-words", "finetune.json")
+    with open(path) as f:
+        record = json.load(f)
+    settings, units = record["settings"], record["units"]
+    assert settings["test_words"] == 20_000 and "first_test_words" not in settings
+    ids = {f["id"]: f["ours"] for f in finetune.figures(settings, units)}
+    assert not any("test-first" in i for i in ids)
+    assert ids["shakespeare/reduction-extended/kept-test@4min"] == pytest.approx(1 - 869.0 / 996.4, abs=1e-4)
+    notes = finetune.extras(settings, units)["notes"]
+    assert any(n.startswith("Test: the first ~20,000 words of the test split of each held-out source") for n in notes)
+
+
 def test_records_before_the_budgets_keep_their_arms_and_figure_names():
     """A record without settings["arms"] (the shipped 4-minute one) is read as it was measured:
     four arms (five with `extend_ids`) and figures at its one budget under their old ids."""
