@@ -54,7 +54,8 @@ def floor_export(model, path, head_blocks):
     `max_new_tokens` steps of the model's `step` and its output layer (in `head_blocks` blocks, as
     the export's loop) and an argmax, nothing else (no sampler, no banned ids, no buffer, no stop
     checks, no tokenizer). Its speed is the ceiling of a decoding loop around this step and these
-    blocks under TensorFlow's graph executor on the same machine. Outputs `lengths` (`max_new_tokens`) and `completion` (the last id, as text)."""
+    blocks under TensorFlow's graph executor on the same machine. Outputs `lengths`
+    (`max_new_tokens`) and `completion` (the last id, as text)."""
     import tensorflow as tf
 
     from zoo.export.saved_model import _tf_variable
@@ -122,8 +123,8 @@ FLOOR = "the step alone"
 
 def floor_table(results):
     """Markdown rows of `--floor`: each side's new tokens/s and microseconds per new token, the
-    step alone as a multiple of the baseline (what no decoding loop around this model's step can
-    beat here) and this version's share of it."""
+    step alone as a multiple of the baseline (the ceiling of a decoding loop around that step
+    here) and this version's share of it."""
     rows = ["| preset | baseline: new tokens/s (µs each) | this version | the step alone (`step`, output layer, "
             "argmax) | the step alone × baseline | this version / the step alone |",
             "| --- | ---: | ---: | ---: | ---: | ---: |"]
@@ -166,7 +167,7 @@ def main(argv=None):
                    "--write-exports, the exports written")
     p.add_argument("--floor", action="store_true", help="also time, in the same alternation, a SavedModel of "
                    "this version's model that runs only its step, output layer and an argmax per token: the "
-                   "ceiling of any decoding loop around it on this machine")
+                   "ceiling of a decoding loop around that step under TensorFlow's graph executor")
     p.add_argument("--json", help="write the results here")
     args = p.parse_args(argv)
     at_least_one(args, "repeats", "calls", "new_tokens", "head_blocks")

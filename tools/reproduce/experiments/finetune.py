@@ -34,9 +34,9 @@ whole of it; its first `test_words` words in the records where that is set) twic
 weights of its lowest validation so far, which is what `zoo train` keeps as `best/` and what a
 user takes away, and with its weights of that moment; the kept weights also score the split's
 first `first_test_words` words, the test text of the records before the whole split was scored
-(for some sources one document: Shakespeare's is As You Like It). The kept weights are chosen on the validation text, so their test figure is not
-selected on itself; the target (fine-tuned at least `TARGET` below scratch) is read on it. The
-corpus is `$ZOO_CORPUS_EN`, default `corpora/en`.
+(for some sources one document: Shakespeare's is As You Like It). The kept weights are chosen on
+the validation text, so their test figure is not selected on itself; the target (fine-tuned at
+least `TARGET` below scratch) is read on it. The corpus is `$ZOO_CORPUS_EN`, default `corpora/en`.
 """
 
 import math
@@ -191,7 +191,9 @@ class TimedValidation:
                 else:
                     model.set_weights(self.kept)
                     point["kept_test_perplexity"] = float(model.perplexity(self.test, per="word"))
-                if self.first is not None:
+                if self.first is self.test:  # a split no longer than its first words: scored once
+                    point["kept_first_test_perplexity"] = point["kept_test_perplexity"]
+                elif self.first is not None:
                     point["kept_first_test_perplexity"] = float(model.perplexity(self.first, per="word"))
                 if now is not None:
                     model.set_weights(now)
@@ -270,6 +272,8 @@ def run_unit(key, settings, corpus, log, optimizer=None):
     test = first_words(zoo.data.read_lines(folder, "test"), settings["test_words"]) if "test_words" in settings else None
     first = first_words(test, settings["first_test_words"]) if test is not None and settings.get("first_test_words") \
         else None
+    if first is not None and len(first) == len(test):
+        first = test  # the whole split (the GNU manuals' holds fewer words): the same figure, scored once
     keras.utils.set_random_seed(settings["seed"])
     model = model_for(arm, settings, train_lines, log)
     if optimizer is not None:
@@ -289,7 +293,8 @@ def run_unit(key, settings, corpus, log, optimizer=None):
         if test is not None:
             point["test_perplexity"] = point["kept_test_perplexity"] = float(model.perplexity(test, per="word"))
         if first is not None:
-            point["kept_first_test_perplexity"] = float(model.perplexity(first, per="word"))
+            point["kept_first_test_perplexity"] = point["test_perplexity"] if first is test else \
+                float(model.perplexity(first, per="word"))
         log(f"    zero-shot: validation perplexity {ppl:.2f} per word"
             + (f", test {point['test_perplexity']:.2f}" if test is not None else ""))
         return dict(record, curve=[point], final_val_perplexity=ppl, steps=0, seconds=0.0)

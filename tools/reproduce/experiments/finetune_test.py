@@ -115,6 +115,16 @@ def test_the_kept_weights_are_scored_where_the_validation_was_lowest_and_put_bac
     point = timer.curve[-1]
     assert point["kept_step"] == 20 and point["kept_test_perplexity"] == 300.0 and point["test_perplexity"] == 400.0
     assert point["kept_first_test_perplexity"] == 3.0  # the kept weights, on the test text's first words
+    # a split no longer than its first words (the same list): its figure, not scored again
+    test = ["test"]
+    again = finetune.TimedValidation(["valid"], 1.0, 30, lambda line: None, marks=[0.5], test=test, first=test)
+    scored = []
+    model.perplexity = lambda lines, per, score=model.perplexity: scored.append(lines[0]) or score(lines, per)
+    for w, seconds, marks in ((2.0, 0.0, ()), (3.0, 30.0, (0.5,))):
+        model.w = [w]
+        again.validate(model, seconds, marks=marks)
+    assert again.curve[-1]["kept_first_test_perplexity"] == again.curve[-1]["kept_test_perplexity"] == 300.0
+    assert scored == ["valid", "valid", "test", "test"]  # now and kept, once each
     assert model.w == [3.0]  # the run goes on from its own weights
     assert "test_perplexity" not in timer.curve[1]
 
