@@ -44,7 +44,7 @@ def read_prompts(args):
         prompts = [line.rstrip("\r\n") for line in sys.stdin]
     else:
         try:
-            with open(args.file, encoding="utf-8", errors="replace") as f:
+            with open(args.file, encoding="utf-8-sig", errors="replace") as f:  # no byte-order mark
                 prompts = [line.rstrip("\r\n") for line in f]
         except OSError as e:
             raise ValueError(f"Cannot read the prompts file {args.file!r}: {e.strerror or e}.") from e

@@ -48,6 +48,30 @@ def test_bad_input_gives_one_sentence_and_exit_code_2(argv, message, tmp_path, c
     assert message in one_sentence_error([a.replace("{tmp}", str(tmp_path)) for a in argv], capsys)
 
 
+def test_training_a_quantized_preset_directory_is_one_sentence_and_writes_nothing(tmp_path, capsys):
+    # int8 weights have no gradient: zoo train's own loop would change only the biases
+    lines = ["the cat sat on the mat", "a dog sat on a log", "the dog saw the cat"] * 4
+    data = tmp_path / "text"
+    data.mkdir()
+    for split in ("train", "valid"):
+        (data / f"{split}.txt").write_text("\n".join(lines) + "\n")
+    tokenizer = zoo.data.WordTokenizer.build(lines)
+    lm = zoo.load("gcnn-ptb", weights="random", vocabulary_size=len(tokenizer), embedding_dim=8, blocks=[[[3, 8]]])
+    lm.tokenizer = tokenizer
+    lm.quantize("int8")
+    quantized = tmp_path / "quantized"
+    lm.save_to_preset(str(quantized))
+    before = _digest(quantized)
+    run = tmp_path / "run"
+    common = ["--data", str(data), "--out", str(run), "--epochs", "1", "--steps-per-epoch", "1", "--batch-size", "2",
+              "--seq-len", "4"]
+    for start in (["--preset", str(quantized)], ["--preset", "gcnn-ptb", "--weights", str(quantized)]):
+        error = one_sentence_error(["train"] + start + common, capsys)
+        assert f"{str(quantized)!r} holds int8 weights (model.quantize), which have no gradient" in error, error
+        assert not run.exists()
+    assert _digest(quantized) == before
+
+
 def test_every_train_config_field_is_a_flag_of_zoo_train():
     import dataclasses
 
@@ -261,6 +285,11 @@ def test_extend_tokenizer_fine_tunes_with_new_ids_and_never_changes_the_start(wr
     mark = _digest(run / "extended")
     assert main(argv[:-6] + ["--steps", "3", "--batch-size", "4", "--seq-len", "8"]) == 0
     assert "the tokenizer extended when this run began" in capsys.readouterr().out
+    assert _digest(run / "extended") == mark
+    # started again with another N: refused in words (no Python dicts), the extended start kept
+    err = one_sentence_error(argv[:-8] + ["--extend-tokenizer", "7"] + EXTEND, capsys)
+    assert (f"was started from {start} with --extend-tokenizer 20 and holds its extended model; give a new --out "
+            f"to start from {start} with --extend-tokenizer 7") in err and "{" not in err, err
     assert _digest(run / "extended") == mark
     # the run's own preset, extended already, is refused, and nothing is written
     finals = _digest(run / "final")

@@ -97,13 +97,17 @@ def _names_of(split):
     return [split] + [alias for alias, s in _SPLIT_ALIASES.items() if s == split]
 
 
+BYTE_ORDER_MARK = "\ufeff"
+
+
 def _read(path):
-    """The lines of a UTF-8 file; bytes that are not UTF-8 are refused in one sentence naming
-    the line and column (guessing the encoding would silently change the text)."""
+    """The lines of a UTF-8 file, without a leading byte-order mark (Windows editors write one;
+    it is no part of the text); bytes that are not UTF-8 are refused in one sentence naming the
+    line and column (guessing the encoding would silently change the text)."""
     with open(path, "rb") as f:
         data = f.read()
     try:
-        return data.decode("utf-8").split("\n")
+        return data.decode("utf-8").removeprefix(BYTE_ORDER_MARK).split("\n")
     except UnicodeDecodeError as e:
         line = data.count(b"\n", 0, e.start) + 1
         column = e.start - (data.rfind(b"\n", 0, e.start) + 1) + 1

@@ -4,6 +4,7 @@ one-sentence errors, and the share of words a closed vocabulary reads as <unk>."
 import pytest
 
 from zoo.data import CharTokenizer, WordTokenizer, read_lines
+from zoo.data.corpus import read_file_lines
 
 
 # ---- corpora -----------------------------------------------------------------------------
@@ -51,6 +52,14 @@ def test_read_lines_refuses_bytes_that_are_not_utf8_naming_line_and_byte(tmp_pat
     message = str(error.value)
     assert message.startswith(f"The corpus file {path} is not UTF-8: line 3, byte 5 is 0xe9")
     assert "iconv" in message and "\n" not in message
+
+
+def test_a_leading_byte_order_mark_is_no_part_of_the_text(tmp_path):
+    # Windows editors start UTF-8 files with U+FEFF, which would be scored as 3 byte pieces
+    (tmp_path / "train.txt").write_bytes("\ufeffthe first line\nthe second \ufeff line\n".encode("utf-8"))
+    assert read_lines(str(tmp_path), "train") == ["the first line", "the second \ufeff line"]
+    assert read_file_lines(str(tmp_path / "train.txt")) == ["the first line", "the second \ufeff line"]
+    assert read_file_lines(str(tmp_path / "train.txt"), keep_empty=True) == ["the first line", "the second \ufeff line"]
 
 
 def test_read_lines_drops_lines_of_control_characters_and_says_when_none_is_left(tmp_path):

@@ -132,6 +132,7 @@ class SubwordTokenizer:
         how many lines, words and sentences it learned from."""
         import sentencepiece as spm
 
+        check_lines(lines)
         normalized = [line for line in map(normalize_subword, lines) if line]
         if not normalized:
             raise ValueError("Cannot train a subword tokenizer on an empty corpus: there is no line "
@@ -201,6 +202,7 @@ class SubwordTokenizer:
         empty."""
         from sentencepiece import sentencepiece_model_pb2
 
+        check_lines(lines)
         if self.added_pieces:
             raise ValueError(f"This tokenizer was extended already (its last {self.added_pieces:,} ids were added); "
                              "extend the tokenizer as trained, once, with the number of ids you want.")
@@ -255,7 +257,7 @@ class SubwordTokenizer:
             return self, []
         extended = self._with_pieces(proto, [(c[1], c[3]) for c in chosen], [c[5] for c in chosen])
         note = "" if len(chosen) == max_new_ids else f" (of the {int(max_new_ids):,} asked, all that save pieces on this text)"
-        log(f"Added {len(chosen):,} pieces{note}, e.g. {', '.join(repr(c[1]) for c in chosen[:5])}.")
+        log(f"Added {len(chosen):,} piece{'' if len(chosen) == 1 else 's'}{note}, e.g. {', '.join(repr(c[1]) for c in chosen[:5])}.")
         return extended, [c[2] for c in chosen]
 
     def _with_pieces(self, proto, pieces, counts):
@@ -473,6 +475,14 @@ class SubwordTokenizer:
         the graph, so `asset_dir` is not used."""
         return SubwordGraphTokenizer(self.model_proto, self.sentencepiece_to_id,
                                      self.id_to_sentencepiece, self._texts, self.unk_id)
+
+
+def check_lines(lines, what="lines"):
+    """Refuses, in one sentence, one string (or bytes) given where a text's lines are wanted: it
+    would be read a character at a time."""
+    if isinstance(lines, (str, bytes, os.PathLike)):
+        raise ValueError(f"{what} must be the text's lines (a list of strings, e.g. zoo.data.read_lines(folder, "
+                         f"'train')), not one {type(lines).__name__}: {str(lines)[:40]!r}.")
 
 
 def trainer_sentences(lines, max_chars):

@@ -491,6 +491,14 @@ def test_extend_refuses_twice_a_bad_count_and_too_many_ids(subword, extended):
     with pytest.raises(ValueError) as e:
         subword.extend(TECHNICAL, MAX_IDS)
     one_sentence(str(e.value), "int32", f"{MAX_IDS - len(subword):,}")
+    # one string (a folder's name, a whole text) would be read a character at a time
+    for text in ("my_text/", "\n".join(TECHNICAL), os.path.join("my", "text.txt").encode()):
+        with pytest.raises(ValueError) as e:
+            subword.extend(text, 5)
+        one_sentence(str(e.value), "must be the text's lines", "read_lines", type(text).__name__)
+    with pytest.raises(ValueError) as e:
+        SubwordTokenizer.train("the cat sat on the mat", 40)
+    one_sentence(str(e.value), "must be the text's lines", "'the cat sat on the mat'")
 
 
 def test_a_text_with_no_new_piece_keeps_the_tokenizer(subword):

@@ -390,7 +390,7 @@ def _implied(temperature, top_k, top_p, num_beams, length_penalty):
         return "top_p"
     if top_k is not None:
         return "top_k"
-    return "greedy" if num_beams == 1 else "random"
+    return "random"  # num_beams=1 is no beam search, as the exported signature reads it
 
 
 def resolve(sampler=None, temperature=None, top_k=None, top_p=None, num_beams=None, length_penalty=None,
@@ -398,7 +398,8 @@ def resolve(sampler=None, temperature=None, top_k=None, top_p=None, num_beams=No
     """The sampler `generate` uses, from its arguments.
 
     `sampler` is a `Sampler` object, a registered name (its parameters from the keyword
-    arguments), or None: then `temperature=0` is greedy, `num_beams` > 1 beam search, `top_p`
+    arguments), or None: then `temperature=0` is greedy, `num_beams` > 1 beam search (1: none,
+    as the exported `generate` signature reads it, so any sampler takes it), `top_p`
     nucleus sampling, `top_k` top-k sampling, and otherwise a draw from the whole distribution at
     `temperature` (1.0 by default). A keyword argument the sampler does not take is refused,
     naming it; so is a `top_k` above `vocabulary_size`.
@@ -427,6 +428,8 @@ def resolve(sampler=None, temperature=None, top_k=None, top_p=None, num_beams=No
     cls = REGISTERED[sampler]
     if cls is Greedy and given.get("temperature") == 0:
         given.pop("temperature")
+    if cls is not Beam and given.get("num_beams") == 1:
+        given.pop("num_beams")  # one beam: no beam search, whichever sampler chooses
     extra = sorted(set(given) - set(cls.keywords))
     if extra:
         raise ValueError(f"The {sampler} sampler does not take {', '.join(extra)}; it takes "

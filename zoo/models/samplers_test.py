@@ -67,6 +67,12 @@ def test_resolve_looks_the_name_up_and_its_keywords_on_the_class():
     assert samplers.resolve(None, top_p=0.8) == samplers.TopP(0.8)
     assert samplers.resolve(None, temperature=0) == samplers.Greedy()
     assert samplers.resolve(None, num_beams=3) == samplers.Beam(3)
+    # one beam is no beam search, as the exported signature's default num_beams=1 reads it
+    assert samplers.resolve(None, num_beams=1) == samplers.Random()
+    assert samplers.resolve(None, num_beams=1, top_k=5) == samplers.TopK(5)
+    assert samplers.resolve("top_p", num_beams=1, top_p=0.5) == samplers.TopP(0.5)
+    assert samplers.resolve(None, num_beams=1, temperature=0) == samplers.Greedy()
+    assert samplers.resolve("beam", num_beams=1) == samplers.Beam(1)
     with pytest.raises(ValueError, match="The top_k sampler does not take num_beams; it takes top_k, temperature"):
         samplers.resolve("top_k", num_beams=2)
     with pytest.raises(ValueError, match="Unknown sampler 'nucleus'"):

@@ -108,7 +108,7 @@ class TrainingWindows:
         self.batches_per_pass = len(inputs) // global_batch_size
         if self.batches_per_pass < 1:
             raise ValueError(
-                f"The training data has {len(inputs)} windows, fewer than one global batch of "
+                f"The training data has {len(inputs)} window{'' if len(inputs) == 1 else 's'}, fewer than one global batch of "
                 f"{global_batch_size}; use a smaller --global-batch-size or --seq-len, or more data."
             )
 

@@ -47,8 +47,8 @@ def extended_start(preset, info, weights_file, lines, extend, out_dir, log):
         with open(record_path, encoding="utf-8") as f:
             record = json.load(f)
         if record.get("request") != request:
-            raise ValueError(f"{out_dir} was started from {record.get('request')} and holds its extended model; "
-                             f"give a new --out for {request}.")
+            raise ValueError(f"{out_dir} was started from {_described(record.get('request'))} and holds its extended "
+                             f"model; give a new --out to start from {_described(request)}.")
         log(f"Starting from {target}, the tokenizer extended when this run began ({record['added']:,} ids added).")
         return _start(target, info)
     model = load_model(preset, vocabulary_size=len(info.tokenizer))
@@ -70,6 +70,16 @@ def extended_start(preset, info, weights_file, lines, extend, out_dir, log):
         json.dump(record, f, indent=1, ensure_ascii=False)
     os.replace(record_path + ".tmp", record_path)
     return _start(target, info)
+
+
+def _described(request):
+    """A run's starting point in words: the preset or directory, the weights file if any, and N."""
+    if not isinstance(request, dict):
+        return repr(request)
+    weights = f" (weights {request['weights']})" if request.get("weights") else ""
+    n = request.get("extend_tokenizer")
+    extend = f" with --extend-tokenizer {n:,}" if isinstance(n, int) else ""
+    return f"{request.get('start')}{weights}{extend}"
 
 
 def _start(target, info):

@@ -370,6 +370,18 @@ def starting_point(preset, weights, log=_print):
     return preset, PresetInfo(defaults, None, vocabulary), source
 
 
+def check_not_quantized(preset):
+    """Refuses, in one sentence and before anything is written, a start whose weights are
+    quantized (a preset directory saved after `model.quantize`): int8 weights have no gradient, so
+    training would change only the float32 biases, as `LanguageModel.fit` refuses too."""
+    if not os.path.isdir(str(preset)):
+        return
+    mode = preset_directory.read_config(str(preset))[1].get("quantization")
+    if mode is not None:
+        raise ValueError(f"The preset directory {str(preset)!r} holds {mode} weights (model.quantize), which have no "
+                         "gradient; train from the float32 model it was quantized from, then quantize the result.")
+
+
 def train(preset, data="ptb", out_dir="runs/model", strategy="default", config=None, overrides=None,
           log=_print, callbacks=(), weights=None):
     """Train `preset` (a name or a preset directory) on `data` into `out_dir`; returns
@@ -397,6 +409,7 @@ def train(preset, data="ptb", out_dir="runs/model", strategy="default", config=N
         strategy = distribute.get_strategy(strategy)  # first: it configures the collectives
     name = preset
     preset, info, weights_file = starting_point(preset, weights, log)
+    check_not_quantized(preset)
     spec = registry.fine_tune_optimizer(name) if weights == "trained" and "optimizer" not in overrides else None
     if spec is not None:
         overrides["optimizer"] = spec
