@@ -22,7 +22,7 @@ def add_parser(subparsers):
     s.add_argument("--temperature", type=float)
     s.add_argument("--top-k", type=int)
     s.add_argument("--top-p", type=float)
-    s.add_argument("--num-beams", type=int, help="beam search with this many beams")
+    s.add_argument("--num-beams", type=int, help="beam search with this many beams (1: none)")
     s.add_argument("--length-penalty", type=float, help="beam search: rank by log-prob / length ** this")
     s.add_argument("--no-repeat-ngram-size", type=int, default=0, help="never repeat an n-gram of this size")
     s.add_argument("--stop", action="append", help="end a row where this text appears (repeatable)")
@@ -42,6 +42,7 @@ def read_prompts(args):
         return list(args.prompts)
     if args.file == "-":
         prompts = [line.rstrip("\r\n") for line in sys.stdin]
+        prompts[:1] = [p.removeprefix("\ufeff") for p in prompts[:1]]  # no byte-order mark
     else:
         try:
             with open(args.file, encoding="utf-8-sig", errors="replace") as f:  # no byte-order mark

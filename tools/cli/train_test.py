@@ -70,6 +70,14 @@ def test_training_a_quantized_preset_directory_is_one_sentence_and_writes_nothin
         assert f"{str(quantized)!r} holds int8 weights (model.quantize), which have no gradient" in error, error
         assert not run.exists()
     assert _digest(quantized) == before
+    # refused before a line of progress is printed
+    from zoo.training.trainer import starting_point
+
+    logged = []
+    for preset, weights in ((str(quantized), None), ("gcnn-ptb", str(quantized))):
+        with pytest.raises(ValueError, match="holds int8 weights"):
+            starting_point(preset, weights, log=logged.append)
+    assert logged == []
 
 
 def test_every_train_config_field_is_a_flag_of_zoo_train():

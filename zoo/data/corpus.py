@@ -97,6 +97,15 @@ def _names_of(split):
     return [split] + [alias for alias, s in _SPLIT_ALIASES.items() if s == split]
 
 
+def check_lines(lines, what="lines"):
+    """Refuses, in one sentence, one string (or bytes) given where a text's lines are wanted: it
+    would be read a character at a time."""
+    if isinstance(lines, (str, bytes, os.PathLike)):
+        shown = lines if isinstance(lines, str) else os.fsdecode(lines)
+        raise ValueError(f"{what} must be the text's lines (a list of strings, e.g. zoo.data.read_lines(folder, "
+                         f"'train')), not one {type(lines).__name__}: {shown[:40]!r}.")
+
+
 BYTE_ORDER_MARK = "\ufeff"
 
 

@@ -16,6 +16,8 @@ Targets equal to `<s>` get weight 0: the model sees `<s>` but never has to predi
 import numpy as np
 import tensorflow as tf
 
+from zoo.data.corpus import check_lines
+
 
 def encode(lines, vocabulary):
     return [vocabulary.encode(line) for line in lines]
@@ -73,6 +75,7 @@ def stream_windows(ids, seq_len, context=0, bos_id=1):
 
 def stream_dataset(lines, vocabulary, batch_size, seq_len, context=0, shuffle=False, seed=0,
                    repeat=False):
+    check_lines(lines)
     inputs, targets, weights = stream_arrays(lines, vocabulary, seq_len, context)
     ds = tf.data.Dataset.from_tensor_slices((inputs, targets, weights))
     if shuffle:
@@ -85,6 +88,7 @@ def stream_dataset(lines, vocabulary, batch_size, seq_len, context=0, shuffle=Fa
 def sentence_dataset(lines, vocabulary, batch_size, shuffle=False, seed=0, max_length=None,
                      boundaries=(8, 16, 24, 32, 48, 64, 96, 128)):
     """One sentence per row: inputs `<s> w1 … wn`, targets `w1 … wn </s>`, padded with 0."""
+    check_lines(lines)
     sequences = encode(lines, vocabulary)
     if max_length:
         sequences = [s[: max_length + 1] for s in sequences]

@@ -40,6 +40,7 @@ import unicodedata
 
 import numpy as np
 
+from zoo.data.corpus import check_lines
 from zoo.data.graph_tokenizers import SubwordGraphTokenizer
 from zoo.data.vocab import BOS, EOS, PAD, CharTokenizer, WordTokenizer, _text, load_word_or_char  # noqa: F401
 from zoo.data.vocab import FILENAME as VOCABULARY_FILE
@@ -204,7 +205,7 @@ class SubwordTokenizer:
 
         check_lines(lines)
         if self.added_pieces:
-            raise ValueError(f"This tokenizer was extended already (its last {self.added_pieces:,} ids were added); "
+            raise ValueError(f"This tokenizer was extended already (its last {self.added_pieces:,} id{'s were' if self.added_pieces != 1 else ' was'} added); "
                              "extend the tokenizer as trained, once, with the number of ids you want.")
         if isinstance(max_new_ids, bool) or not isinstance(max_new_ids, (int, np.integer)) or max_new_ids < 1:
             raise ValueError(f"The number of ids to add must be a whole number of at least 1, got {max_new_ids!r}.")
@@ -475,14 +476,6 @@ class SubwordTokenizer:
         the graph, so `asset_dir` is not used."""
         return SubwordGraphTokenizer(self.model_proto, self.sentencepiece_to_id,
                                      self.id_to_sentencepiece, self._texts, self.unk_id)
-
-
-def check_lines(lines, what="lines"):
-    """Refuses, in one sentence, one string (or bytes) given where a text's lines are wanted: it
-    would be read a character at a time."""
-    if isinstance(lines, (str, bytes, os.PathLike)):
-        raise ValueError(f"{what} must be the text's lines (a list of strings, e.g. zoo.data.read_lines(folder, "
-                         f"'train')), not one {type(lines).__name__}: {str(lines)[:40]!r}.")
 
 
 def trainer_sentences(lines, max_chars):

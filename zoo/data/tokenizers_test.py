@@ -13,6 +13,8 @@ import numpy as np
 import pytest
 import tensorflow as tf
 
+import zoo
+
 from zoo.data import CharTokenizer, SubwordTokenizer, WordTokenizer, load_tokenizer, normalize_subword
 from zoo.data.tokenizers import CONFIG_FILE, MODEL_FILE
 
@@ -499,6 +501,13 @@ def test_extend_refuses_twice_a_bad_count_and_too_many_ids(subword, extended):
     with pytest.raises(ValueError) as e:
         SubwordTokenizer.train("the cat sat on the mat", 40)
     one_sentence(str(e.value), "must be the text's lines", "'the cat sat on the mat'")
+    word = WordTokenizer.build(["the cat sat"])
+    for build in (WordTokenizer.build, CharTokenizer.build,
+                  lambda text: zoo.data.stream_dataset(text, word, 2, 4),
+                  lambda text: zoo.data.sentence_dataset(text, word, 2)):
+        with pytest.raises(ValueError) as e:
+            build("the cat sat")
+        one_sentence(str(e.value), "must be the text's lines", "not one str: 'the cat sat'")
 
 
 def test_a_text_with_no_new_piece_keeps_the_tokenizer(subword):

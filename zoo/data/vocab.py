@@ -13,6 +13,7 @@ import os
 
 import numpy as np
 
+from zoo.data.corpus import check_lines
 from zoo.data.graph_tokenizers import GraphTokenizer, Tokenizer
 from zoo.deprecation import former_name
 
@@ -58,6 +59,7 @@ class WordTokenizer:
     def build(cls, lines, min_count=1, max_size=None):
         """From whitespace-tokenised training lines: words seen `min_count` times or more, the
         `max_size` most frequent (specials included in the size), ties broken alphabetically."""
+        check_lines(lines)
         counts = collections.Counter(w for line in lines for w in line.split())
         for special in SPECIALS:
             counts.pop(special, None)
@@ -163,6 +165,7 @@ class CharTokenizer(WordTokenizer):
 
     @classmethod
     def build(cls, lines, min_count=1, max_size=None):
+        check_lines(lines)
         return super().build([" ".join(_chars(line)) for line in lines], min_count, max_size)
 
     def normalize(self, text):

@@ -381,10 +381,15 @@ SAMPLERS = (Greedy, Random, TopK, TopP, Beam)
 NAMES = tuple(s.name for s in SAMPLERS)
 
 
+def _one_beam(num_beams):
+    """Whether `num_beams` is the whole number 1: one beam, no beam search (not True or 1.0)."""
+    return isinstance(num_beams, numbers.Integral) and not isinstance(num_beams, bool) and num_beams == 1
+
+
 def _implied(temperature, top_k, top_p, num_beams, length_penalty):
     """The sampler's name when `generate` is given none, as it always chose: beams, then top-p,
     then top-k, then a draw from the whole distribution."""
-    if num_beams is not None and num_beams != 1 or length_penalty is not None:
+    if num_beams is not None and not _one_beam(num_beams) or length_penalty is not None:
         return "beam"
     if top_p is not None:
         return "top_p"
@@ -398,8 +403,9 @@ def resolve(sampler=None, temperature=None, top_k=None, top_p=None, num_beams=No
     """The sampler `generate` uses, from its arguments.
 
     `sampler` is a `Sampler` object, a registered name (its parameters from the keyword
-    arguments), or None: then `temperature=0` is greedy, `num_beams` > 1 beam search (1: none,
-    as the exported `generate` signature reads it, so any sampler takes it), `top_p`
+    arguments), or None: then `temperature=0` is greedy, `num_beams` > 1 or a `length_penalty`
+    beam search (`num_beams=1` alone is none, as the exported `generate` signature reads it, so
+    any sampler but a `Beam` object takes it), `top_p`
     nucleus sampling, `top_k` top-k sampling, and otherwise a draw from the whole distribution at
     `temperature` (1.0 by default). A keyword argument the sampler does not take is refused,
     naming it; so is a `top_k` above `vocabulary_size`.
@@ -411,6 +417,8 @@ def resolve(sampler=None, temperature=None, top_k=None, top_p=None, num_beams=No
         _check_k(top_k, vocabulary_size)
     given = {k: v for k, v in dict(temperature=temperature, top_k=top_k, top_p=top_p, num_beams=num_beams,
                                    length_penalty=length_penalty).items() if v is not None}
+    if isinstance(sampler, Sampler) and not isinstance(sampler, Beam) and _one_beam(num_beams):
+        given.pop("num_beams")  # one beam: no beam search, whichever sampler chooses
     if isinstance(sampler, Sampler):
         if given:
             raise ValueError(f"Give the sampler's parameters to the sampler object {sampler!r}, not also as "
@@ -419,7 +427,7 @@ def resolve(sampler=None, temperature=None, top_k=None, top_p=None, num_beams=No
             _check_k(sampler.k, vocabulary_size)
         return sampler
     if sampler is None:
-        if zero and num_beams in (None, 1):
+        if zero and (num_beams is None or _one_beam(num_beams)) and length_penalty is None:
             return Greedy()  # as generate always did: temperature=0 is greedy, whatever top_k says
         sampler = _implied(temperature, top_k, top_p, num_beams, length_penalty)
     if not isinstance(sampler, str) or sampler not in REGISTERED:
@@ -428,7 +436,7 @@ def resolve(sampler=None, temperature=None, top_k=None, top_p=None, num_beams=No
     cls = REGISTERED[sampler]
     if cls is Greedy and given.get("temperature") == 0:
         given.pop("temperature")
-    if cls is not Beam and given.get("num_beams") == 1:
+    if cls is not Beam and _one_beam(given.get("num_beams")):
         given.pop("num_beams")  # one beam: no beam search, whichever sampler chooses
     extra = sorted(set(given) - set(cls.keywords))
     if extra:

@@ -73,6 +73,11 @@ def test_resolve_looks_the_name_up_and_its_keywords_on_the_class():
     assert samplers.resolve("top_p", num_beams=1, top_p=0.5) == samplers.TopP(0.5)
     assert samplers.resolve(None, num_beams=1, temperature=0) == samplers.Greedy()
     assert samplers.resolve("beam", num_beams=1) == samplers.Beam(1)
+    assert samplers.resolve(samplers.TopK(3), num_beams=1) == samplers.TopK(3)
+    assert samplers.resolve(None, num_beams=1, length_penalty=0.6) == samplers.Beam(1, 0.6)
+    for not_one in (True, 1.0):  # only the whole number 1 is one beam
+        with pytest.raises(ValueError, match="The top_k sampler does not take num_beams"):
+            samplers.resolve("top_k", top_k=3, num_beams=not_one)
     with pytest.raises(ValueError, match="The top_k sampler does not take num_beams; it takes top_k, temperature"):
         samplers.resolve("top_k", num_beams=2)
     with pytest.raises(ValueError, match="Unknown sampler 'nucleus'"):

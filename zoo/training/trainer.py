@@ -347,10 +347,12 @@ def starting_point(preset, weights, log=_print):
                              f"{str(weights)!r}.")
         # a preset directory's model and tokenizer (e.g. converted by `zoo convert fairseq`), with
         # the training defaults of the preset name
+        check_not_quantized(weights)
         defaults = {} if os.path.isdir(str(preset)) else resolve_preset(preset).train_defaults
         log(f"Starting from {weights}, with its tokenizer.")
         return str(weights), dataclasses.replace(resolve_preset(str(weights)), train_defaults=defaults), None
     if weights != "trained":
+        check_not_quantized(preset)
         return preset, resolve_preset(preset), None
     if os.path.isdir(str(preset)):
         raise ValueError(f"weights='trained' takes a preset name; the preset directory {preset!r} brings "
@@ -359,6 +361,7 @@ def starting_point(preset, weights, log=_print):
     defaults = resolve_preset(preset).train_defaults  # the preset name's batch and window length
     source = zoo.weights.trained_source(preset)  # one sentence naming the presets that have some, if none
     if os.path.isdir(source):
+        check_not_quantized(source)
         log(f"Starting from the trained {preset} ({source}), with its tokenizer.")
         info = resolve_preset(source)
         return source, dataclasses.replace(info, train_defaults=defaults), None
@@ -409,7 +412,6 @@ def train(preset, data="ptb", out_dir="runs/model", strategy="default", config=N
         strategy = distribute.get_strategy(strategy)  # first: it configures the collectives
     name = preset
     preset, info, weights_file = starting_point(preset, weights, log)
-    check_not_quantized(preset)
     spec = registry.fine_tune_optimizer(name) if weights == "trained" and "optimizer" not in overrides else None
     if spec is not None:
         overrides["optimizer"] = spec
