@@ -205,7 +205,8 @@ class SubwordTokenizer:
 
         check_lines(lines)
         if self.added_pieces:
-            raise ValueError(f"This tokenizer was extended already (its last {self.added_pieces:,} id{'s were' if self.added_pieces != 1 else ' was'} added); "
+            were = "ids were" if self.added_pieces != 1 else "id was"
+            raise ValueError(f"This tokenizer was extended already (its last {self.added_pieces:,} {were} added); "
                              "extend the tokenizer as trained, once, with the number of ids you want.")
         if isinstance(max_new_ids, bool) or not isinstance(max_new_ids, (int, np.integer)) or max_new_ids < 1:
             raise ValueError(f"The number of ids to add must be a whole number of at least 1, got {max_new_ids!r}.")

@@ -44,8 +44,9 @@ def check_tokenizer(tokenizer, what="This model"):
             f"{tokenizer.kind} tokenizer, whose unknown {unknown} all map to <unk> (train a subword model "
             "instead: --tokenizer subword).")
     if tokenizer.added_pieces:
-        raise ValueError(f"{what}'s tokenizer was extended already (its last {tokenizer.added_pieces:,} "
-                         f"id{'s were' if tokenizer.added_pieces != 1 else ' was'} added); extend the model as trained, once, with the number of ids you want.")
+        were = "ids were" if tokenizer.added_pieces != 1 else "id was"
+        raise ValueError(f"{what}'s tokenizer was extended already (its last {tokenizer.added_pieces:,} {were} "
+                         "added); extend the model as trained, once, with the number of ids you want.")
 
 
 def check_extendable(model, what="This model"):

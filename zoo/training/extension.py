@@ -49,18 +49,21 @@ def extended_start(preset, info, weights_file, lines, extend, out_dir, log):
         if record.get("request") != request:
             raise ValueError(f"{out_dir} was started from {_described(record.get('request'))} and holds its extended "
                              f"model; give a new --out to start from {_described(request)}.")
-        log(f"Starting from {target}, the tokenizer extended when this run began ({_count(record['added'], 'id')} added).")
+        log(f"Starting from {target}, the tokenizer extended when this run began "
+            f"({_count(record['added'], 'id')} added).")
         return _start(target, info)
     model = load_model(preset, vocabulary_size=len(info.tokenizer))
     model.tokenizer = info.tokenizer
     if weights_file is not None:
         preset_directory.load_weights(model, weights_file)
-    log(f"Extending the tokenizer ({len(info.tokenizer):,} ids) by up to {_count(int(extend), 'piece')} of the training text…")
+    log(f"Extending the tokenizer ({len(info.tokenizer):,} ids) by up to {_count(int(extend), 'piece')} of the "
+        "training text…")
     new, replaced = extend_tokenizer(model, lines, extend, log=log)
     if not replaced:
         return preset, info, info.tokenizer, weights_file
     before, after = pieces_per_word(info.tokenizer, lines), pieces_per_word(new.tokenizer, lines)
-    log(f"Pieces per word of the training text: {before:.2f} before, {after:.2f} with the {_count(len(replaced), 'new id')}.")
+    log(f"Pieces per word of the training text: {before:.2f} before, {after:.2f} with the "
+        f"{_count(len(replaced), 'new id')}.")
     new.save_to_preset(target)
     record = {"request": request, "added": len(replaced), "vocabulary_size": len(new.tokenizer),
               "pieces_per_word": {"before": round(before, 4), "after": round(after, 4)},
