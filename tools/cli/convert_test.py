@@ -23,3 +23,20 @@ def test_the_command_line_converts_and_refuses_in_one_sentence(tmp_path, capsys)
     assert main(["convert", "fairseq", os.path.join(TESTDATA, "plain.pt"), "--dictionary", str(tmp_path / "no.txt"),
                  "--out", str(tmp_path / "other")]) == 2
     assert "The dictionary '" in capsys.readouterr().err and not (tmp_path / "other").exists()
+
+
+def test_an_out_that_is_a_file_or_a_dictionary_that_is_not_utf8_is_one_sentence(tmp_path, capsys):
+    from tests.cli_checks import one_sentence_error
+
+    checkpoint = os.path.join(TESTDATA, "wikitext103.pt")
+    taken = tmp_path / "notes.txt"
+    taken.write_text("mine")
+    err = one_sentence_error(["convert", "fairseq", checkpoint, "--dictionary", DICT, "--out", str(taken)], capsys)
+    assert f"{taken} is a file; give an --out that does not exist or is an empty directory." in err, err
+    assert taken.read_text() == "mine"
+    latin = tmp_path / "dict.txt"
+    latin.write_bytes(b"caf\xe9 12\n")
+    out = tmp_path / "out"
+    err = one_sentence_error(["convert", "fairseq", checkpoint, "--dictionary", str(latin), "--out", str(out)], capsys)
+    assert f"{latin} is not UTF-8 text" in err and "dict.txt" in err, err
+    assert not out.exists()

@@ -4,6 +4,12 @@ one text file."""
 from zoo.tools.cli.loading import load_model
 
 
+def _figure(value):
+    """A perplexity as printed: two decimals, or 4 significant digits from 10^9 on (a text a model
+    reads very badly would print as dozens of digits)."""
+    return f"{value:.2f}" if value < 1e9 else f"{value:.4g}"
+
+
 def add_parser(subparsers):
     s = subparsers.add_parser("evaluate", help="perplexity of a preset directory on a split, or on a whole text file")
     s.add_argument("directory")
@@ -44,10 +50,10 @@ def run(args):
         lines = read_lines(args.data, args.split)
     windows = dict(seq_len=args.seq_len, context=args.context)
     ppl = model.perplexity(lines, mode=args.mode, **windows)
-    print(f"{args.split} perplexity ({args.mode}): {ppl:.2f}")
+    print(f"{args.split} perplexity ({args.mode}): {_figure(ppl)}")
     # words plus one </s> per line, whatever the tokenizer: comparable across tokenizers
     per_word = model.perplexity(lines, mode=args.mode, per="word", **windows)
-    print(f"{args.split} perplexity per word ({args.mode}): {per_word:.2f}")
+    print(f"{args.split} perplexity per word ({args.mode}): {_figure(per_word)}")
     unknown = unknown_note(per_word.unknown_share)
     if unknown:  # a closed vocabulary: how much of the per-word figure is the easy <unk>
         print(f"{args.split} words: {unknown}")

@@ -103,3 +103,10 @@ def test_evaluate_quantize_int8_scores_the_quantized_model_and_an_unknown_mode_i
     assert printed == pytest.approx(int8_ppl, abs=0.005) and int8_ppl != float_ppl
     err = one_sentence_error(["evaluate", preset, "--data", tiny_corpus, "--quantize", "fp8"], capsys)
     assert "Unknown quantization mode 'fp8'; the zoo's models quantize to 'int8'" in err
+
+
+def test_a_huge_perplexity_prints_in_four_significant_digits():
+    from zoo.tools.cli.evaluate import _figure
+
+    assert _figure(152.804) == "152.80" and _figure(999_999_999.0) == "999999999.00"
+    assert _figure(3.97e59) == "3.97e+59"

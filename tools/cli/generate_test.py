@@ -49,8 +49,17 @@ def test_generate_batches_prompts_from_the_command_line_and_a_file(trained, tmp_
     (["x", "--top-k", "100000"], r"top_k must be in \[1, \d+\] \(the vocabulary size\)"),
     (["x", "--batch-size", "0"], "--batch-size must be >= 1, got 0"),
     (["--file", "-"], "No prompt: standard input is empty"),
+    (["x", "--stop", " "], "A stop text must hold more than whitespace, got ' '"),
+    (["x", "--temperature", "inf"], "temperature must be a finite number >= 0"),
 ])
 def test_generate_refuses_bad_input_in_one_sentence(trained, argv, message, capsys, monkeypatch):
     monkeypatch.setattr("sys.stdin", io.StringIO(""))
     err = one_sentence_error(["generate", os.path.join(trained, "best"), *argv], capsys)
     assert re.search(message, err), err
+
+
+def test_a_prompts_file_that_is_not_utf8_is_one_sentence(trained, tmp_path, capsys):
+    path = tmp_path / "prompts.txt"
+    path.write_bytes(b"the caf\xe9 said\n")  # Latin-1
+    err = one_sentence_error(["generate", os.path.join(trained, "best"), "--file", str(path)], capsys)
+    assert f"The prompts file {str(path)!r} is not UTF-8 text" in err and "iconv" in err, err

@@ -129,14 +129,19 @@ def read_dictionary(path, rows):
     """The zoo's word tokenizer for fairseq's dict.txt (`word count` lines) and an embedding
     of `rows` rows."""
     words = []
-    with open(path, encoding="utf-8") as f:
-        for n, line in enumerate(f, start=1):
-            fields = line.rstrip("\n").rsplit(" ", 2)
-            if fields and fields[-1] == "#fairseq:overwrite":
-                fields = fields[:-1]
-            if len(fields) < 2 or not fields[-1].isdigit():
-                raise ValueError(f"Line {n} of {path} is {line.strip()!r}; dict.txt lines are 'word count'.")
-            words.append(" ".join(fields[:-1]))
+    try:
+        with open(path, encoding="utf-8") as f:
+            lines = f.readlines()
+    except UnicodeDecodeError as e:
+        raise ValueError(f"{path} is not UTF-8 text ({e.reason} at byte {e.start}); fairseq's dict.txt is UTF-8 "
+                         "'word count' lines, written beside the checkpoint by fairseq-preprocess.") from None
+    for n, line in enumerate(lines, start=1):
+        fields = line.rstrip("\n").rsplit(" ", 2)
+        if fields and fields[-1] == "#fairseq:overwrite":
+            fields = fields[:-1]
+        if len(fields) < 2 or not fields[-1].isdigit():
+            raise ValueError(f"Line {n} of {path} is {line.strip()!r}; dict.txt lines are 'word count'.")
+        words.append(" ".join(fields[:-1]))
     size = len(SPECIALS) + len(words)
     padded = size + (-size) % 8  # fairseq pads a dictionary to a multiple of 8 with madeupwords
     if rows not in (size, padded):
@@ -337,6 +342,8 @@ def convert(checkpoint, dictionary, out):
     out = os.path.abspath(str(out))
     if os.path.exists(os.path.join(out, "config.json")):  # every preset directory has one
         raise ValueError(f"{out} already holds a preset; give an --out that does not exist or is empty.")
+    if os.path.exists(out) and not os.path.isdir(out):
+        raise ValueError(f"{out} is a file; give an --out that does not exist or is an empty directory.")
     if os.path.isdir(out) and os.listdir(out):
         raise ValueError(f"{out} is not empty; give an --out that does not exist or is empty.")
     for what, path in (("checkpoint", checkpoint), ("dictionary", dictionary)):

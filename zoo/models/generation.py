@@ -640,6 +640,8 @@ class Generation:
             if isinstance(item, str):
                 if not item:
                     raise ValueError("A stop text must not be empty.")
+                if not item.strip():  # generated text is words joined by spaces: it would stop at once
+                    raise ValueError(f"A stop text must hold more than whitespace, got {item!r}.")
                 if not as_text:
                     raise ValueError(f"A stop text ({item!r}) needs text prompts; with id prompts give stop ids.")
                 texts.append(item)

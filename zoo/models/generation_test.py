@@ -427,7 +427,7 @@ BAD = [
     ({"top_k": 0}, r"top_k must be in \[1, 50\]"),
     ({"top_p": 1.5}, r"top_p must be a number in \(0, 1\], got 1.5"),
     ({"top_p": 0}, r"top_p must be a number in \(0, 1\], got 0"),
-    ({"temperature": -1}, r"temperature must be a number >= 0 \(0 is greedy\), got -1"),
+    ({"temperature": -1}, r"temperature must be a finite number >= 0 \(0 is greedy\), got -1"),
     ({"num_beams": 0}, r"num_beams must be an integer >= 1, got 0"),
     ({"sampler": "greedy", "top_k": 5}, r"The greedy sampler does not take top_k; it takes no parameter"),
     ({"sampler": zoo.samplers.TopK(5), "top_k": 3}, r"not also as top_k"),
@@ -537,7 +537,7 @@ def test_text_generation_stops_at_end_of_sentence(tiny_model, tiny_lines):
 
 def test_generate_rejects_bad_arguments(tiny_model):
     model = tiny_model("gcnn")
-    with pytest.raises(ValueError, match="temperature must be a number >= 0"):
+    with pytest.raises(ValueError, match="temperature must be a finite number >= 0"):
         model.generate([1], temperature=-1)
     with pytest.raises(ValueError, match=r"top_k must be in \[1, 50\]"):
         model.generate([1], top_k=0)

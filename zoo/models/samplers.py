@@ -117,7 +117,7 @@ def greedy_choice(scores, seed=None, step=None):
 def _check_temperature(temperature):
     if isinstance(temperature, bool) or not isinstance(temperature, numbers.Real) \
             or not math.isfinite(temperature) or temperature < 0:
-        raise ValueError(f"temperature must be a number >= 0 (0 is greedy), got {temperature!r}.")
+        raise ValueError(f"temperature must be a finite number >= 0 (0 is greedy), got {temperature!r}.")
     if temperature == 0:
         raise ValueError("temperature=0 is greedy decoding, which draws nothing: use sampler='greedy' (or no "
                          "sampler), or a temperature > 0 to sample.")
