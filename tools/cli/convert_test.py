@@ -38,5 +38,5 @@ def test_an_out_that_is_a_file_or_a_dictionary_that_is_not_utf8_is_one_sentence(
     latin.write_bytes(b"caf\xe9 12\n")
     out = tmp_path / "out"
     err = one_sentence_error(["convert", "fairseq", checkpoint, "--dictionary", str(latin), "--out", str(out)], capsys)
-    assert f"{latin} is not UTF-8 text" in err and "dict.txt" in err, err
+    assert f"The dictionary {latin} is not UTF-8: line 1, byte 4 is 0xe9" in err and "iconv" in err, err
     assert not out.exists()

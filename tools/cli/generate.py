@@ -3,6 +3,7 @@
 import argparse
 import sys
 
+from zoo.data.corpus import read_utf8_lines
 from zoo.tools.cli.loading import load_model
 
 
@@ -45,13 +46,10 @@ def read_prompts(args):
         prompts[:1] = [p.removeprefix("\ufeff") for p in prompts[:1]]  # no byte-order mark
     else:
         try:
-            with open(args.file, encoding="utf-8-sig") as f:  # no byte-order mark
-                prompts = [line.rstrip("\r\n") for line in f]
+            lines = read_utf8_lines(args.file, "The prompts file")
         except OSError as e:
             raise ValueError(f"Cannot read the prompts file {args.file!r}: {e.strerror or e}.") from e
-        except UnicodeDecodeError as e:
-            raise ValueError(f"The prompts file {args.file!r} is not UTF-8 text ({e.reason} at byte {e.start}); "
-                             "convert it first, e.g. `iconv -f latin1 -t utf-8`.") from None
+        prompts = [line.rstrip("\r") for line in (lines[:-1] if lines[-1] == "" else lines)]
     if not prompts:
         where = "standard input" if args.file == "-" else f"the prompts file {args.file!r}"
         raise ValueError(f"No prompt: {where} is empty; give one prompt per line.")

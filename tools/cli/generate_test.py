@@ -62,4 +62,4 @@ def test_a_prompts_file_that_is_not_utf8_is_one_sentence(trained, tmp_path, caps
     path = tmp_path / "prompts.txt"
     path.write_bytes(b"the caf\xe9 said\n")  # Latin-1
     err = one_sentence_error(["generate", os.path.join(trained, "best"), "--file", str(path)], capsys)
-    assert f"The prompts file {str(path)!r} is not UTF-8 text" in err and "iconv" in err, err
+    assert f"The prompts file {path} is not UTF-8: line 1, byte 8 is 0xe9" in err and "iconv" in err, err

@@ -38,6 +38,7 @@ import tempfile
 import numpy as np
 
 from zoo import preset_directory
+from zoo.data.corpus import read_utf8_lines
 from zoo.convert import torch_pickle
 from zoo.data import WordTokenizer
 from zoo.models.gcnn import GCNNLanguageModel
@@ -129,14 +130,9 @@ def read_dictionary(path, rows):
     """The zoo's word tokenizer for fairseq's dict.txt (`word count` lines) and an embedding
     of `rows` rows."""
     words = []
-    try:
-        with open(path, encoding="utf-8") as f:
-            lines = f.readlines()
-    except UnicodeDecodeError as e:
-        raise ValueError(f"{path} is not UTF-8 text ({e.reason} at byte {e.start}); fairseq's dict.txt is UTF-8 "
-                         "'word count' lines, written beside the checkpoint by fairseq-preprocess.") from None
-    for n, line in enumerate(lines, start=1):
-        fields = line.rstrip("\n").rsplit(" ", 2)
+    lines = read_utf8_lines(path, "The dictionary")
+    for n, line in enumerate(lines[:-1] if lines[-1] == "" else lines, start=1):
+        fields = line.rsplit(" ", 2)
         if fields and fields[-1] == "#fairseq:overwrite":
             fields = fields[:-1]
         if len(fields) < 2 or not fields[-1].isdigit():

@@ -34,10 +34,10 @@ def read_lines(source, split="train"):
         name = f"the Penn Treebank {split} split"
     elif os.path.isdir(source):
         path = _find_split_file(source, split)
-        lines = _clean(_read(path))
+        lines = _clean(read_utf8_lines(path))
         name = path
     elif os.path.isfile(source):
-        every = _clean(_read(source))
+        every = _clean(read_utf8_lines(source))
         held_out = {"valid": 0, "test": 10}
         if split == "train":
             lines = [l for i, l in enumerate(every) if i % 20 not in held_out.values()]
@@ -78,7 +78,7 @@ def read_file_lines(path, keep_empty=False):
     one as "" (which a language model scores as one `</s>`, as fairseq's `eval_lm` does)."""
     if not os.path.isfile(path):
         raise ValueError(f"{path!r} is not a text file.")
-    lines = _read(path)
+    lines = read_utf8_lines(path)
     if keep_empty and any(line.strip() for line in lines):
         return [line.strip() for line in (lines[:-1] if lines[-1] == "" else lines)]  # "" after the last \n
     return _nonempty(_clean(lines), f"The file {path}")
@@ -109,10 +109,12 @@ def check_lines(lines, what="lines"):
 BYTE_ORDER_MARK = "\ufeff"
 
 
-def _read(path):
-    """The lines of a UTF-8 file, without a leading byte-order mark (Windows editors write one;
-    it is no part of the text); bytes that are not UTF-8 are refused in one sentence naming the
-    line and column (guessing the encoding would silently change the text)."""
+def read_utf8_lines(path, what="The corpus file"):
+    """The lines of a UTF-8 file (split at each "\n"; "" after a final one), without a leading
+    byte-order mark (Windows editors write one; it is no part of the text): how the zoo reads a
+    user's text files (corpora, prompts, fairseq's dict.txt). Bytes that are not UTF-8 are
+    refused in one sentence beginning with `what` and naming the line and byte (guessing the
+    encoding would silently change the text)."""
     with open(path, "rb") as f:
         data = f.read()
     try:
@@ -120,7 +122,7 @@ def _read(path):
     except UnicodeDecodeError as e:
         line = data.count(b"\n", 0, e.start) + 1
         column = e.start - (data.rfind(b"\n", 0, e.start) + 1) + 1
-        raise ValueError(f"The corpus file {path} is not UTF-8: line {line}, byte {column} is "
+        raise ValueError(f"{what} {path} is not UTF-8: line {line}, byte {column} is "
                          f"0x{data[e.start]:02x} ({e.reason}); convert it first, e.g. `iconv -f latin1 -t utf-8` "
                          "for Latin-1 text, or `iconv -c -f utf-8 -t utf-8` to drop the bad bytes.") from None
 
