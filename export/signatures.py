@@ -7,8 +7,9 @@ Every signature takes and returns named tensors (dict outputs), batch first:
   each line is tokenised in the graph and wrapped in `<s> … </s>` as in training, and the scored
   tokens are `w1 … wn </s>`, what `LanguageModel.score(text)` returns;
 - `score_ids`: `token_ids` int32 [batch, time] and `lengths` int32 [batch] (valid ids per row,
-  the rest being padding) → the same four outputs, row i scoring tokens 1 … lengths[i]−1 given
-  what precedes them (what `score(ids)` returns), so `lengths` out = `lengths` in − 1;
+  the rest being padding; one per row, each in [0, time], or an InvalidArgument) → the same four
+  outputs, row i scoring tokens 1 … lengths[i]−1 given what precedes them (what `score(ids)`
+  returns), so `lengths` out = `lengths` in − 1;
 - `next_token`: `text` string [batch] (prefixes, wrapped as `<s> w1 … wn`) and `k` int32 (one
   value, or one per prefix) → `words` string [batch, K], `ids` int32 [batch, K], `log_probs`
   float32 [batch, K], the k most likely next tokens (never `<pad>` or `<s>`, as in
@@ -53,7 +54,12 @@ words that lie wholly within its first `max_tokens` pieces (a word cut in two is
 everything after it) and scores no `</s>`, so a client sees `lengths` = the number of whole
 words kept, fewer than the line's words + 1; their scores are the whole line's (0 words, with
 `log_prob` 0 and `perplexity` 1, when the first word alone has more than `max_tokens` pieces).
-`next_token` keeps the last `max_tokens` tokens (pieces for subword) of a prefix, after `<s>`.
+`next_token` keeps the last `max_tokens` tokens (pieces for subword) of a prefix, after `<s>`;
+`generate` keeps the last `max_tokens` of a prompt, for subword models from the first of those
+pieces that starts a word (all of them where none does).
+
+An empty batch gets outputs of no rows from every signature (the model runs one stand-in row:
+TensorFlow's CPU convolution gives a wrongly shaped result for an empty batch).
 
 The mixture-of-experts layers run their inference path (no gate noise, `training=False`) with
 the same sparse dispatch as in training.
@@ -69,6 +75,13 @@ from zoo.models import generation, samplers
 
 FLOAT32_MAX = 3.4028234663852886e38  # where a subword model's per-word perplexity saturates
 MAX_BEAMS = 16  # the most beams a served `generate` request may ask for
+
+
+def _one_row_at_least(x, value):
+    """`x` with one row of `value` added where it has none. The model never sees an empty batch
+    (TensorFlow's CPU convolution gives a wrongly shaped result for one); a signature asked about
+    no rows answers for this stand-in row and returns the first 0 rows of each output."""
+    return tf.pad(x, [[0, tf.maximum(1 - tf.shape(x)[0], 0)]] + [[0, 0]] * (x.shape.rank - 1), constant_values=value)
 
 
 class _RequestedBeams(samplers.Beam):
@@ -160,7 +173,15 @@ class Signatures:
 
     def score_ids(self, token_ids, lengths):
         time = tf.shape(token_ids)[1]
-        lengths = tf.clip_by_value(lengths, 0, time)
+        within = "score_ids: lengths must be in [0, the width of token_ids]"
+        checks = [
+            tf.debugging.assert_equal(tf.size(lengths), tf.shape(token_ids)[0],
+                                      message="score_ids: lengths must have one value per row of token_ids"),
+            tf.debugging.assert_non_negative(lengths, message=within),
+            tf.debugging.assert_less_equal(lengths, time, message=within),
+        ]
+        with tf.control_dependencies(checks):
+            lengths = tf.identity(lengths)
         valid = tf.sequence_mask(lengths, time)
         token_ids = tf.where(valid, token_ids, 0)  # whatever pads the rows
         token_ids = self._check_ids(token_ids)
@@ -178,9 +199,9 @@ class Signatures:
         lengths = tf.cast(ids.row_lengths(), tf.int32)
         dense = ids.to_tensor(t.pad_id)
         dense = tf.pad(dense, [[0, 0], [0, tf.maximum(1 - tf.shape(dense)[1], 0)]])  # an empty batch
-        hidden = self.model(dense, training=False)
-        last = tf.gather(hidden, lengths - 1, batch_dims=1)
-        log_probs = tf.cast(self.model.head.log_prob(last), tf.float32)
+        hidden = self.model(_one_row_at_least(dense, t.pad_id), training=False)
+        last = tf.gather(hidden, _one_row_at_least(lengths, 1) - 1, batch_dims=1)
+        log_probs = tf.cast(self.model.head.log_prob(last), tf.float32)[:n]
         # never <pad> or <s> (ids 0 and 1 of every tokenizer), as in LanguageModel.generate
         never = tf.one_hot(generation.PAD_ID, self.vocabulary_size, on_value=True, off_value=False) | tf.one_hot(
             generation.BOS_ID, self.vocabulary_size, on_value=True, off_value=False)
@@ -233,14 +254,17 @@ class Signatures:
         with tf.control_dependencies(checks):
             max_new_tokens = tf.identity(max_new_tokens)
         words = t.encode(text)
-        start = tf.maximum(words.row_lengths() - self.max_tokens, 0)  # the last max_tokens tokens
-        words = tf.gather(words, tf.ragged.range(start, words.row_lengths()), batch_dims=1)
+        words = tf.gather(words, tf.ragged.range(self._prompt_start(words), words.row_lengths()), batch_dims=1)
         n = tf.shape(text)[0]
         prompts = tf.concat([tf.RaggedTensor.from_tensor(tf.fill([n, 1], t.bos_id)), words], axis=1)
-        lengths = tf.cast(prompts.row_lengths(), tf.int32)
         choose = generation.served_sampler(temperature, top_k, top_p) if self.sampler is None else self.sampler.next
         seed = tf.math.floormod(tf.cast(seed, tf.int64), 2**31)  # as LanguageModel.generate maps it
+        # an empty batch: one stand-in prompt of one token, one new token, then no rows kept
         dense = prompts.to_tensor(t.pad_id)
+        dense = _one_row_at_least(tf.pad(dense, [[0, 0], [0, tf.maximum(1 - tf.shape(dense)[1], 0)]],
+                                         constant_values=t.pad_id), t.pad_id)
+        lengths = _one_row_at_least(tf.cast(prompts.row_lengths(), tf.int32), 1)
+        max_new_tokens = tf.where(n > 0, max_new_tokens, 1)
 
         def sampled():
             return generation.decode(self.model, dense, lengths, max_new_tokens, choose, seed, t.eos_id,
@@ -256,6 +280,7 @@ class Signatures:
                 ids, ends = tf.cond(num_beams > 1, searched, sampled)
             else:  # a baked-in sampler decides alone
                 ids, ends = sampled()
+        ids, ends, lengths = ids[:n], ends[:n], lengths[:n]
         new = tf.gather(ids, tf.ragged.range(lengths, ends), batch_dims=1)
         whole = tf.gather(ids, tf.ragged.range(ends), batch_dims=1)
         return {
@@ -265,8 +290,30 @@ class Signatures:
             "lengths": tf.cast(new.row_lengths(), tf.int32),
         }
 
+    def _prompt_start(self, tokens):
+        """Where each prompt's kept tokens start (ragged `tokens` [batch, tokens]): its last
+        `max_tokens` tokens. A subword model's cut falls at a word boundary, as serving_default's
+        does: from the first piece among them that starts a word (the word cut in two is dropped),
+        or all of them where none does (one word of more than `max_tokens` pieces)."""
+        count = tokens.row_lengths()
+        start = tf.maximum(count - self.max_tokens, 0)
+        if self.tokenizer.kind != "subword":
+            return start
+        position = tf.ragged.range(count)
+        rows = position.value_rowids()
+        kept_start = self.tokenizer.starts_word(tokens).flat_values & (position.flat_values >= tf.gather(start, rows))
+        first = tf.math.unsorted_segment_min(tf.where(kept_start, position.flat_values, count.dtype.max), rows,
+                                             tf.shape(count, out_type=rows.dtype)[0])
+        return tf.where((start > 0) & (first < count), first, start)
+
     def decode_step(self, token_ids, *state):
         token_ids = self._check_ids(token_ids)
+        rows = tf.shape(token_ids)[0]
+        checks = [tf.debugging.assert_equal(tf.shape(value)[0], rows,
+                                            message=f"decode_step: {name} must have one row per token id")
+                  for name, value in zip(self.state.specs, state)]
+        with tf.control_dependencies(checks):
+            state = [tf.identity(value) for value in state]
         named = dict(zip(self.state.specs, state))
         nested = self.state.unflatten(named, tf.shape(token_ids)[0])
         hidden, nested = self.model.step(token_ids, nested)
@@ -354,13 +401,16 @@ class Signatures:
         A batch of one takes its own branch, traced with the batch axis known: kernels with a
         static batch size run faster (`zoo benchmark serving`; see docs/benchmarks.md), and one
         sentence per request is TF Serving's common case."""
-        # At least two columns, so that inputs and targets are never empty (an empty batch).
-        ids = tf.pad(ids, [[0, 0], [0, tf.maximum(2 - tf.shape(ids)[1], 0)]])
-        return tf.cond(
+        # At least two columns, so that inputs and targets are never empty, and one row.
+        n = tf.shape(ids)[0]
+        ids = _one_row_at_least(tf.pad(ids, [[0, 0], [0, tf.maximum(2 - tf.shape(ids)[1], 0)]]), 0)
+        lengths = _one_row_at_least(lengths, 0)
+        scores = tf.cond(
             tf.equal(tf.shape(ids)[0], 1),
             lambda: self._scores(tf.ensure_shape(ids, [1, None]), tf.ensure_shape(lengths, [1])),
             lambda: self._scores(ids, lengths),
         )
+        return {name: value[:n] for name, value in scores.items()}
 
     def _scores(self, ids, lengths):
         inputs, targets = ids[:, :-1], ids[:, 1:]

@@ -114,6 +114,75 @@ def test_out_of_range_ids_are_refused_with_a_message(loaded):
         loaded["lstm"].signatures["score_ids"](token_ids=tf.constant([[1, 50, 2]]), lengths=tf.constant([3]))
 
 
+# ---- an empty batch, and shapes that disagree -----------------------------------------------------
+EMPTY_SHAPES = {  # the rows and dtypes of each output for a request of no rows
+    "serving_default": {"token_log_probs": tf.float32, "lengths": tf.int32, "log_prob": tf.float32,
+                        "perplexity": tf.float32},
+    "next_token": {"words": tf.string, "ids": tf.int32, "log_probs": tf.float32},
+    "generate": {"text": tf.string, "completion": tf.string, "ids": tf.int32, "lengths": tf.int32},
+}
+
+
+@pytest.mark.parametrize("family", sorted(FAMILIES))
+def test_an_empty_batch_gets_an_answer_of_no_rows_and_the_next_request_works(family, exported, loaded):
+    """TensorFlow's CPU convolution gives a wrongly shaped result for an empty batch: before the
+    signatures kept one stand-in row, `text=[]` failed inside the model with a shape error."""
+    model, _ = exported[family]
+    sigs = loaded[family].signatures
+    empty = tf.constant([], tf.string)
+    settings = {**GENERATE_DEFAULTS, "max_new_tokens": 4}
+    calls = {
+        "serving_default": lambda: sigs["serving_default"](text=empty),
+        "score_ids": lambda: sigs["score_ids"](token_ids=tf.zeros([0, 0], tf.int32), lengths=tf.zeros([0], tf.int32)),
+        "next_token": lambda: sigs["next_token"](text=empty, k=tf.constant(3)),
+        "generate": lambda: sigs["generate"](text=empty, **{k: tf.constant(v) for k, v in settings.items()}),
+        "generate, 3 beams": lambda: sigs["generate"](
+            text=empty, **{k: tf.constant(v) for k, v in {**settings, "num_beams": 3}.items()}),
+    }
+    for name, call in calls.items():
+        out = call()
+        want = EMPTY_SHAPES[name.split(",")[0] if not name.startswith("score_ids") else "serving_default"]
+        assert {k: v.dtype for k, v in out.items()} == want, name
+        assert all(v.shape[0] == 0 for v in out.values()), (name, {k: v.shape for k, v in out.items()})
+    specs = {k: v for k, v in sigs["decode_step"].structured_input_signature[1].items() if k != "token_ids"}
+    out = sigs["decode_step"](token_ids=tf.zeros([0], tf.int32),
+                              **{k: tf.zeros([0] + v.shape[1:], tf.float32) for k, v in specs.items()})
+    assert out["log_probs"].shape == (0, model.vocabulary_size)
+    # and the same signatures answer a real request as before
+    got = sigs["serving_default"](text=tf.constant(TEXTS))
+    assert_same({k: v.numpy() for k, v in got.items()}, expected(model, "serving_default", {"text": TEXTS}),
+                f"{family} after an empty batch")
+
+
+SHAPE_ERRORS = [
+    ({"token_ids": [[3, 4, 5], [3, 4, 0]], "lengths": [3, 4]}, r"lengths must be in \[0, the width of token_ids\]"),
+    ({"token_ids": [[3, 4, 5], [3, 4, 0]], "lengths": [3, -1]}, r"lengths must be in \[0, the width of token_ids\]"),
+    ({"token_ids": [[3, 4, 5], [3, 4, 0]], "lengths": [3]}, r"lengths must have one value per row of token_ids"),
+    ({"token_ids": [[3, 4, 5]], "lengths": [3, 2]}, r"lengths must have one value per row of token_ids"),
+]
+
+
+@pytest.mark.parametrize("given, message", SHAPE_ERRORS)
+def test_score_ids_refuses_lengths_that_do_not_fit_token_ids(given, message, loaded):
+    """Before, a length past the width was clipped to it in silence, and one too few or too many
+    failed deep in the graph."""
+    score_ids = loaded["gcnn"].signatures["score_ids"]
+    with pytest.raises(tf.errors.InvalidArgumentError, match=message):
+        score_ids(**{k: tf.constant(v, tf.int32) for k, v in given.items()})
+    assert score_ids(token_ids=tf.constant([[1, 3, 4]]), lengths=tf.constant([3]))["lengths"].numpy().tolist() == [2]
+
+
+@pytest.mark.parametrize("family", ["gcnn", "lstm"])
+def test_decode_step_refuses_a_state_with_another_batch_size(family, loaded):
+    decode = loaded[family].signatures["decode_step"]
+    specs = {k: v for k, v in decode.structured_input_signature[1].items() if k != "token_ids"}
+    name = sorted(specs)[0]
+    state = {k: tf.zeros([2] + v.shape[1:], tf.float32) for k, v in specs.items()}
+    state[name] = tf.zeros([3] + specs[name].shape[1:], tf.float32)
+    with pytest.raises(tf.errors.InvalidArgumentError, match=f"decode_step: {name} must have one row per token id"):
+        decode(token_ids=tf.constant([3, 4]), **state)
+
+
 # ---- the MoE runs its inference path with sparse dispatch --------------------------------------
 def _graph_ops(path):
     from tensorflow.core.protobuf import saved_model_pb2

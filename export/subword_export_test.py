@@ -248,7 +248,8 @@ def fresh_process(exported, tokenizer, tmp_path_factory):
                      "ids": pad(extended_ids, 0, np.int32).tolist(), "lengths": [len(i) for i in extended_ids],
                      "prefixes": ["kubectl get", "the cat"], "k": [5, 5]},
         "short": {"path": exported["short"][1],
-                  "texts": [_bytes(t).hex() for t in list(cut_lines(tokenizer).values()) + list(TEXTS.values())]},
+                  "texts": [_bytes(t).hex() for t in list(cut_lines(tokenizer).values()) + list(TEXTS.values())],
+                  "generate": {"greedy": {**GENERATE["greedy"], "max_new_tokens": 5}}},
     }
     (work / "plan.json").write_text(json.dumps(plan))
     (work / "fresh.py").write_text(FRESH_PROCESS)
@@ -422,6 +423,54 @@ def test_generate_signature_detokenises_what_lm_generate_writes(exported, tokeni
         assert served["completion"].tolist() == [tokenizer.decode(n) for n in new], tag
     # the text of a string prompt, as lm.generate gives it
     assert served["text"][0] == model.generate(texts[0], **kw)
+
+
+def served_prompt(tokenizer, text, max_tokens):
+    """The prompt `generate` reads: `<s>` and the last `max_tokens` pieces of a longer prompt,
+    from the first of them that starts a word (all of them where none does)."""
+    ids = tokenizer.encode(text, add_eos=False)
+    if len(ids) - 1 <= max_tokens:
+        return ids
+    index = tokenizer.word_index(ids)  # a piece starts a word where its word's index changes
+    start = len(ids) - max_tokens
+    first = next((i for i in range(start, len(ids)) if index[i] != index[i - 1]), start)
+    return ids[:1] + ids[first:]
+
+
+@pytest.mark.ci
+def test_generate_cuts_a_long_prompt_at_a_word_boundary(exported, tokenizer, fresh_process):
+    """Before, `generate` kept the last max_tokens pieces of a long prompt, so its `text` could
+    start inside a word ("ing the cat …") where serving_default cuts between words."""
+    model, _, max_tokens = exported["short"]
+    texts = [_text(t) for t in list(cut_lines(tokenizer).values()) + list(TEXTS.values())]
+    served = _served(fresh_process, "short", "generate_greedy")
+    prompts = [served_prompt(tokenizer, t, max_tokens) for t in texts]
+    rows = model.generate(prompts, max_new_tokens=5, temperature=0, jit_compile=False)
+    assert served["text"].tolist() == [tokenizer.decode(r) for r in rows]
+    assert served["ids"].tolist() == pad([r[len(p):] for r, p in zip(rows, prompts)], 0, np.int32).tolist()
+    cut = [t for t, p in zip(texts, prompts) if len(p) < len(tokenizer.encode(t, add_eos=False))]
+    assert len(cut) >= 4
+    # some window of the last max_tokens pieces began inside a word, and that word was dropped
+    naive = [tokenizer.encode(t, add_eos=False) for t in cut]
+    naive = [ids[:1] + ids[1:][-max_tokens:] for ids in naive]
+    inside = [t for t, n in zip(cut, naive) if served_prompt(tokenizer, t, max_tokens) != n]
+    assert inside
+    for line in inside:
+        kept = tokenizer.decode(served_prompt(tokenizer, line, max_tokens))
+        assert tokenizer.normalize(line).endswith(" " + kept), line  # whole words only
+
+
+@pytest.mark.ci
+def test_every_signature_answers_an_empty_batch(exported):
+    import tensorflow as tf
+
+    sigs = tf.saved_model.load(exported["subword"][1]).signatures
+    empty = tf.constant([], tf.string)
+    outs = [sigs["serving_default"](text=empty), sigs["next_token"](text=empty, k=tf.constant(2)),
+            sigs["generate"](text=empty, **{k: tf.constant(v) for k, v in GENERATE["top_p"].items()})]
+    for out in outs:
+        assert all(v.shape[0] == 0 for v in out.values()), {k: v.shape for k, v in out.items()}
+    assert sigs["serving_default"](text=tf.constant(["the cat"]))["lengths"].numpy().tolist() == [3]
 
 
 def test_metadata_records_the_tokenizer(exported):
