@@ -560,7 +560,7 @@ def plot(result, path):
 
     settings, units = result["settings"], result["units"]
     domains = settings["domains"]
-    fig, axes = plt.subplots(1, len(domains), figsize=(5.5 * len(domains), 4.8))
+    fig, axes = plt.subplots(1, len(domains), figsize=(5.5 * len(domains), 6.4))
     axes = list(axes) if len(domains) > 1 else [axes]
     marks = report_minutes(settings)
     for ax, domain in zip(axes, domains):
@@ -590,7 +590,7 @@ def plot(result, path):
         ax.set_xlabel("training time [minutes, validation excluded]")
         ax.set_ylabel("perplexity per word (lines: validation; stars: test)" if tested else "validation perplexity per word")
         ax.grid(True, which="both", alpha=0.3)
-        ax.legend(fontsize=7)
+        ax.legend(fontsize=7, loc="upper center", bbox_to_anchor=(0.5, -0.16))  # under the panel, off the curves
     fig.suptitle("gcnn-en: model.fit from the trained weights vs from scratch, same minutes"
                  + (" (--quick smoke test)" if result["quick"] else ""))
     fig.tight_layout()
