@@ -11,6 +11,10 @@ For each preset, with its shipped trained weights:
   in alternation, `--calls` times each: `serving_default` on one 20-word sentence and on 32 of
   them, and `generate` at batch 1 (a 3-word prompt, `--new-tokens` greedy tokens). p50s, and the
   ratio int8 / float32 (below 1: int8 is faster).
+
+`--paper-size PRESET` (e.g. gcnn-14): instead, a preset of the paper's size, whose weights do not
+ship here: random weights (seed 0) and a stand-in word vocabulary of its size, exported in float32
+and in int8: the exports' sizes and the same served p50s, no perplexity.
 """
 
 import argparse
@@ -170,6 +174,41 @@ def table(rows):
     return "\n".join(out)
 
 
+def paper_size(args):
+    """`--paper-size PRESET`: the exports' sizes and served p50s of a random-weight model."""
+    at_least_one(args, "calls", "new_tokens")
+    import keras
+
+    import zoo
+    from zoo.data.vocab import SPECIALS, Vocabulary
+    from zoo.export import export_saved_model
+
+    if args.paper_size not in zoo.presets():
+        raise ValueError(f"--paper-size: unknown preset {args.paper_size!r}; see `zoo presets`.")
+    keras.utils.set_random_seed(0)
+    model = zoo.load(args.paper_size)
+    parameters = model.count_params()
+    if getattr(model, "tokenizer", None) is None:  # a stand-in word vocabulary of the model's size
+        model.vocabulary = Vocabulary(list(SPECIALS) + [f"w{i}" for i in range(model.vocabulary_size - len(SPECIALS))])
+    with tempfile.TemporaryDirectory(prefix="zoo-int8-") as base:
+        exports = [export_saved_model(model, base, f"{args.paper_size}-float32")]
+        model.quantize("int8")
+        exports.append(export_saved_model(model, base, f"{args.paper_size}-int8"))
+        sizes = {part: [directory_bytes(os.path.join(e, part)) if part != "whole" else directory_bytes(e)
+                        for e in exports] for part in ("whole", "variables")}
+        sizes["graph"] = [os.path.getsize(os.path.join(e, "saved_model.pb")) for e in exports]
+        speeds = served(exports, args.calls, args.new_tokens)
+    mib = 2 ** 20
+    lines = [f"| {part} | {f / mib:,.1f} MiB | {q / mib:,.1f} MiB | {q / f:.1%} |" for part, (f, q) in sizes.items()]
+    lines += [f"| `{name}` p50 | {f * 1e3:,.1f} ms | {q * 1e3:,.1f} ms | {q / f:.2f}× |" for name, (f, q) in speeds.items()]
+    rendered = "\n".join(["| | float32 | int8 | int8 / float32 |", "| --- | ---: | ---: | ---: |", *lines])
+    print(f"{args.paper_size} ({parameters:,} parameters, random weights), {cpu_model()}, load average "
+          f"{load_average_text()}, p50 of {args.calls} alternating calls per model:\n{rendered}")
+    write_results(args.json, {"cpu": cpu_model(), "preset": args.paper_size, "parameters": parameters,
+                              "calls": args.calls, "new_tokens": args.new_tokens, "bytes": sizes,
+                              "served": speeds, "table": rendered})
+
+
 def main(argv=None):
     p = argparse.ArgumentParser(prog="zoo benchmark int8", description=__doc__.split("\n\n")[0])
     p.add_argument("--presets", default=",".join(DEFAULT_PRESETS),
@@ -181,8 +220,12 @@ def main(argv=None):
     p.add_argument("--kernels", metavar="D,N", help="instead: time one [1, D] x [D, N] product with each kernel "
                    "TensorFlow ships for float32, bfloat16 and int8 weights (e.g. 128,10002: the PTB presets' "
                    "output layer)")
+    p.add_argument("--paper-size", metavar="PRESET", help="instead: a preset of the paper's size with random "
+                   "weights and a stand-in vocabulary (e.g. gcnn-14): export sizes and served p50s, no perplexity")
     p.add_argument("--json", help="write the results here")
     args = p.parse_args(argv)
+    if args.paper_size is not None:
+        return paper_size(args)
     if args.kernels is not None:
         try:
             d, n = (int(v) for v in args.kernels.split(","))

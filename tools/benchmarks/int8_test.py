@@ -45,3 +45,25 @@ def test_every_kernel_runs_one_row_at_a_time_in_a_fresh_process():
     assert list(times) == ["float32 MatMul", "bfloat16 MatMul (weights cast once)", "int8 x int8 -> int32 BatchMatMulV3",
                            "quint8 QuantizedMatMul (QuantizeV2, Dequantize)"]
     assert all(t > 0 for t in times.values())
+
+
+def test_paper_size_with_an_unknown_preset_is_one_sentence():
+    with pytest.raises(ValueError, match=r"^--paper-size: unknown preset 'gcnn-99'; see `zoo presets`\.$"):
+        int8.main(["--paper-size", "gcnn-99"])
+
+
+@pytest.mark.ci
+def test_paper_size_measures_both_exports_of_a_random_weight_model(tmp_path, monkeypatch):
+    import json
+
+    seen = []
+    monkeypatch.setattr(int8, "served", lambda exports, calls, new_tokens: seen.append(exports) or {
+        "serving_default_1": [0.010, 0.012], "generate_1": [0.100, 0.080]})
+    int8.main(["--paper-size", "gcnn-ptb", "--calls", "3", "--json", str(tmp_path / "r.json")])
+    result = json.load(open(tmp_path / "r.json"))
+    assert [e.rsplit("/", 2)[1] for e in seen[0]] == ["gcnn-ptb-float32", "gcnn-ptb-int8"]
+    whole, variables = result["bytes"]["whole"], result["bytes"]["variables"]
+    assert 0.25 < variables[1] / variables[0] < 0.27  # int8 and a float32 scale per output channel
+    assert whole[1] - variables[1] > result["bytes"]["graph"][1] > 0  # the graph, tokenizer and warmup
+    rows = result["table"].splitlines()
+    assert rows[2].startswith("| whole | ") and rows[-1] == "| `generate_1` p50 | 100.0 ms | 80.0 ms | 0.80× |"
