@@ -17,7 +17,7 @@ Every signature takes and returns named tensors (dict outputs), batch first:
 - `decode_step`: `token_ids` int32 [batch] and the decoding state (see `zoo.export.state`) →
   `log_probs` float32 [batch, vocabulary] and the next state under the same names;
 - `generate`: `text` string [batch] (prompts, read as `<s> w1 … wn`, the last `max_tokens`
-  tokens of a longer one) and the optional scalars `max_new_tokens` int32 (default 20, at most the
+  tokens of a longer one, for subword models from the first of them that starts a word) and the optional scalars `max_new_tokens` int32 (default 20, at most the
   export's `max_new_tokens` cap), `temperature` float32 (1.0; 0 is greedy), `top_k` int32 (0:
   off), `top_p` float32 (1.0: off), `seed` int32 (0), `num_beams` int32 (1; k in [2, 16] is beam
   search's best answer, what `generate(sampler="beam", num_beams=k)` returns, the sampling inputs
@@ -58,7 +58,8 @@ words kept, fewer than the line's words + 1; their scores are the whole line's (
 `generate` keeps the last `max_tokens` of a prompt, for subword models from the first of those
 pieces that starts a word (all of them where none does).
 
-An empty batch gets outputs of no rows from every signature (the model runs one stand-in row:
+An empty batch (no rows of `text` or `token_ids`) gets outputs of no rows from every signature
+(`serving_default`, `score_ids`, `next_token` and `generate` run the model on one stand-in row:
 TensorFlow's CPU convolution gives a wrongly shaped result for an empty batch).
 
 The mixture-of-experts layers run their inference path (no gate noise, `training=False`) with

@@ -446,6 +446,8 @@ def test_generate_cuts_a_long_prompt_at_a_word_boundary(exported, tokenizer, fre
     served = _served(fresh_process, "short", "generate_greedy")
     prompts = [served_prompt(tokenizer, t, max_tokens) for t in texts]
     rows = model.generate(prompts, max_new_tokens=5, temperature=0, jit_compile=False)
+    # `text` shows the cut (the prompt it starts with); the tiny model sees 3 tokens back, so its
+    # new ids would be the same from either cut
     assert served["text"].tolist() == [tokenizer.decode(r) for r in rows]
     assert served["ids"].tolist() == pad([r[len(p):] for r, p in zip(rows, prompts)], 0, np.int32).tolist()
     cut = [t for t, p in zip(texts, prompts) if len(p) < len(tokenizer.encode(t, add_eos=False))]
