@@ -31,6 +31,7 @@ from zoo.data.tokenizers import NORMALIZATION
 from zoo.errors import reason
 from zoo.export import warmup
 from zoo.export.signatures import Signatures, serving_trace
+from zoo.layers.gated_conv import weight_norm_folded
 from zoo.layers.validation import check_int
 from zoo.models import generation
 from zoo.models.samplers import Sampler
@@ -178,15 +179,19 @@ def _write(model, path, name, version, max_tokens, max_new_tokens=DEFAULT_MAX_NE
         # behind the Keras ones, so that the SavedModel loads without Keras. Tracking the Keras
         # variables themselves would save each twice (a copy under a new name beside the handle
         # the functions read), which TF2's loader maps but the TF1 loader of `saved_model_cli
-        # run` does not ("Could not find variable …").
-        root.model_variables = [_tf_variable(w) for w in model.weights]
-        root.tables = list(tokenizer.resources)  # lookup tables, or the SentencePiece model
-        functions = {}
-        for endpoint, (fn, input_signature) in signatures.all().items():
-            functions[endpoint] = tf.function(fn, input_signature=input_signature, autograph=False)
-            setattr(root, endpoint, functions[endpoint])
-        with serving_trace(model):
-            write_archive(root, path, functions)
+        # run` does not ("Could not find variable …"). A weight-normalised conv layer's `v` and
+        # `g` are saved as the one kernel they make (`weight_norm_folded`): a request no longer
+        # computes g · v / ‖v‖ (docs/serving.md).
+        with weight_norm_folded(model) as (replaced, folded):
+            replaced = {id(w) for w in replaced}
+            root.model_variables = [_tf_variable(w) for w in model.weights if id(w) not in replaced] + folded
+            root.tables = list(tokenizer.resources)  # lookup tables, or the SentencePiece model
+            functions = {}
+            for endpoint, (fn, input_signature) in signatures.all().items():
+                functions[endpoint] = tf.function(fn, input_signature=input_signature, autograph=False)
+                setattr(root, endpoint, functions[endpoint])
+            with serving_trace(model):
+                write_archive(root, path, functions)
     metadata = describe(model, name, version, max_tokens, tokenizer, signatures)
     metadata["warmup"] = {"file": warmup.WARMUP_FILE, "batch_sizes": list(batch_sizes),
                           "records": warmup.write_warmup(path, metadata, batch_sizes),

@@ -189,3 +189,34 @@ def test_a_model_without_vocabulary_is_refused(tiny_model, tmp_path):
     model = tiny_model("lstm")
     with pytest.raises(ValueError, match="no tokenizer to read text with"):
         export.export_saved_model(model, str(tmp_path), "m")
+
+
+def test_a_weight_normalised_layer_is_saved_as_its_one_folded_kernel(exported):
+    """Each weight-normalised conv layer's v and g are saved as the kernel g · v / ‖v‖ they make,
+    so that a request does not compute it again; the model itself keeps v and g, still trains,
+    and its layers compute the kernel as before once the export is done."""
+    import numpy as np
+    import tensorflow as tf
+
+    from zoo.layers.gated_conv import GatedConv1D
+
+    model, path = exported["gcnn"]
+    convs = [layer for layer in model._flatten_layers() if isinstance(layer, GatedConv1D)]
+    assert convs and all(c.weight_norm for c in convs)
+    saved = dict(tf.train.list_variables(os.path.join(path, "variables", "variables")))
+    saved = {name: shape for name, shape in saved.items() if "model_variables" in name}
+    assert len(saved) == len(model.weights) - len(convs)  # v and g of each conv: one kernel
+    reader = tf.train.load_checkpoint(os.path.join(path, "variables", "variables"))
+    values = [reader.get_tensor(name) for name in saved]
+    for conv in convs:  # each effective kernel is saved, and no v or g is
+        kernel = conv.effective_kernel().numpy()
+        assert sum(v.shape == kernel.shape and np.allclose(v, kernel, atol=1e-6) for v in values) >= 1, conv.name
+        assert getattr(conv, "_folded_kernel", None) is None  # in process: computed from v and g again
+    # the graph computes no weight norm (no square root is left in it)
+    from tensorflow.core.protobuf import saved_model_pb2
+
+    graph = saved_model_pb2.SavedModel()
+    with open(os.path.join(path, "saved_model.pb"), "rb") as f:
+        graph.ParseFromString(f.read())
+    ops = {n.op for fn in graph.meta_graphs[0].graph_def.library.function for n in fn.node_def}
+    assert "Sqrt" not in ops

@@ -115,6 +115,9 @@ class GatedConv1D(keras.layers.Layer):
         once = getattr(self, "_effective_once", None)
         if once is not None:  # computed before a decoding loop (`kernel_computed_once`)
             return once
+        folded = getattr(self, "_folded_kernel", None)
+        if folded is not None:  # an export's variable (`weight_norm_folded`)
+            return ops.convert_to_tensor(folded)
         if int8.is_quantized(self):
             return int8.read(self, self.kernel)
         kernel = ops.convert_to_tensor(self.kernel)
@@ -238,3 +241,25 @@ class GatedConv1D(keras.layers.Layer):
             }
         )
         return config
+
+
+@contextlib.contextmanager
+def weight_norm_folded(model):
+    """While an export of `model` is traced: each weight-normalised `GatedConv1D` in it reads its
+    effective kernel `g · v / ‖v‖` from a new variable that holds the value it has now, instead of
+    computing it from `v` and `g` at every request (an int8 layer folded it when quantized).
+    Yields `(replaced, folded)`: the Keras variables `v` and `g` the traced functions no longer
+    read, and the new `tf.Variable`s, which the export saves in their place."""
+    layers = [layer for layer in model._flatten_layers()
+              if isinstance(layer, GatedConv1D) and layer.weight_norm and not int8.is_quantized(layer)]
+    replaced, folded = [], []
+    try:
+        for layer in layers:
+            variable = tf.Variable(layer.effective_kernel(), trainable=False, name=f"{layer.name}_folded_kernel")
+            object.__setattr__(layer, "_folded_kernel", variable)
+            replaced += [layer.kernel, layer.g]
+            folded.append(variable)
+        yield replaced, folded
+    finally:
+        for layer in layers:
+            object.__setattr__(layer, "_folded_kernel", None)

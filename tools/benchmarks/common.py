@@ -122,6 +122,17 @@ def zipf_targets(vocabulary_size, count, seed=0):
 
 
 # ---- numbers ----------------------------------------------------------------------------------
+def with_stand_in_vocabulary(model):
+    """`model`, given a word vocabulary of its size (`w0`, `w1`, …) where it has no tokenizer: a
+    preset of the paper's size, whose vocabulary comes with weights that do not ship here, can
+    then be exported and served for its speed and size."""
+    if getattr(model, "tokenizer", None) is None:
+        from zoo.data.vocab import SPECIALS, Vocabulary
+
+        model.vocabulary = Vocabulary(list(SPECIALS) + [f"w{i}" for i in range(model.vocabulary_size - len(SPECIALS))])
+    return model
+
+
 def fmt(x, spec):
     """`x` formatted by `spec`, or "-" for a figure that was not measured."""
     return "-" if x is None else format(x, spec)

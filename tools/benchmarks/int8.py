@@ -22,7 +22,8 @@ import os
 import statistics
 import tempfile
 
-from zoo.tools.benchmarks.common import at_least_one, child_json, cpu_model, load_average_text, write_results
+from zoo.tools.benchmarks.common import (at_least_one, child_json, cpu_model, load_average_text,
+                                         with_stand_in_vocabulary, write_results)
 
 DEFAULT_PRESETS = ("gcnn-ptb", "gcnn-ptb-deep", "lstmp-ptb", "gcnn-en")
 SENTENCE = "the company said it would buy the stock of the bank for about one billion dollars in cash next year"
@@ -180,16 +181,13 @@ def paper_size(args):
     import keras
 
     import zoo
-    from zoo.data.vocab import SPECIALS, Vocabulary
     from zoo.export import export_saved_model
 
     if args.paper_size not in zoo.presets():
         raise ValueError(f"--paper-size: unknown preset {args.paper_size!r}; see `zoo presets`.")
     keras.utils.set_random_seed(0)
-    model = zoo.load(args.paper_size)
+    model = with_stand_in_vocabulary(zoo.load(args.paper_size))
     parameters = model.count_params()
-    if getattr(model, "tokenizer", None) is None:  # a stand-in word vocabulary of the model's size
-        model.vocabulary = Vocabulary(list(SPECIALS) + [f"w{i}" for i in range(model.vocabulary_size - len(SPECIALS))])
     with tempfile.TemporaryDirectory(prefix="zoo-int8-") as base:
         exports = [export_saved_model(model, base, f"{args.paper_size}-float32")]
         model.quantize("int8")

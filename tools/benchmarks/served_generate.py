@@ -25,7 +25,7 @@ import os
 import statistics
 import tempfile
 
-from zoo.tools.benchmarks.common import at_least_one, cpu_model, load_average_text, write_results
+from zoo.tools.benchmarks.common import at_least_one, cpu_model, load_average_text, with_stand_in_vocabulary, write_results
 from zoo.tools.benchmarks.serving_threads import measure
 
 
@@ -41,7 +41,9 @@ def exports_of(base, presets, seed, head_blocks=None):
     out = {}
     for preset in presets:
         keras.utils.set_random_seed(seed)
-        out[preset] = export_saved_model(zoo.load(preset), base, preset, head_blocks=head_blocks)
+        # a preset of the paper's size has no vocabulary here: a stand-in of its size
+        out[preset] = export_saved_model(with_stand_in_vocabulary(zoo.load(preset)), base, preset,
+                                         head_blocks=head_blocks)
     return out
 
 
