@@ -37,3 +37,11 @@ def check_number(name, value, minimum=0):
     if isinstance(value, bool) or not isinstance(value, (int, float)) or value < minimum:
         raise ValueError(f"{name} must be a number >= {minimum}, got {value!r}.")
     return value
+
+
+def check_rate(name, value):
+    """`value` as a float if it is a rate (a dropout's), a real number (not a bool) in [0, 1),
+    else one `ValueError`."""
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or not 0 <= value < 1:
+        raise ValueError(f"{name} must be a rate in [0, 1), got {value!r}.")
+    return float(value)

@@ -122,7 +122,7 @@ def test_two_workers_on_localhost_match_one_process(corpus, tmp_path):
     # only the chief wrote the run's files; no worker's scratch checkpoint is left behind
     for model in models:
         run = tmp_path / "run" / f"{model}-worker"
-        assert sorted(os.listdir(run)) == ["best", "checkpoints", "final", "history.json", "logs"]
+        assert sorted(os.listdir(run)) == ["best", "checkpoints", "final", "history.json", "logs", "run.json"]
         assert not [n for n in os.listdir(run / "checkpoints") if n.startswith(".worker")]
         from zoo.training import checkpoint_steps
 

@@ -49,4 +49,10 @@ def __getattr__(name):
 
         warn("zoo.distribute", "zoo.training.distribute")
         return distribute
+    # the heavier subpackages load on first use, so that `import zoo` stays light while
+    # `zoo.export.export_saved_model(...)` works after it alone, as `zoo.data` and `zoo.layers` do
+    if name in ("export", "training"):
+        import importlib
+
+        return importlib.import_module(f"zoo.{name}")
     raise AttributeError(f"module 'zoo' has no attribute {name!r}")

@@ -8,7 +8,7 @@ import tensorflow as tf
 from zoo.layers import int8
 from zoo.layers import AdaptiveSoftmax, GatedConv1D, ResidualBlock, SparseMoE, TiedSoftmax
 from zoo.layers.residual import check_block_spec
-from zoo.layers.validation import is_int
+from zoo.layers.validation import check_int, check_rate, is_int
 from zoo.models.base import LanguageModel
 
 
@@ -71,8 +71,13 @@ class GCNNLanguageModel(LanguageModel):
         **kwargs,
     ):
         super().__init__(vocabulary_size=vocabulary_size, optimizer=optimizer, **kwargs)
+        if not isinstance(blocks, (list, tuple)):
+            raise ValueError("blocks must be a list of residual blocks, each a list of [kernel_size, width] pairs "
+                             f"(e.g. [[[4, 128]], [[4, 128]]]), got {blocks!r}.")
         if not blocks:
             raise ValueError("A GCNN needs at least one residual block; got blocks=[].")
+        check_rate("dropout", dropout)
+        check_int("embedding_dim", embedding_dim, minimum=1)
         blocks = [[list(pair)] if _is_pair(pair) else pair for pair in blocks]
         self.blocks_config = [check_block_spec(b) for b in blocks]
         self.embedding_dim = embedding_dim
@@ -269,12 +274,6 @@ class GCNNLanguageModel(LanguageModel):
         if self.output_projection is not None:
             config["output_projection"] = self.output_projection
         return config
-
-
-def check_rate(name, value):
-    if isinstance(value, bool) or not isinstance(value, (int, float)) or not 0 <= value < 1:
-        raise ValueError(f"{name} must be a rate in [0, 1), got {value!r}.")
-    return float(value)
 
 
 def _check_tie(tie, cutoffs, embedding_dim, hidden_dim):

@@ -117,10 +117,18 @@ def test_tied_output_layer_is_the_embedding_transposed(tiny_model, tmp_path):
     ({"tie_embeddings": True, "blocks": [[[3, 16]]]}, "last block's width (16) to equal embedding_dim (8)"),
     ({"tie_embeddings": "yes"}, "tie_embeddings must be True or False, got 'yes'"),
     ({"embedding_dropout": 1.0}, "embedding_dropout must be a rate in [0, 1), got 1.0"),
+    # before: a TypeError from deep inside (what `zoo train --set blocks=2` printed as a traceback)
+    ({"blocks": 2}, "blocks must be a list of residual blocks, each a list of [kernel_size, width] pairs "
+                    "(e.g. [[[4, 128]], [[4, 128]]]), got 2."),
+    ({"dropout": "a"}, "dropout must be a rate in [0, 1), got 'a'."),
+    ({"embedding_dim": 0}, "embedding_dim must be an integer >= 1, got 0."),
 ])
 def test_bad_tie_or_embedding_dropout_is_refused(tiny_model, kwargs, message):
     with pytest.raises(ValueError, match=re.escape(message)):
         tiny_model("gcnn", **{"blocks": [[[3, 8]]], **kwargs})
+    if "tie_embeddings" not in kwargs:
+        with pytest.raises(ValueError, match=re.escape(message)):  # as zoo.load's keyword arguments
+            zoo.load("gcnn-ptb", **kwargs)
 
 
 def test_embedding_dropout_acts_in_training_only(tiny_model):

@@ -183,8 +183,8 @@ class Inference:
 
         Args:
             texts_or_ids: a string or a list of strings, read with the model's tokenizer (each
-                wrapped in `<s> … </s>`); or ids, a list of id lists or an `<int>[batch, time]`
-                array.
+                wrapped in `<s> … </s>`); or ids: a list of id lists or an `<int>[batch, time]`
+                array, or one flat list (or 1-D array) of ids, scored as one row.
 
         Returns:
             One `<float32>[n]` numpy array per text or row. For a text: the log-probabilities
@@ -204,6 +204,8 @@ class Inference:
         if isinstance(texts_or_ids, str):
             texts_or_ids = [texts_or_ids]
         items = list(texts_or_ids)
+        if items and all(isinstance(i, (int, np.integer)) and not isinstance(i, bool) for i in items):
+            items = [items]  # one flat list of ids: one row, as `generate` reads it
         tokenizer = None
         if items and isinstance(items[0], str):
             tokenizer = self.require_tokenizer()
@@ -212,9 +214,10 @@ class Inference:
             sequences = [list(self.check_ids(s).reshape(-1)) for s in items]
         check_sequence_length(sequences, "text")
         out = []
-        for seq in sequences:
+        for row, seq in enumerate(sequences):
             if len(seq) < 2:
-                raise ValueError("A sequence to score needs at least two tokens (a context and a target).")
+                raise ValueError(f"Row {row} has {len(seq)} token{'' if len(seq) == 1 else 's'}; a sequence to score "
+                                 "needs at least two (a context and a target).")
             ids = tf.constant([seq[:-1]], tf.int32)
             targets = tf.constant([seq[1:]], tf.int32)
             log_probs = self._target_log_prob_fn(ids, targets).numpy()[0]

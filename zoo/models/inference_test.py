@@ -76,6 +76,14 @@ def test_score_of_text_equals_log_probs_of_ids(tiny_model, tiny_lines, kind):
     expected = lp[np.arange(len(ids) - 1), ids[1:]]
     np.testing.assert_allclose(model.score(lines[0])[0], expected, rtol=1e-6, atol=1e-6)
     np.testing.assert_allclose(model.score([ids])[0], expected, rtol=1e-6, atol=1e-6)
+    # one flat list (or 1-D array) of ids is one row, as generate reads it: before, each id was a
+    # row of one token, refused as "needs at least two tokens"
+    for flat in (ids, np.asarray(ids)):
+        got = model.score(flat)
+        assert len(got) == 1
+        np.testing.assert_allclose(got[0], expected, rtol=1e-6, atol=1e-6)
+    with pytest.raises(ValueError, match=r"^Row 1 has 1 token; a sequence to score needs at least two"):
+        model.score([ids, [1]])
 
 
 def test_stream_perplexity_is_exact_for_a_gcnn(tiny_model, tiny_lines):

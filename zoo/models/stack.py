@@ -30,7 +30,7 @@ from keras import ops
 
 from zoo import registry
 from zoo.layers import FeedForward, ProjectedLSTMCell, SparseMoE, int8
-from zoo.layers.validation import check_int
+from zoo.layers.validation import check_int, check_rate
 from zoo.models.base import LanguageModel
 
 LAYER_TYPES = ("lstm", "rnn", "moe", "ffn")
@@ -75,6 +75,8 @@ class StackLanguageModel(LanguageModel):
                  cutoffs=None, optimizer=None, residual=True, **kwargs):
         super().__init__(vocabulary_size=vocabulary_size, optimizer=optimizer, **kwargs)
         self.layer_specs = check_stack(layers)
+        check_int("embedding_dim", embedding_dim, minimum=1)
+        check_rate("dropout", dropout)
         self.embedding_dim = embedding_dim
         self.dropout = dropout
         self._stream_context = stream_context

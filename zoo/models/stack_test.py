@@ -132,6 +132,10 @@ def test_bad_stack_specs_raise():
         StackLanguageModel(vocabulary_size=50, layers=[])
     with pytest.raises(ValueError, match="Only an LSTM layer takes a projection"):
         StackLanguageModel(vocabulary_size=50, layers=[{"type": "rnn", "units": 8, "projection": 4}])
+    with pytest.raises(ValueError, match=r"^dropout must be a rate in \[0, 1\), got 'x'\.$"):
+        StackLanguageModel(vocabulary_size=50, layers=[{"type": "rnn", "units": 8}], dropout="x")
+    with pytest.raises(ValueError, match=r"^embedding_dim must be an integer >= 1, got 'big'\.$"):
+        StackLanguageModel(vocabulary_size=50, layers=[{"type": "rnn", "units": 8}], embedding_dim="big")
     with pytest.raises(ValueError, match="residual must be True or False"):
         StackLanguageModel(vocabulary_size=50, layers=[{"type": "rnn", "units": 8}], residual=0)
     with pytest.raises(ValueError, match="after_blocks"):

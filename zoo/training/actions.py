@@ -51,7 +51,9 @@ class TimeBudget:
 
 
 class ProgressLog:
-    """The progress line, `step <s>[/<steps>]  loss …  perplexity …  <rate> tokens/s`, and the same
+    """The progress line, `step <s>[/<steps>]  loss …  perplexity … since validation  <rate> tokens/s`
+    (this step's loss; the training perplexity since the last validation, or since this process
+    began training), and the same
     figures as TensorBoard scalars. The rate counts the tokens trained since the previous line over
     the time since then, validations left out (`restart` after one)."""
 
@@ -74,8 +76,10 @@ class ProgressLog:
         rate = self.window_tokens / max(now - self.window_start, 1e-9)
         metrics = metric_results(self.model)
         of = "" if self.schedule.until_budget else f"/{self.schedule.steps}"
-        self.log(f"step {step}{of}  loss {loss:.4f}  perplexity {metrics.get('perplexity', math.nan):.2f}  "
-                 f"{rate:,.0f} tokens/s")
+        # the loss is this step's; the perplexity the mean since the last validation (or this
+        # process began training): not exp(loss)
+        self.log(f"step {step}{of}  loss {loss:.4f}  perplexity {metrics.get('perplexity', math.nan):.2f} since "
+                 f"validation  {rate:,.0f} tokens/s")
         self.summaries.scalars(step, {"loss": loss, "tokens_per_second": rate, **metrics})
         self.window_start, self.window_tokens = now, 0
 

@@ -33,7 +33,7 @@ def test_the_progress_line_gives_the_tokens_per_second_since_the_last_line(monke
         log.count_step()
     clock[0] = 2.0
     log(3, 1.23456)
-    assert lines == ["step 3/10  loss 1.2346  perplexity 7.39  96 tokens/s"]  # 3 × 64 tokens in 2 s
+    assert lines == ["step 3/10  loss 1.2346  perplexity 7.39 since validation  96 tokens/s"]  # 3 × 64 tokens in 2 s
     assert written[0][0] == 3 and written[0][1]["perplexity"] == pytest.approx(7.389, abs=1e-3)
     log.restart()
     clock[0] = 3.0

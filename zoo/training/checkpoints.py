@@ -9,6 +9,7 @@ collective) while only the chief's copy is kept.
 """
 
 import glob
+import json
 import os
 import re
 import shutil
@@ -88,3 +89,60 @@ def save_checkpoint(checkpoint, directory, step, keep, chief):
     for old in checkpoint_steps(directory)[keep:]:
         for path in glob.glob(checkpoint_path(directory, old) + ".*"):
             os.remove(path)
+
+
+# ---- which run a directory's checkpoints belong to ----------------------------------------------
+RUN_RECORD = "run.json"  # in the run directory, beside checkpoints/
+
+
+def run_identity(model, tokenizer):
+    """What a run's checkpoints fit: the model's weights (their shapes, in order) and its tokenizer (a
+    digest of the files it saves), as `OUT/run.json` records them."""
+    import hashlib
+    import tempfile
+
+    digest = hashlib.sha256()
+    with tempfile.TemporaryDirectory(prefix="zoo-run-tokenizer-") as saved:
+        tokenizer.save(saved)
+        for name in sorted(os.listdir(saved)):
+            digest.update(name.encode("utf-8") + b"\0")
+            with open(os.path.join(saved, name), "rb") as f:
+                digest.update(f.read())
+    # shapes, not names: Keras numbers a second model's name in one process ("…_1")
+    return {"model": type(model).__name__, "weights": [list(w.shape) for w in model.weights],
+            "tokenizer": type(tokenizer).__name__, "vocabulary_size": len(tokenizer),
+            "tokenizer_sha256": digest.hexdigest()}
+
+
+def check_run_directory(out_dir, identity):
+    """Refuses, in one sentence and before anything is written, to continue into `out_dir` when its
+    checkpoints belong to another run: a run started with another corpus, tokenizer or model
+    (`run_identity`) would otherwise restore none of them, start again from step 0 and leave the
+    two runs' checkpoints, history and `best/` mixed. A directory of an earlier version, with
+    checkpoints and no record, is taken as it is."""
+    path = os.path.join(out_dir, RUN_RECORD)
+    if not checkpoint_steps(os.path.join(out_dir, CHECKPOINT_DIR)) or not os.path.isfile(path):
+        return
+    try:
+        with open(path, encoding="utf-8") as f:
+            recorded = json.load(f)
+    except (OSError, ValueError):
+        return
+    if recorded.get("tokenizer_sha256") != identity["tokenizer_sha256"]:
+        size = recorded.get("vocabulary_size")
+        what = (f"another tokenizer (a {recorded.get('tokenizer', 'tokenizer')} of "
+                + (f"{size:,} ids" if isinstance(size, int) else "other ids") + " made from other text)")
+    elif recorded.get("weights") != identity["weights"] or recorded.get("model") != identity["model"]:
+        what = f"another model ({recorded.get('model', '?')} with other weights)"
+    else:
+        return
+    raise ValueError(f"{out_dir} holds the checkpoints of a run with {what}; give a new --out, or delete {out_dir} "
+                     "to start over.")
+
+
+def write_run_record(out_dir, identity):
+    os.makedirs(out_dir, exist_ok=True)
+    path = os.path.join(out_dir, RUN_RECORD)
+    with open(path + ".tmp", "w", encoding="utf-8") as f:
+        json.dump(identity, f, indent=1)
+    os.replace(path + ".tmp", path)

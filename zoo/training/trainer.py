@@ -21,7 +21,8 @@ import zoo.weights
 from zoo.data.corpus import scored_words, unknown_note, unknown_share
 from zoo.layers.expert_parallel import expert_parallelism, is_expert_shard
 from zoo.training.actions import ProgressLog, Summaries, TimeBudget, metric_results, reset_metrics
-from zoo.training.checkpoints import (CHECKPOINT_DIR, checkpoint_path, restore_latest, save_checkpoint,
+from zoo.training.checkpoints import (CHECKPOINT_DIR, check_run_directory, checkpoint_path, restore_latest,
+                                     run_identity, save_checkpoint, write_run_record,
                                       training_checkpoint)
 from zoo.training.config import TrainConfig
 from zoo.training.data import TrainingWindows, evaluation_windows, load_corpus, shard_rows
@@ -86,13 +87,14 @@ class Trainer:
     """
 
     def __init__(self, model, optimizer, strategy, config, train_data, valid_data, out_dir,
-                 log=_print, callbacks=(), valid_words=None, valid_unknown_share=None):
+                 log=_print, callbacks=(), valid_words=None, valid_unknown_share=None, run_record=None):
         self.model, self.optimizer, self.strategy = model, optimizer, strategy
         self.config = config
         self.train_data, self.valid_data = train_data, valid_data
         self.valid_words = valid_words
         self.valid_unknown_share = valid_unknown_share
         self.out_dir = out_dir
+        self.run_record = run_record  # `run_identity`, written to OUT/run.json (None: none)
         self.log = log
         self.callbacks = list(callbacks)
         self.schedule = config.schedule(train_data.batches_per_pass)
@@ -118,6 +120,8 @@ class Trainer:
     def restore(self):
         """Restores the newest readable checkpoint and the history up to it; returns its step."""
         os.makedirs(self.out_dir, exist_ok=True)
+        if self.run_record is not None and self.chief:
+            write_run_record(self.out_dir, self.run_record)
         start = restore_latest(self.checkpoint, self.checkpoint_dir, self.log)
         if start and self.shards:
             self.shards.after_restore()
@@ -275,12 +279,14 @@ class Trainer:
                 for callback in self.callbacks:
                     callback.on_validation_end(step, entry)
                 progress.restart()  # the next rate leaves validation out
+                if not last and budget.spent():  # the budget ran out during this validation: no step after it
+                    stopped = last = True
             if step % schedule.checkpoint_every == 0 or last:
                 self.save(step)
             for callback in self.callbacks:
                 callback.on_step_end(step, loss)
         if stopped:
-            self.log(f"Stopped after {budget.max_minutes:g} minutes at step {step}.")
+            self.log(f"Stopped after {budget.max_minutes:g} minute{'' if budget.max_minutes == 1 else 's'} at step {step}.")
         with self.averaged_weights():
             self.save_preset("final")
         summaries.flush()
@@ -448,8 +454,10 @@ def train(preset, data="ptb", out_dir="runs/model", strategy="default", config=N
     if share is not None:
         log(f"Validation: {unknown_note(share)}; its per-word perplexity is not comparable with an "
             "open-vocabulary (subword) model's (docs/data-and-tokenizers.md).")
+    identity = run_identity(model, vocabulary)
+    check_run_directory(out_dir, identity)  # another run's checkpoints: refused before anything is written
     trainer = Trainer(model, optimizer, strategy, config, windows, valid, out_dir, log=log, callbacks=callbacks,
-                      valid_words=scored_words(valid_lines), valid_unknown_share=share)
+                      valid_words=scored_words(valid_lines), valid_unknown_share=share, run_record=identity)
     return model, trainer.fit()
 
 

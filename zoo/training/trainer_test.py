@@ -197,3 +197,70 @@ def test_weight_averaging_validates_and_saves_the_moving_average_and_resumes_exa
     _ema_run(corpus, str(tmp_path / "resumed"), 7, ema=0.6)
     for a, b in zip(zoo.load(str(tmp_path / "resumed" / "final")).get_weights(), final.get_weights(), strict=True):
         np.testing.assert_allclose(a, b, rtol=1e-6, atol=1e-7)
+
+
+# ---- a run directory holds one run --------------------------------------------------------------
+
+def _small_run(corpus, out, steps, log=lambda m: None, **config):
+    return train("gcnn-ptb", data=corpus, out_dir=out,
+                 config=TrainConfig(steps=steps, global_batch_size=4, seq_len=8, steps_per_epoch=3, tokenizer="word",
+                                    checkpoint_every=3, **config),
+                 overrides={"embedding_dim": 8, "blocks": [[[3, 8]]], "dropout": 0.0}, log=log)
+
+
+def _snapshot(directory):
+    import hashlib
+    import os
+
+    return {os.path.relpath(os.path.join(root, name), directory):
+            hashlib.sha256(open(os.path.join(root, name), "rb").read()).hexdigest()
+            for root, _, names in os.walk(directory) for name in names}
+
+
+def test_another_runs_directory_is_refused_and_left_as_it_was(tmp_path):
+    """Before, a run started into the --out of a run with another corpus found its checkpoints
+    "unreadable", started again from step 0 and mixed the two runs' checkpoints, history and best/;
+    a third run then resumed the first run's newest checkpoint beside the second's best/."""
+    first = _tiny_corpus(tmp_path / "first")
+    other = tmp_path / "other"
+    other.mkdir()
+    rng = np.random.default_rng(2)
+    for split, n in (("train", 40), ("valid", 8)):  # other words: another vocabulary
+        (other / f"{split}.txt").write_text(
+            "\n".join(" ".join(rng.choice(list("pqrstuvwxyz"), size=6)) for _ in range(n)) + "\n")
+    out = str(tmp_path / "run")
+    _small_run(first, out, 6)
+    before = _snapshot(out)
+    with pytest.raises(ValueError, match=r"^.*run holds the checkpoints of a run with another tokenizer \(a "
+                                         r"WordTokenizer of 12 ids made from other text\); give a new --out, or "
+                                         r"delete .*run to start over\.$"):
+        _small_run(str(other), out, 6)
+    assert _snapshot(out) == before
+    with pytest.raises(ValueError, match=r"holds the checkpoints of a run with another model"):  # other shapes
+        train("gcnn-ptb", data=first, out_dir=out,
+              config=TrainConfig(steps=6, global_batch_size=4, seq_len=8, steps_per_epoch=3, tokenizer="word"),
+              overrides={"embedding_dim": 16, "blocks": [[[3, 8]]], "dropout": 0.0}, log=lambda m: None)
+    assert _snapshot(out) == before
+    lines = []
+    _small_run(first, out, 9, log=lines.append)  # the same run goes on
+    assert any(line.startswith("Resuming from") and "ckpt-6" in line for line in lines), lines
+
+
+def test_a_budget_spent_during_a_validation_ends_the_run_there(tmp_path, monkeypatch):
+    """Before, the run took one more step after that validation and validated again."""
+    from zoo.training import actions, trainer
+
+    validations = []
+    real_validate = trainer.Trainer.validate
+
+    def validate(self, step, loss, elapsed):
+        validations.append(step)
+        return real_validate(self, step, loss, elapsed)
+
+    monkeypatch.setattr(trainer.Trainer, "validate", validate)
+    monkeypatch.setattr(actions.TimeBudget, "spent", lambda self: len(validations) >= 1)
+    model, history = _small_run(_tiny_corpus(tmp_path / "corpus"), str(tmp_path / "run"), 30, max_minutes=5)
+    assert validations == [3] and [h["step"] for h in history] == [3]
+    import os
+
+    assert os.path.exists(os.path.join(tmp_path, "run", "checkpoints", "ckpt-3.index"))
