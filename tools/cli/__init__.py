@@ -18,8 +18,20 @@ def parser():
     return p
 
 
+def _subcommand_parser(p, args):
+    """The parser of the (innermost) subcommand `args` were parsed for."""
+    while True:
+        actions = [a for a in p._actions if isinstance(a, argparse._SubParsersAction)]
+        if not actions or getattr(args, actions[0].dest, None) not in actions[0].choices:
+            return p
+        p = actions[0].choices[getattr(args, actions[0].dest)]
+
+
 def main(argv=None):
-    args = parser().parse_args(argv)
+    p = parser()
+    args, unknown = p.parse_known_args(argv)
+    if unknown:  # told with the subcommand's own usage (`zoo generate --top_k 5`), not the top level's
+        _subcommand_parser(p, args).error(f"unrecognized arguments: {' '.join(unknown)}")
     try:
         args.func(args)
     except (ValueError, FileNotFoundError, FloatingPointError) as e:

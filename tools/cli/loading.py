@@ -17,5 +17,13 @@ def load_model(directory, quantize=None):
         if quantize is not None:
             model.quantize(quantize)
         return model
+    trained = ", ".join(sorted(TRAINED)) or "none ship yet"
+    if directory in zoo.presets():  # a preset, but no weights ship for it
+        raise ValueError(f"No trained weights ship for the preset {directory!r}; give a preset directory (train "
+                         f"one with `zoo train --preset {directory}`) or a preset with trained weights ({trained}).")
+    import difflib
+
+    close = difflib.get_close_matches(str(directory), sorted(TRAINED), n=1, cutoff=0.6)
+    hint = f" Did you mean {close[0]!r}?" if close else ""
     raise ValueError(f"The preset directory {directory!r} does not exist; give a preset directory or a preset "
-                     f"with trained weights ({', '.join(sorted(TRAINED)) or 'none ship yet'}).")
+                     f"with trained weights ({trained}).{hint}")

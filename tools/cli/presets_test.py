@@ -51,3 +51,18 @@ def test_presets_params_prints_every_preset_with_its_unchanged_count(capsys):
     counts = {l.split()[0]: int(l.split()[1].replace(",", "")) for l in lines}
     assert {name: counts[name] for name in PARAMETER_COUNTS} == PARAMETER_COUNTS
     assert counts["gcnn-ptb"] == zoo.load("gcnn-ptb").count_params()
+
+
+@pytest.mark.parametrize("argv, command", [(["generate", "gcnn-ptb", "the", "--top_k", "5"], "zoo generate"),
+                                           (["presets", "--x"], "zoo presets"),
+                                           (["convert", "fairseq", "a.pt", "--dictionary", "d", "--out", "o", "--y"],
+                                            "zoo convert fairseq")])
+def test_an_unknown_flag_is_told_with_the_subcommands_usage(argv, command, capsys):
+    """Before, the top-level `zoo` usage was printed, which lists no subcommand's flags."""
+    from zoo.tools.cli import main
+
+    with pytest.raises(SystemExit) as exit_:
+        main(argv)
+    err = capsys.readouterr().err
+    assert exit_.value.code == 2
+    assert err.startswith(f"usage: {command} ") and f"{command}: error: unrecognized arguments: " in err
