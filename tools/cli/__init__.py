@@ -18,20 +18,24 @@ def parser():
     return p
 
 
-def _subcommand_parser(p, args):
-    """The parser of the (innermost) subcommand `args` were parsed for."""
+def _subcommand_parser(p, args, argv, token):
+    """The parser of the innermost subcommand `args` were parsed for whose name comes before
+    `token` in `argv` (a flag given before a subcommand's name is its parent's)."""
+    at = argv.index(token) if token in argv else len(argv)
     while True:
         actions = [a for a in p._actions if isinstance(a, argparse._SubParsersAction)]
-        if not actions or getattr(args, actions[0].dest, None) not in actions[0].choices:
+        name = getattr(args, actions[0].dest, None) if actions else None
+        if name not in (actions[0].choices if actions else ()) or name not in argv[:at]:
             return p
-        p = actions[0].choices[getattr(args, actions[0].dest)]
+        p = actions[0].choices[name]
 
 
 def main(argv=None):
     p = parser()
+    argv = sys.argv[1:] if argv is None else list(argv)
     args, unknown = p.parse_known_args(argv)
     if unknown:  # told with the subcommand's own usage (`zoo generate --top_k 5`), not the top level's
-        _subcommand_parser(p, args).error(f"unrecognized arguments: {' '.join(unknown)}")
+        _subcommand_parser(p, args, argv, unknown[0]).error(f"unrecognized arguments: {' '.join(unknown)}")
     try:
         args.func(args)
     except (ValueError, FileNotFoundError, FloatingPointError) as e:

@@ -56,7 +56,10 @@ def test_presets_params_prints_every_preset_with_its_unchanged_count(capsys):
 @pytest.mark.parametrize("argv, command", [(["generate", "gcnn-ptb", "the", "--top_k", "5"], "zoo generate"),
                                            (["presets", "--x"], "zoo presets"),
                                            (["convert", "fairseq", "a.pt", "--dictionary", "d", "--out", "o", "--y"],
-                                            "zoo convert fairseq")])
+                                            "zoo convert fairseq"),
+                                           (["--bogus", "presets"], "zoo"),  # a flag before the subcommand: zoo's
+                                           (["convert", "--q", "fairseq", "a.pt", "--dictionary", "d", "--out", "o"],
+                                            "zoo convert")])
 def test_an_unknown_flag_is_told_with_the_subcommands_usage(argv, command, capsys):
     """Before, the top-level `zoo` usage was printed, which lists no subcommand's flags."""
     from zoo.tools.cli import main

@@ -114,30 +114,31 @@ def run_identity(model, tokenizer):
             "tokenizer_sha256": digest.hexdigest()}
 
 
-def check_run_directory(out_dir, identity):
-    """Refuses, in one sentence and before anything is written, to continue into `out_dir` when its
-    checkpoints belong to another run: a run started with another corpus, tokenizer or model
-    (`run_identity`) would otherwise restore none of them, start again from step 0 and leave the
-    two runs' checkpoints, history and `best/` mixed. A directory of an earlier version, with
-    checkpoints and no record, is taken as it is."""
+def run_directory_refusal(out_dir, identity):
+    """The sentence refusing to continue into `out_dir` when its checkpoints belong to another
+    run, else None: a run started with another corpus, tokenizer or model (`run_identity`) would
+    otherwise restore none of them, start again from step 0 and leave the two runs' checkpoints,
+    history and `best/` mixed. A directory of an earlier version, with checkpoints and no record,
+    is taken as it is."""
     path = os.path.join(out_dir, RUN_RECORD)
     if not checkpoint_steps(os.path.join(out_dir, CHECKPOINT_DIR)) or not os.path.isfile(path):
-        return
+        return None
     try:
         with open(path, encoding="utf-8") as f:
             recorded = json.load(f)
     except (OSError, ValueError):
-        return
+        return None
     if recorded.get("tokenizer_sha256") != identity["tokenizer_sha256"]:
         size = recorded.get("vocabulary_size")
         what = (f"another tokenizer (a {recorded.get('tokenizer', 'tokenizer')} of "
-                + (f"{size:,} ids" if isinstance(size, int) else "other ids") + " made from other text)")
+                + (f"{size:,} ids" if isinstance(size, int) else "other ids")
+                + " made from other text or with other tokenizer settings)")
     elif recorded.get("weights") != identity["weights"] or recorded.get("model") != identity["model"]:
-        what = f"another model ({recorded.get('model', '?')} with other weights)"
+        what = f"another model ({recorded.get('model', '?')} with weights of other shapes)"
     else:
-        return
-    raise ValueError(f"{out_dir} holds the checkpoints of a run with {what}; give a new --out, or delete {out_dir} "
-                     "to start over.")
+        return None
+    return (f"{out_dir} holds the checkpoints of a run with {what}; give a new --out, or delete {out_dir} "
+            "to start over.")
 
 
 def write_run_record(out_dir, identity):

@@ -11,6 +11,7 @@ import dataclasses
 import json
 import math
 import os
+import shutil
 
 import keras
 import tensorflow as tf
@@ -21,17 +22,17 @@ import zoo.weights
 from zoo.data.corpus import scored_words, unknown_note, unknown_share
 from zoo.layers.expert_parallel import expert_parallelism, is_expert_shard
 from zoo.training.actions import ProgressLog, Summaries, TimeBudget, metric_results, reset_metrics
-from zoo.training.checkpoints import (CHECKPOINT_DIR, check_run_directory, checkpoint_path, restore_latest,
+from zoo.training.checkpoints import (CHECKPOINT_DIR, checkpoint_path, restore_latest, run_directory_refusal,
                                      run_identity, save_checkpoint, write_run_record,
                                       training_checkpoint)
 from zoo.training.config import TrainConfig
 from zoo.training.data import TrainingWindows, evaluation_windows, load_corpus, shard_rows
-from zoo.training.extension import check_start, extended_start
+from zoo.training.extension import DIRECTORY as EXTENDED_DIR, check_start, extended_start
 from zoo.training.precision import dtype_policy, mixed_precision_policy
 from zoo.training.preset import PresetInfo, load_model, resolve_preset
 from zoo.training.sharding import ExpertShards, load_unsharded
 from zoo.training.steps import step_functions
-from zoo.training.workers import min_max
+from zoo.training.workers import any_worker, min_max
 
 
 def _print(message):
@@ -94,7 +95,8 @@ class Trainer:
         self.valid_words = valid_words
         self.valid_unknown_share = valid_unknown_share
         self.out_dir = out_dir
-        self.run_record = run_record  # `run_identity`, written to OUT/run.json (None: none)
+        self.run_record = run_record  # `run_identity`, written to OUT/run.json at the first save (None: none)
+        self._recorded = False
         self.log = log
         self.callbacks = list(callbacks)
         self.schedule = config.schedule(train_data.batches_per_pass)
@@ -120,8 +122,6 @@ class Trainer:
     def restore(self):
         """Restores the newest readable checkpoint and the history up to it; returns its step."""
         os.makedirs(self.out_dir, exist_ok=True)
-        if self.run_record is not None and self.chief:
-            write_run_record(self.out_dir, self.run_record)
         start = restore_latest(self.checkpoint, self.checkpoint_dir, self.log)
         if start and self.shards:
             self.shards.after_restore()
@@ -167,6 +167,9 @@ class Trainer:
         if self.shards:
             self.shards.before_save()
         save_checkpoint(self.checkpoint, self.checkpoint_dir, step, self.config.keep_checkpoints, self.chief)
+        if self.run_record is not None and self.chief and not self._recorded:  # what these checkpoints fit
+            write_run_record(self.out_dir, self.run_record)
+            self._recorded = True
 
     def save_preset(self, name):
         """Writes the model as the preset directory `out_dir/name` (the chief writes; for an
@@ -431,6 +434,7 @@ def train(preset, data="ptb", out_dir="runs/model", strategy="default", config=N
     train_lines, valid_lines, vocabulary = load_corpus(data, info.tokenizer, info.vocabulary_kind,
                                                        config.min_count, config.max_vocabulary,
                                                        config.tokenizer, config.vocabulary_size, log=log)
+    extended_here = config.extend_tokenizer is not None and not os.path.exists(os.path.join(out_dir, EXTENDED_DIR))
     if config.extend_tokenizer is not None:
         preset, info, vocabulary, weights_file = extended_start(preset, info, weights_file, train_lines,
                                                                 config.extend_tokenizer, out_dir, log)
@@ -455,7 +459,12 @@ def train(preset, data="ptb", out_dir="runs/model", strategy="default", config=N
         log(f"Validation: {unknown_note(share)}; its per-word perplexity is not comparable with an "
             "open-vocabulary (subword) model's (docs/data-and-tokenizers.md).")
     identity = run_identity(model, vocabulary)
-    check_run_directory(out_dir, identity)  # another run's checkpoints: refused before anything is written
+    refusal = run_directory_refusal(out_dir, identity)  # another run's checkpoints: refused, the directory as it was
+    if any_worker(strategy)(refusal is not None):  # every worker refuses, or none
+        if extended_here:
+            shutil.rmtree(os.path.join(out_dir, EXTENDED_DIR), ignore_errors=True)
+        raise ValueError(refusal or f"Another worker found that {out_dir} holds the checkpoints of another run; give "
+                                    "a new --out.")
     trainer = Trainer(model, optimizer, strategy, config, windows, valid, out_dir, log=log, callbacks=callbacks,
                       valid_words=scored_words(valid_lines), valid_unknown_share=share, run_record=identity)
     return model, trainer.fit()

@@ -232,8 +232,8 @@ def test_another_runs_directory_is_refused_and_left_as_it_was(tmp_path):
     _small_run(first, out, 6)
     before = _snapshot(out)
     with pytest.raises(ValueError, match=r"^.*run holds the checkpoints of a run with another tokenizer \(a "
-                                         r"WordTokenizer of 12 ids made from other text\); give a new --out, or "
-                                         r"delete .*run to start over\.$"):
+                                         r"WordTokenizer of 12 ids made from other text or with other tokenizer settings\); give a "
+                                         r"new --out, or delete .*run to start over\.$"):
         _small_run(str(other), out, 6)
     assert _snapshot(out) == before
     with pytest.raises(ValueError, match=r"holds the checkpoints of a run with another model"):  # other shapes
