@@ -20,6 +20,7 @@ tokenizer's kind (and, for subword, its normalisation) and the model's config.
   word boundary (see `zoo.export.signatures`).
 """
 
+import contextlib
 import json
 import os
 import shutil
@@ -182,9 +183,7 @@ def _write(model, path, name, version, max_tokens, max_new_tokens=DEFAULT_MAX_NE
         # run` does not ("Could not find variable …"). A weight-normalised conv layer's `v` and
         # `g` are saved as the one kernel they make (`weight_norm_folded`): a request no longer
         # computes g · v / ‖v‖ (docs/serving.md).
-        with weight_norm_folded(model) as (replaced, folded):
-            replaced = {id(w) for w in replaced}
-            root.model_variables = [_tf_variable(w) for w in model.weights if id(w) not in replaced] + folded
+        with saved_variables(model) as root.model_variables:
             root.tables = list(tokenizer.resources)  # lookup tables, or the SentencePiece model
             functions = {}
             for endpoint, (fn, input_signature) in signatures.all().items():
@@ -198,6 +197,16 @@ def _write(model, path, name, version, max_tokens, max_new_tokens=DEFAULT_MAX_NE
                           "batching_file": warmup.write_batching_file(path, batch_sizes)}
     with open(os.path.join(path, METADATA_FILE), "w") as f:
         json.dump(metadata, f, indent=1)
+
+
+@contextlib.contextmanager
+def saved_variables(model):
+    """While an export of `model` is traced and saved: the `tf.Variable`s it saves, each
+    weight-normalised conv layer's `v` and `g` replaced by the one kernel they make
+    (`weight_norm_folded`)."""
+    with weight_norm_folded(model) as (replaced, folded):
+        replaced = {id(w) for w in replaced}
+        yield [_tf_variable(w) for w in model.weights if id(w) not in replaced] + folded
 
 
 def _tf_variable(weight):

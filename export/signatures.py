@@ -17,9 +17,10 @@ Every signature takes and returns named tensors (dict outputs), batch first:
 - `decode_step`: `token_ids` int32 [batch] and the decoding state (see `zoo.export.state`) →
   `log_probs` float32 [batch, vocabulary] and the next state under the same names;
 - `generate`: `text` string [batch] (prompts, read as `<s> w1 … wn`, the last `max_tokens`
-  tokens of a longer one, for subword models from the first of them that starts a word) and the optional scalars `max_new_tokens` int32 (default 20, at most the
-  export's `max_new_tokens` cap), `temperature` float32 (1.0; 0 is greedy), `top_k` int32 (0:
-  off), `top_p` float32 (1.0: off), `seed` int32 (0), `num_beams` int32 (1; k in [2, 16] is beam
+  tokens of a longer one, for subword models from the first of them that starts a word) and the
+  optional scalars `max_new_tokens` int32 (default 20, at most the export's `max_new_tokens`
+  cap), `temperature` float32 (1.0; 0 is greedy), `top_k` int32 (0: off), `top_p` float32 (1.0:
+  off), `seed` int32 (0), `num_beams` int32 (1; k in [2, 16] is beam
   search's best answer, what `generate(sampler="beam", num_beams=k)` returns, the sampling inputs
   then unused) → `text` string [batch] (the prompt and its
   continuation, detokenised, what `LanguageModel.generate` returns), `completion` string [batch]
@@ -78,11 +79,15 @@ FLOAT32_MAX = 3.4028234663852886e38  # where a subword model's per-word perplexi
 MAX_BEAMS = 16  # the most beams a served `generate` request may ask for
 
 
-def _one_row_at_least(x, value):
-    """`x` with one row of `value` added where it has none. The model never sees an empty batch
-    (TensorFlow's CPU convolution gives a wrongly shaped result for one); a signature asked about
-    no rows answers for this stand-in row and returns the first 0 rows of each output."""
-    return tf.pad(x, [[0, tf.maximum(1 - tf.shape(x)[0], 0)]] + [[0, 0]] * (x.shape.rank - 1), constant_values=value)
+def _one_row_at_least(x, value, columns=False):
+    """`x` with one row of `value` added where it has none (and, `columns`, one column where a 2-D
+    `x` has none). The model never sees an empty batch (TensorFlow's CPU convolution gives a
+    wrongly shaped result for one); a signature asked about no rows answers for this stand-in row
+    and returns the first 0 rows of each output."""
+    pads = [[0, tf.maximum(1 - tf.shape(x)[0], 0)]] + [[0, 0]] * (x.shape.rank - 1)
+    if columns:
+        pads[1] = [0, tf.maximum(1 - tf.shape(x)[1], 0)]
+    return tf.pad(x, pads, constant_values=value)
 
 
 class _RequestedBeams(samplers.Beam):
@@ -199,8 +204,7 @@ class Signatures:
         ids = tf.concat([tf.RaggedTensor.from_tensor(tf.fill([n, 1], t.bos_id)), words], axis=1)
         lengths = tf.cast(ids.row_lengths(), tf.int32)
         dense = ids.to_tensor(t.pad_id)
-        dense = tf.pad(dense, [[0, 0], [0, tf.maximum(1 - tf.shape(dense)[1], 0)]])  # an empty batch
-        hidden = self.model(_one_row_at_least(dense, t.pad_id), training=False)
+        hidden = self.model(_one_row_at_least(dense, t.pad_id, columns=True), training=False)
         last = tf.gather(hidden, _one_row_at_least(lengths, 1) - 1, batch_dims=1)
         log_probs = tf.cast(self.model.head.log_prob(last), tf.float32)[:n]
         # never <pad> or <s> (ids 0 and 1 of every tokenizer), as in LanguageModel.generate
@@ -261,9 +265,7 @@ class Signatures:
         choose = generation.served_sampler(temperature, top_k, top_p) if self.sampler is None else self.sampler.next
         seed = tf.math.floormod(tf.cast(seed, tf.int64), 2**31)  # as LanguageModel.generate maps it
         # an empty batch: one stand-in prompt of one token, one new token, then no rows kept
-        dense = prompts.to_tensor(t.pad_id)
-        dense = _one_row_at_least(tf.pad(dense, [[0, 0], [0, tf.maximum(1 - tf.shape(dense)[1], 0)]],
-                                         constant_values=t.pad_id), t.pad_id)
+        dense = _one_row_at_least(prompts.to_tensor(t.pad_id), t.pad_id, columns=True)
         lengths = _one_row_at_least(tf.cast(prompts.row_lengths(), tf.int32), 1)
         max_new_tokens = tf.where(n > 0, max_new_tokens, 1)
 

@@ -60,9 +60,8 @@ def floor_export(model, path, head_blocks):
     (`max_new_tokens`) and `completion` (the last id, as text)."""
     import tensorflow as tf
 
-    from zoo.export.saved_model import _tf_variable
+    from zoo.export.saved_model import saved_variables
     from zoo.export.signatures import serving_trace
-    from zoo.layers.gated_conv import weight_norm_folded
     from zoo.models import generation
 
     def generate(text, max_new_tokens):
@@ -80,9 +79,7 @@ def floor_export(model, path, head_blocks):
         return {"lengths": tf.fill([1], max_new_tokens), "completion": tf.strings.as_string(token)}
 
     root = tf.Module()
-    with weight_norm_folded(model) as (replaced, folded):  # as the exports save it: no norm per request
-        replaced = {id(w) for w in replaced}
-        root.model_variables = [_tf_variable(w) for w in model.weights if id(w) not in replaced] + folded
+    with saved_variables(model) as root.model_variables:  # as the exports save them: no norm per request
         root.generate = tf.function(generate, autograph=False, input_signature=[
             tf.TensorSpec([None], tf.string, name="text"), tf.TensorSpec([], tf.int32, name="max_new_tokens")])
         with serving_trace(model):

@@ -143,7 +143,12 @@ def run_directory_refusal(out_dir, identity):
 
 def write_run_record(out_dir, identity):
     os.makedirs(out_dir, exist_ok=True)
-    path = os.path.join(out_dir, RUN_RECORD)
-    with open(path + ".tmp", "w", encoding="utf-8") as f:
-        json.dump(identity, f, indent=1)
-    os.replace(path + ".tmp", path)
+    write_json(os.path.join(out_dir, RUN_RECORD), identity)
+
+
+def write_json(path, value):
+    """`value` as JSON at `path`, whole or not at all (written beside it, then renamed)."""
+    tmp = path + ".tmp"
+    with open(tmp, "w", encoding="utf-8") as f:
+        json.dump(value, f, indent=2)
+    os.replace(tmp, path)

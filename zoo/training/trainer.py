@@ -23,7 +23,7 @@ from zoo.data.corpus import scored_words, unknown_note, unknown_share
 from zoo.layers.expert_parallel import expert_parallelism, is_expert_shard
 from zoo.training.actions import ProgressLog, Summaries, TimeBudget, metric_results, reset_metrics
 from zoo.training.checkpoints import (CHECKPOINT_DIR, checkpoint_path, restore_latest, run_directory_refusal,
-                                     run_identity, save_checkpoint, write_run_record,
+                                     run_identity, save_checkpoint, write_json, write_run_record,
                                       training_checkpoint)
 from zoo.training.config import TrainConfig
 from zoo.training.data import TrainingWindows, evaluation_windows, load_corpus, shard_rows
@@ -244,7 +244,7 @@ class Trainer:
             self.save_preset("best")
         if self.chief:
             self.history.append(entry)
-            _write_json(self.history_path, self.history)
+            write_json(self.history_path, self.history)
             summaries.scalars(entry["step"], {"val_perplexity": entry["val_perplexity"]})
         self.best = min(self.best, entry["val_perplexity"])
 
@@ -469,9 +469,3 @@ def train(preset, data="ptb", out_dir="runs/model", strategy="default", config=N
                       valid_words=scored_words(valid_lines), valid_unknown_share=share, run_record=identity)
     return model, trainer.fit()
 
-
-def _write_json(path, value):
-    tmp = path + ".tmp"
-    with open(tmp, "w") as f:
-        json.dump(value, f, indent=2)
-    os.replace(tmp, path)
