@@ -22,6 +22,7 @@ BENCHMARKS = {
     "optimizer-memory": "optimizer_memory",
     "ptb-softmax": "ptb_softmax",
     "raw-text": "raw_text",
+    "score": "score",
     "served-generate": "served_generate",
     "serving": "serving",
     "serving-memory": "serving_memory",

@@ -13,10 +13,10 @@ def add_parser(subparsers):
 def run(args):
     model = load_model(args.directory)
     tokenizer = model.require_tokenizer()
-    for text in args.text:
+    for text in args.text:  # every text checked before any is scored or printed
         if not text.strip():
             raise ValueError("Cannot score an empty text; give at least one word.")
-        scores = model.score([text])[0]
+    for text, scores in zip(args.text, model.score(args.text)):  # one call: the texts run in batches
         if getattr(tokenizer, "kind", "word") == "subword":  # one score per word of the text
             words = tokenizer.normalize(text).split() + ["</s>"]
         else:  # one per token: a word vocabulary shows <unk> where a word is unknown

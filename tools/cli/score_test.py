@@ -33,3 +33,9 @@ def test_bad_input_gives_one_sentence_and_exit_code_2(argv, message, trained, tm
     (tmp_path / "noconfig").mkdir()
     argv = [a.replace("{tmp}", str(tmp_path)).replace("{best}", os.path.join(trained, "best")) for a in argv]
     assert message in one_sentence_error(argv, capsys)
+
+
+def test_an_empty_text_among_others_is_refused_before_any_is_printed(trained, capsys):
+    assert main(["score", os.path.join(trained, "best"), "the cat", " ", "the mat"]) == 2
+    out, err = capsys.readouterr()
+    assert out == "" and "Cannot score an empty text" in err

@@ -86,6 +86,33 @@ def test_score_of_text_equals_log_probs_of_ids(tiny_model, tiny_lines, kind):
         model.score([ids, [1]])
 
 
+def test_score_batches_group_similar_lengths_within_the_row_and_token_budgets():
+    from zoo.models.inference import score_batches
+
+    assert score_batches([5, 1, 3, 9, 2], rows=2, tokens=100) == [[1, 4], [2, 0], [3]]
+    assert score_batches([4, 4, 4, 4], rows=10, tokens=8) == [[0, 1], [2, 3]]
+    assert score_batches([50, 3], rows=10, tokens=8) == [[1], [0]]  # longer than the budget: alone
+    assert score_batches([]) == []
+
+
+@pytest.mark.parametrize("kind", sorted(DECODERS))
+def test_score_of_many_rows_equals_each_row_scored_alone(tiny_model, kind, monkeypatch):
+    """`score` runs rows of similar length together, padded on the right: a row's scores must not
+    depend on the rows beside it or on the padding."""
+    from zoo.models import inference
+
+    family, overrides = DECODERS[kind]
+    model = tiny_model(family, **overrides)
+    rng = np.random.default_rng(3)
+    rows = [list(rng.integers(2, 50, size=n)) for n in (2, 17, 5, 40, 5, 9)]
+    alone = [model.score([row])[0] for row in rows]
+    monkeypatch.setattr(inference, "SCORE_BATCH_TOKENS", 100)  # several batches, padding in each
+    together = model.score(rows)
+    assert [len(s) for s in together] == [len(row) - 1 for row in rows]
+    for got, expected in zip(together, alone):
+        np.testing.assert_allclose(got, expected, rtol=0, atol=1e-5)
+
+
 def test_stream_perplexity_is_exact_for_a_gcnn(tiny_model, tiny_lines):
     model, lines = vocab_model(tiny_model, tiny_lines)
     assert model.stream_context == 3

@@ -1,0 +1,103 @@
+"""`zoo benchmark score`: in-process `lm.score` of many texts, run together in padded batches
+(`zoo.models.inference.score_batches`, the default) against one call per text (what `score` did
+before), side by side in one process.
+
+Each preset's trained weights score the same lines (by default every non-blank line of the
+licence texts in /usr/share/common-licenses, text nobody here prepared; `--text` reads other
+files), the two ways alternating, `--repeats` times each after one untimed call of each. Reports
+the median seconds of each, texts per second, the ratio, and the largest difference between the
+two ways' log-probabilities.
+"""
+
+import argparse
+import contextlib
+import glob
+import statistics
+import time
+
+from zoo.tools.benchmarks.common import cpu_model, write_results
+
+LICENCES = "/usr/share/common-licenses/*"
+
+
+@contextlib.contextmanager
+def one_text_per_call():
+    """`score` with batches of one row: one compiled call per text, as before batching."""
+    from zoo.models import inference
+
+    rows = inference.SCORE_BATCH_ROWS
+    inference.SCORE_BATCH_ROWS = 1
+    try:
+        yield
+    finally:
+        inference.SCORE_BATCH_ROWS = rows
+
+
+def read_texts(paths):
+    """The non-blank lines of `paths` (files, or glob patterns), stripped."""
+    from zoo.data.corpus import read_utf8_lines
+
+    files = sorted({f for p in paths for f in (glob.glob(p) or [p])})
+    lines = [line.strip() for f in files for line in read_utf8_lines(f, "The text file") if line.strip()]
+    if not lines:
+        raise ValueError(f"No text to score in {', '.join(paths)}: give --text files (or patterns) with non-blank "
+                         "lines.")
+    return lines
+
+
+def measure(model, lines, repeats):
+    """`{"batched": [seconds...], "one_per_call": [...], "max_difference": float}`."""
+    import numpy as np
+
+    ways = {"batched": contextlib.nullcontext, "one_per_call": one_text_per_call}
+    scores, times = {}, {name: [] for name in ways}
+    for name, way in ways.items():
+        with way():
+            scores[name] = model.score(lines)  # untimed: traces the compiled functions
+    for _ in range(repeats):
+        for name, way in ways.items():
+            with way():
+                start = time.perf_counter()
+                model.score(lines)
+                times[name].append(time.perf_counter() - start)
+    difference = max(float(np.abs(a - b).max()) for a, b in zip(scores["batched"], scores["one_per_call"]))
+    return {**times, "max_difference": difference}
+
+
+def table(rows):
+    out = ["| preset | texts | one text per call: s (texts/s) | batched: s (texts/s) | × the speed | largest difference |",
+           "| --- | ---: | ---: | ---: | ---: | ---: |"]
+    for r in rows:
+        one, batched = statistics.median(r["one_per_call"]), statistics.median(r["batched"])
+        out.append(f"| `{r['preset']}` | {r['texts']:,} | {one:.2f} ({r['texts'] / one:,.0f}) | "
+                   f"{batched:.2f} ({r['texts'] / batched:,.0f}) | {one / batched:.2f}× | {r['max_difference']:.1e} |")
+    return "\n".join(out)
+
+
+def main(argv=None):
+    p = argparse.ArgumentParser(prog="zoo benchmark score", description=__doc__.split("\n\n")[0])
+    p.add_argument("--presets", default="gcnn-en,gcnn-ptb,lstmp-ptb",
+                   help="comma-separated presets with trained weights, or preset directories")
+    p.add_argument("--text", nargs="+", default=[LICENCES], help=f"files (or glob patterns) whose lines are "
+                   f"scored (default: {LICENCES})")
+    p.add_argument("--repeats", type=int, default=5, help="timed calls of each way (default 5)")
+    p.add_argument("--json", help="write the results here")
+    args = p.parse_args(argv)
+    if args.repeats < 1:
+        raise ValueError(f"--repeats must be at least 1, got {args.repeats}.")
+    import os
+
+    import zoo
+
+    lines = read_texts(args.text)
+    rows = []
+    for preset in args.presets.split(","):
+        model = zoo.load(preset, weights=None if os.path.isdir(preset) else "trained")
+        rows.append({"preset": preset, "texts": len(lines), **measure(model, lines, args.repeats)})
+        print(f"  {preset}: done", flush=True)
+    rendered = table(rows)
+    print(f"command: zoo benchmark score {' '.join(argv or [])}\n{cpu_model()}, {len(lines):,} texts, median of "
+          f"{args.repeats} calls each:\n{rendered}")
+    write_results(args.json, {"cpu": cpu_model(), "repeats": args.repeats, "texts": len(lines), "rows": rows,
+                              "table": rendered})
+    return rows
