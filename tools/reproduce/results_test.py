@@ -52,3 +52,18 @@ def test_results_md_gathers_the_benchmark_tables_after_the_experiments_in_file_n
     assert section.index("\n### MoE\n") < section.index("\n### Serving\n")
     assert "\n# a shell comment, not a heading\n" in section
     assert "| SavedModel | 1.0 |" in section and "| 4 | 2.0 |" in section and "`zoo benchmark serving`" in section
+
+
+def test_the_committed_results_md_is_what_zoo_reproduce_results_writes_from_the_committed_records(tmp_path):
+    """RESULTS.md is written, never edited: a record or benchmark table changed without
+    `zoo reproduce --results` leaves it stale (it lacked int8.md's paper-size table once)."""
+    from zoo.tools.reproduce import results
+
+    committed = os.path.join(ROOT, "RESULTS.md")
+    if not os.path.isfile(committed):
+        pytest.skip("no RESULTS.md beside an installed package")
+    out = tmp_path / "results"
+    shutil.copytree(os.path.join(ROOT, "results"), out)
+    written = results.write_results(str(out), str(tmp_path / "RESULTS.md"), log=lambda line: None)
+    with open(written, encoding="utf-8") as f, open(committed, encoding="utf-8") as g:
+        assert f.read() == g.read(), "RESULTS.md is stale: run `zoo reproduce --results`"
