@@ -19,8 +19,11 @@ import tempfile
 
 from zoo.data.datasets import ptb_vocabulary
 from zoo.data.tokenizers import CONFIG_FILE as TOKENIZER_FILE
+from zoo.data.tokenizers import MODEL_FILE as TOKENIZER_MODEL_FILE
 from zoo.data.tokenizers import load_tokenizer
 from zoo.data.vocab import FILENAME as VOCABULARY_FILE
+from zoo.data.vocab import KIND_FILENAME as VOCABULARY_KIND_FILE
+from zoo.data.vocab import LINE_START_FILENAME as VOCABULARY_LINE_START_FILE
 from zoo.deprecation import former_name
 from zoo.errors import reason
 
@@ -28,15 +31,30 @@ CONFIG_FILE = "config.json"
 WEIGHTS_FILE = "model.weights.h5"
 
 
-def save(model, directory):
-    """Writes `model` (its config, weights and tokenizer) as the preset directory `directory`.
+# every file a preset directory's own writer puts there (the tokenizers' too); replacing a preset
+# replaces these and leaves any other file beside them alone
+PRESET_FILES = (CONFIG_FILE, WEIGHTS_FILE, TOKENIZER_MODEL_FILE, TOKENIZER_FILE, VOCABULARY_FILE,
+                VOCABULARY_KIND_FILE, VOCABULARY_LINE_START_FILE)
 
-    Files are written into a temporary sibling directory and moved into place, so a failure
-    never leaves a half-written preset over an existing one."""
+
+def save(model, directory):
+    """Writes `model` (its config, weights and tokenizer) as the preset directory `directory`:
+    a new or empty directory, or an earlier preset directory, whose preset files are replaced
+    (other files in it are left as they are). A directory that holds other files but no preset,
+    or a path that is a file, is refused in one sentence and left untouched.
+
+    Files are written into a temporary directory first and moved into place, the old preset's
+    files moved aside until the new ones are in, so a failure never leaves a half-written preset
+    over an existing one."""
     directory = os.path.abspath(directory)
+    check_save_target(directory)
     parent = os.path.dirname(directory)
-    os.makedirs(parent, exist_ok=True)
-    tmp = tempfile.mkdtemp(prefix=".tmp-preset-", dir=parent)
+    try:
+        os.makedirs(parent, exist_ok=True)
+    except OSError as e:
+        raise ValueError(f"Cannot save a preset directory at {directory}: {reason(e)}.") from None
+    staging = directory if os.path.isdir(directory) else parent
+    tmp = tempfile.mkdtemp(prefix=".tmp-preset-", dir=staging)
     try:
         config = {"class_name": type(model).__name__, "config": model.get_config()}
         with open(os.path.join(tmp, CONFIG_FILE), "w") as f:
@@ -45,17 +63,77 @@ def save(model, directory):
         if model.tokenizer is not None:
             model.tokenizer.save(tmp)
         if os.path.isdir(directory):
-            old = directory + ".old"
-            shutil.rmtree(old, ignore_errors=True)
-            os.rename(directory, old)
-            os.rename(tmp, directory)
-            shutil.rmtree(old, ignore_errors=True)
+            _replace_preset_files(tmp, directory)
+            shutil.rmtree(tmp, ignore_errors=True)
         else:
             os.rename(tmp, directory)
     except BaseException:
         shutil.rmtree(tmp, ignore_errors=True)
         raise
     return directory
+
+
+def file_in_the_way(path):
+    """The file (not a directory) at `path` or above it, that would stop a directory being made
+    at `path`; None if there is none."""
+    path = os.path.abspath(path)
+    while not os.path.exists(path):
+        above = os.path.dirname(path)
+        if above == path:
+            return None
+        path = above
+    return None if os.path.isdir(path) else path
+
+
+def check_save_target(directory):
+    """Refuses, in one sentence, a path where `save` must not write: a file (or a path below
+    one), or a directory holding files but no preset directory (its own config.json, say, would
+    be overwritten)."""
+    blocking = file_in_the_way(directory)
+    if blocking is not None:
+        where = "it is a file" if blocking == directory else f"{blocking} is a file, not a directory"
+        raise ValueError(f"Cannot save a preset directory at {directory}: {where}. Give a new or empty "
+                         "directory, or an earlier preset directory to replace.")
+    if not os.path.isdir(directory):
+        return
+    entries = sorted(e for e in os.listdir(directory) if not e.startswith((".tmp-preset-", ".old-preset-")))
+    if not entries or _holds_a_preset(directory):
+        return
+    shown = ", ".join(entries[:3]) + (f" and {len(entries) - 3} more" if len(entries) > 3 else "")
+    raise ValueError(f"Cannot save a preset directory at {directory}: it already holds files that are not a "
+                     f"preset ({shown}), which saving could overwrite. Give a new or empty directory, or an "
+                     "earlier preset directory to replace.")
+
+
+def _holds_a_preset(directory):
+    try:
+        read_config(directory)
+    except ValueError:
+        return False
+    return True
+
+
+def _replace_preset_files(new, directory):
+    """Moves the files of `new` into `directory`, the preset files already there moved aside
+    first and back again if the move fails part-way."""
+    aside = tempfile.mkdtemp(prefix=".old-preset-", dir=directory)
+    moved_aside, moved_in = [], []
+    try:
+        for name in PRESET_FILES:
+            if os.path.isfile(os.path.join(directory, name)):
+                os.rename(os.path.join(directory, name), os.path.join(aside, name))
+                moved_aside.append(name)
+        for name in sorted(os.listdir(new)):
+            os.rename(os.path.join(new, name), os.path.join(directory, name))
+            moved_in.append(name)
+    except BaseException:
+        for name in moved_in:
+            os.replace(os.path.join(directory, name), os.path.join(new, name))
+        for name in moved_aside:
+            os.replace(os.path.join(aside, name), os.path.join(directory, name))
+        shutil.rmtree(aside, ignore_errors=True)
+        raise
+    shutil.rmtree(aside, ignore_errors=True)
 
 
 def read_config(directory):
@@ -76,13 +154,56 @@ def load_weights(model, source):
     """Loads a local `.weights.h5` file, or a local preset directory's, into `model`."""
     path = os.path.join(source, WEIGHTS_FILE) if os.path.isdir(source) else source
     if not os.path.isfile(path):
-        raise ValueError(f"No weights at {path!r}: expected a preset directory or a .weights.h5 file.")
+        hint = " (weights names are lower case: \"trained\" or \"random\")" \
+            if str(source).lower() in ("trained", "random") and str(source) not in ("trained", "random") else ""
+        raise ValueError(f"No weights at {path!r}: expected a preset directory or a .weights.h5 file{hint}.")
+    import h5py
+
+    if not h5py.is_hdf5(path) and path.endswith(".h5"):  # a Git LFS pointer, a file cut short
+        raise ValueError(f"{path!r} is not a readable weights file (it is not HDF5).")
+    if not h5py.is_hdf5(path):
+        raise ValueError(f"{path!r} is not a weights file: expected a .weights.h5 file (Keras' save_weights), a preset "
+                         "directory or a fairseq checkpoint (.pt).")
     try:
         model.load_weights(path)
     except ValueError as e:
-        raise ValueError(f"The weights in {path!r} do not fit this model's config: {' '.join(str(e).split())}") from None
+        difference = first_difference(model, path)
+        detail = difference or " ".join(str(e).split())
+        raise ValueError(f"The weights in {path!r} do not fit this model's config: {detail}") from None
     except OSError as e:  # h5py: not an HDF5 file (e.g. a Git LFS pointer), truncated
         raise ValueError(f"{path!r} is not a readable weights file ({reason(e)}).") from None
+
+
+def weights_layout(path):
+    """`{array's path: shape}` of a `.weights.h5` file."""
+    import h5py
+
+    layout = {}
+    with h5py.File(path, "r") as f:
+        f.visititems(lambda name, item: layout.__setitem__(name, tuple(item.shape))
+                     if isinstance(item, h5py.Dataset) else None)
+    return layout
+
+
+def first_difference(model, path):
+    """Where the weights file `path` first differs from what `model` saves (its arrays' paths and
+    shapes, as Keras lays them out), in words; None where the two agree."""
+    with tempfile.TemporaryDirectory(prefix="zoo-weights-") as tmp:
+        mine = os.path.join(tmp, WEIGHTS_FILE)
+        model.save_weights(mine)
+        expected = weights_layout(mine)
+    found = weights_layout(path)
+    differences = [f"its {name} has shape {found[name]}, the model's {shape}"
+                   for name, shape in sorted(expected.items()) if name in found and found[name] != shape]
+    differences += [f"it has no {name} (shape {shape} in the model)"
+                    for name, shape in sorted(expected.items()) if name not in found]
+    differences += [f"it has {name} (shape {shape}), which the model has not"
+                    for name, shape in sorted(found.items()) if name not in expected]
+    if not differences:
+        return None
+    more = len(differences) - 1
+    return (differences[0] + (f" ({more} more difference{'s' if more > 1 else ''})" if more else "") +
+            "; load them with the config they were saved with (a preset directory brings its own).")
 
 
 def build_model(cls, config):

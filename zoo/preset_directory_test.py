@@ -113,3 +113,109 @@ def test_load_vocabulary_is_the_deprecated_spelling_of_resolve_tokenizer(directo
         assert preset_directory.load_vocabulary(directory) == word
     with pytest.warns(DeprecationWarning):
         assert preset_directory.load_vocabulary(directories["none"][0]) is None
+
+
+def _tree(root):
+    """{relative path: bytes} of every file under `root`."""
+    out = {}
+    for folder, _, files in os.walk(root):
+        for name in files:
+            path = os.path.join(folder, name)
+            with open(path, "rb") as f:
+                out[os.path.relpath(path, root)] = f.read()
+    return out
+
+
+@pytest.mark.parametrize("where", ["other_files", "cwd", "user_config"])
+def test_saving_over_a_directory_of_other_files_is_refused_and_changes_nothing(tmp_path, monkeypatch, where):
+    """Before, `save_to_preset` replaced whatever directory was there: a project folder's files
+    (saving to ".") were deleted."""
+    project = tmp_path / "project"
+    (project / "src").mkdir(parents=True)
+    (project / "src" / "main.py").write_text("print('mine')\n")
+    (project / "notes.txt").write_text("notes\n")
+    if where == "user_config":  # a config.json that is no preset's: it would be overwritten
+        (project / "config.json").write_text('{"learning_rate": 0.1}\n')
+    before = _tree(tmp_path)
+    model = zoo.load("gcnn-ptb", weights="random", **TINY)
+    target = "." if where == "cwd" else str(project)
+    monkeypatch.chdir(project)
+    with pytest.raises(ValueError, match=r"^Cannot save a preset directory at .*project: it already holds files that "
+                                         r"are not a preset \((config\.json, )?notes\.txt, src\).*an earlier preset "
+                                         r"directory to replace\.$"):
+        model.save_to_preset(target)
+    assert _tree(tmp_path) == before
+
+
+def test_a_file_path_is_refused_in_one_sentence(tmp_path):
+    (tmp_path / "afile").write_text("x")
+    model = zoo.load("gcnn-ptb", weights="random", **TINY)
+    with pytest.raises(ValueError, match=r"^Cannot save a preset directory at .*afile: it is a file\. Give a new"):
+        model.save_to_preset(str(tmp_path / "afile"))
+    with pytest.raises(ValueError, match=r"^Cannot save a preset directory at .*afile/sub: "):
+        model.save_to_preset(str(tmp_path / "afile" / "sub"))
+    assert sorted(os.listdir(tmp_path)) == ["afile"] and (tmp_path / "afile").read_text() == "x"
+
+
+def test_saving_over_a_preset_replaces_its_files_and_keeps_the_others(tmp_path, monkeypatch):
+    """An earlier preset's files are replaced (a word tokenizer's vocabulary.txt goes when the new
+    model has none); other files beside them, and a sibling `NAME.old` of the user's, stay; an
+    empty directory, the current one included, takes a preset."""
+    word = WordTokenizer(["<pad>", "<s>", "</s>", "<unk>"] + WORDS)
+    directory = tiny_directory(tmp_path / "my_lm", word)
+    (tmp_path / "my_lm" / "README.md").write_text("my model\n")
+    (tmp_path / "my_lm.old").mkdir()
+    (tmp_path / "my_lm.old" / "precious.txt").write_text("keep\n")
+    other = zoo.load("gcnn-ptb", weights="random", **{**TINY, "embedding_dim": 4})
+    assert other.save_to_preset(directory) == directory
+    assert sorted(os.listdir(directory)) == ["README.md", "config.json", "model.weights.h5"]
+    assert (tmp_path / "my_lm.old" / "precious.txt").read_text() == "keep\n"
+    assert zoo.load(directory).get_config()["embedding_dim"] == 4 and zoo.load(directory).tokenizer is None
+    (tmp_path / "empty").mkdir()
+    monkeypatch.chdir(tmp_path / "empty")
+    assert other.save_to_preset(".") == str(tmp_path / "empty")
+    assert sorted(os.listdir(".")) == ["config.json", "model.weights.h5"]  # the working directory still works
+
+
+def test_a_failure_while_replacing_leaves_the_earlier_preset_as_it_was(tmp_path, monkeypatch):
+    word = WordTokenizer(["<pad>", "<s>", "</s>", "<unk>"] + WORDS)
+    directory = tiny_directory(tmp_path / "my_lm", word)
+    before = _tree(tmp_path)
+    real, calls = os.rename, []
+
+    def failing(src, dst):  # the second file moved into place fails
+        calls.append(dst)
+        if ".tmp-preset-" in src and len([c for c in calls if ".old-preset-" not in c]) == 2:
+            raise OSError("disk full")
+        return real(src, dst)
+
+    monkeypatch.setattr(os, "rename", failing)
+    with pytest.raises(OSError, match="disk full"):
+        zoo.load("gcnn-ptb", weights="random", **{**TINY, "embedding_dim": 4}).save_to_preset(directory)
+    monkeypatch.undo()
+    assert _tree(tmp_path) == before
+    assert not [e for e in os.listdir(directory) if e.startswith(".")]
+
+
+def test_weights_that_do_not_fit_name_the_first_difference_in_one_sentence(directories, tmp_path):
+    """Before: Keras' dump of every object it could not load ("expected 3 variables, but received
+    0"), wrong for a shape that differs; a text file was "File format not supported"."""
+    directory, _ = directories["none"]
+    with pytest.raises(ValueError, match=r"do not fit this model's config: its blocks/residual_block/convs/"
+                                         r"gated_conv1d/vars/0 has shape \(3, 8, 16\), the model's \(3, 16, 16\) \(4 more "
+                                         r"differences\); load them with the config they were saved with"):
+        zoo.load("gcnn-ptb", weights=directory, **{**TINY, "embedding_dim": 16})
+    with pytest.raises(ValueError, match=r"do not fit this model's config: it has no blocks/residual_block_1/convs/"
+                                         r"gated_conv1d/vars/0 \(shape \(3, 8, 16\) in the model\) \(2 more"):
+        zoo.load("gcnn-ptb", weights=directory, **{**TINY, "blocks": [[[3, 8]], [[3, 8]]]})
+    text = tmp_path / "notes.txt"
+    text.write_text("not weights\n")
+    with pytest.raises(ValueError, match=r"notes\.txt' is not a weights file: expected a \.weights\.h5 file"):
+        zoo.load("gcnn-ptb", weights=str(text), **TINY)
+    with pytest.raises(ValueError, match=r"No weights at 'Trained'.*lower case: \"trained\" or \"random\""):
+        zoo.load("gcnn-ptb", weights="Trained")
+    with pytest.raises(ValueError, match=r"config\.json' is a file; zoo\.load takes a preset name or a preset "
+                                         r"directory \(here perhaps '.*none'\)"):
+        zoo.load(os.path.join(directory, "config.json"))
+    with pytest.raises(ValueError, match=r"^vocabulary_size must be an integer >= 1, got '10'\.$"):
+        zoo.load("gcnn-ptb", weights="random", **{**TINY, "vocabulary_size": "10"})

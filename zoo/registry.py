@@ -123,6 +123,11 @@ def init_arguments(cls):
 def register_presets(presets, model_class):
     """Register `{name: fields}` against `model_class`; returns the `Preset`s made."""
     fields = {f.name for f in dataclasses.fields(Preset)} - {"name", "model_class"}
+    if not isinstance(presets, dict):
+        raise ValueError(f"register_presets takes a dict of {{name: fields}}, got {type(presets).__name__}.")
+    if not isinstance(model_class, type):
+        raise ValueError(f"register_presets takes the model family's class (e.g. zoo.GCNNLanguageModel or a "
+                         f"subclass), got {model_class!r}.")
     made = []
     for name, spec in presets.items():
         where = f"Preset {name!r} of {model_class.__name__}"
@@ -192,6 +197,10 @@ def _blueprint(name_or_dir, overrides):
         class_name, config = preset_directory.read_config(name_or_dir)
         cls, translate = family_of(class_name, os.path.join(name_or_dir, preset_directory.CONFIG_FILE))
         config = translate(config)
+    elif isinstance(name_or_dir, str) and os.path.isfile(name_or_dir):
+        raise ValueError(f"{name_or_dir!r} is a file; zoo.load takes a preset name or a preset directory "
+                         f"(here perhaps {os.path.dirname(os.path.abspath(name_or_dir))!r}), and a weights file as "
+                         "weights=.")
     elif isinstance(name_or_dir, str) and (os.sep in name_or_dir or name_or_dir.startswith(".")):
         raise ValueError(f"The preset directory {name_or_dir!r} does not exist.")
     else:

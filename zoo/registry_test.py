@@ -86,6 +86,15 @@ def test_a_bad_tokenizer_field_is_refused_in_one_sentence(spec, message):
     assert "registry-test-bad" not in registry.PRESETS
 
 
+def test_register_presets_refuses_other_shapes_of_its_arguments_in_one_sentence():
+    """Before, an AttributeError: 'str' object has no attribute '__name__'."""
+    with pytest.raises(ValueError, match=r"^register_presets takes the model family's class .*got 'GCNNLanguageModel'\.$"):
+        registry.register_presets({"registry-test-bad": {"description": "x", "config": {}}}, "GCNNLanguageModel")
+    with pytest.raises(ValueError, match=r"^register_presets takes a dict of \{name: fields\}, got list\.$"):
+        registry.register_presets([("registry-test-bad", {})], GCNNLanguageModel)
+    assert "registry-test-bad" not in registry.PRESETS
+
+
 def test_the_former_registry_names_warn_and_still_work():
     with pytest.warns(DeprecationWarning, match=r"zoo\.registry\.VOCABULARIES is deprecated; use zoo\.registry\.TOKENIZERS"):
         assert registry.VOCABULARIES is registry.TOKENIZERS

@@ -34,6 +34,10 @@ def test_an_out_that_is_a_file_or_a_dictionary_that_is_not_utf8_is_one_sentence(
     err = one_sentence_error(["convert", "fairseq", checkpoint, "--dictionary", DICT, "--out", str(taken)], capsys)
     assert f"{taken} is a file; give an --out that does not exist or is an empty directory." in err, err
     assert taken.read_text() == "mine"
+    below = taken / "sub"  # before, a FileExistsError's traceback
+    err = one_sentence_error(["convert", "fairseq", checkpoint, "--dictionary", DICT, "--out", str(below)], capsys)
+    assert f"{taken} is a file; give an --out that does not exist or is an empty directory." in err, err
+    assert taken.read_text() == "mine"
     latin = tmp_path / "dict.txt"
     latin.write_bytes(b"caf\xe9 12\n")
     out = tmp_path / "out"

@@ -80,6 +80,22 @@ def test_training_a_quantized_preset_directory_is_one_sentence_and_writes_nothin
     assert logged == []
 
 
+def test_a_preset_directory_as_weights_is_said_to_bring_its_own_model(tmp_path):
+    """`--preset gcnn-14 --weights DIR` trains DIR's model; before, the log did not say that the
+    preset name only gives the training defaults."""
+    from zoo.training.trainer import starting_point
+
+    lm = zoo.load("gcnn-ptb", weights="random", vocabulary_size=50, embedding_dim=8, blocks=[[[3, 8]]])
+    lm.tokenizer = zoo.data.WordTokenizer(["<pad>", "<s>", "</s>", "<unk>"] + [f"w{i}" for i in range(46)])
+    directory = lm.save_to_preset(str(tmp_path / "mine"))
+    logged = []
+    preset, info, _ = starting_point("gcnn-14", directory, log=logged.append)
+    spec = zoo.registry.get_preset("gcnn-14")
+    assert preset == directory and info.train_defaults == {"global_batch_size": spec.batch_size, "seq_len": spec.seq_len}
+    assert logged == [f"Starting from {directory}: its own model and tokenizer; gcnn-14 gives only the training "
+                      "defaults (batch size, window length), not the model."]
+
+
 def test_every_train_config_field_is_a_flag_of_zoo_train():
     import dataclasses
 

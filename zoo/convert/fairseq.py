@@ -33,6 +33,7 @@ import ast
 import math
 import os
 import shutil
+import sys
 import tempfile
 
 import numpy as np
@@ -318,16 +319,26 @@ def load_as_preset(checkpoint, cls, config, label):
     # the preset's shapes with fairseq's options (fc1, its residual pattern ...): nothing allocated
     fairseq_options = {k: v for k, v in model.get_config().items() if k in FAIRSEQ_OPTIONS}
     with tf.Graph().as_default():
-        reference = cls(**{**config, **fairseq_options})
+        try:
+            reference = cls(**{**config, **fairseq_options})
+        except ValueError:  # the options do not fit the preset (an adaptive softmax's, say): its shapes as they are
+            reference = cls(**config)
+            fairseq_options = None
         if not reference.built:
             reference.build()
         difference = first_difference(model, reference, label)
+    if not difference and fairseq_options is None:
+        options = ", ".join(f"{k}={v!r}" for k, v in sorted(model.get_config().items()) if k in FAIRSEQ_OPTIONS)
+        difference = f"its options ({options}) do not fit {label}'s config"
     if difference:
         raise ValueError(f"{checkpoint} is not {label}'s architecture: {difference}. Convert it to a preset "
                          "directory of its own with `zoo convert fairseq` and load that.")
     dictionary = os.path.join(os.path.dirname(os.path.abspath(str(checkpoint))), "dict.txt")
     if os.path.isfile(dictionary):
         model.tokenizer = read_dictionary(dictionary, model.vocabulary_size)
+    else:  # the model still scores and generates ids; text needs the dictionary
+        print(f"{checkpoint}: no dict.txt beside it, so the model has no tokenizer (it reads and writes ids); put "
+              "fairseq's dict.txt beside the checkpoint to read text.", file=sys.stderr, flush=True)
     return model
 
 
@@ -338,8 +349,9 @@ def convert(checkpoint, dictionary, out):
     out = os.path.abspath(str(out))
     if os.path.exists(os.path.join(out, "config.json")):  # every preset directory has one
         raise ValueError(f"{out} already holds a preset; give an --out that does not exist or is empty.")
-    if os.path.exists(out) and not os.path.isdir(out):
-        raise ValueError(f"{out} is a file; give an --out that does not exist or is an empty directory.")
+    blocking = preset_directory.file_in_the_way(out)
+    if blocking is not None:
+        raise ValueError(f"{blocking} is a file; give an --out that does not exist or is an empty directory.")
     if os.path.isdir(out) and os.listdir(out):
         raise ValueError(f"{out} is not empty; give an --out that does not exist or is empty.")
     for what, path in (("checkpoint", checkpoint), ("dictionary", dictionary)):

@@ -245,6 +245,11 @@ def test_zoo_load_takes_a_checkpoint_of_the_presets_architecture_and_names_the_f
     with pytest.raises(ValueError, match=r"is not gcnn-14's architecture: decoder.embed_tokens.weight has shape "
                                          r"\[64, 12\], where gcnn-14 has \[64, 280\]"):
         zoo.load("gcnn-14", weights=checkpoint)
+    # a preset whose config its adaptive-softmax options do not fit (no cutoffs): before, "head_bias=False and
+    # adaptive_softmax_2018=True are options of an adaptive softmax; give cutoffs too", options nobody gave
+    with pytest.raises(ValueError, match=r"is not gcnn-ptb's architecture: decoder.embed_tokens.weight has shape "
+                                         r"\[64, 12\], where gcnn-ptb has \[64, 128\]"):
+        zoo.load("gcnn-ptb", weights=checkpoint)
     blocks = [[[6, 16]], [[6, 16]], [[1, 16]], [[5, 16]], [[4, 24]], [[4, 32]]]
     with pytest.raises(ValueError, match=r"decoder.convolutions.3.weight_v has shape \[5, 16, 32\], where gcnn-14 "
                                          r"has \[4, 16, 32\]"):
@@ -348,3 +353,13 @@ def test_every_entry_point_reads_a_converted_preset(tmp_path, capsys):
                  "--out", str(tmp_path / "run2")]) == 2
     assert "weights must be 'trained', 'random' or a preset directory to train from, got '" in capsys.readouterr().err
     assert not (tmp_path / "run2").exists()
+
+
+def test_a_checkpoint_without_dict_txt_beside_it_loads_without_a_tokenizer_and_says_so(tmp_path, capsys):
+    import shutil
+
+    shutil.copy(os.path.join(TESTDATA, "wikitext103_2018.legacy.pt"), tmp_path / "model.pt")
+    blocks = [[[6, 16]], [[6, 16]], [[1, 16]], [[5, 16]], [[4, 24]], [[4, 32]]]
+    model = zoo.load("gcnn-14", weights=str(tmp_path / "model.pt"), embedding_dim=12, cutoffs=[12, 24], blocks=blocks)
+    assert model.tokenizer is None
+    assert "model.pt: no dict.txt beside it, so the model has no tokenizer" in capsys.readouterr().err

@@ -40,6 +40,7 @@ What a model answers once trained lives beside this module, mixed into `Language
 from __future__ import annotations
 
 import functools
+import numbers
 import os
 import warnings
 
@@ -117,7 +118,9 @@ class LanguageModel(Inference, Generation, keras.Model):
         self.__dict__.pop("quantize", None)
         if quantization is not None:
             object.__setattr__(self, "_pending_quantization", int8.check_mode(quantization))
-        self.vocabulary_size = vocabulary_size
+        if isinstance(vocabulary_size, bool) or not isinstance(vocabulary_size, numbers.Integral) or vocabulary_size < 1:
+            raise ValueError(f"vocabulary_size must be an integer >= 1, got {vocabulary_size!r}.")
+        self.vocabulary_size = int(vocabulary_size)
         self.optimizer_config = optimizer
         self.tokenizer = None  # a `zoo.data.tokenizers` tokenizer, set by `zoo.load`
         self.perplexity_tracker = zoo_metrics.PerplexityMetric(name="perplexity")
@@ -345,7 +348,9 @@ class LanguageModel(Inference, Generation, keras.Model):
 
         Args:
             directory: where to write `config.json`, `model.weights.h5` and the tokenizer's
-                files (if the model has a tokenizer); an existing preset there is replaced.
+                files (if the model has a tokenizer): a new or empty directory, or an earlier
+                preset directory, whose preset files are replaced (other files in it stay). A
+                directory of other files, or a file, is refused and left as it is.
 
         Returns:
             The directory's absolute path.

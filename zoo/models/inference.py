@@ -5,6 +5,7 @@ relies on the family's `call`, `step` and `initial_state` and on the output laye
 from __future__ import annotations
 
 import math
+from collections.abc import Iterable
 from typing import Sequence
 
 import numpy as np
@@ -226,7 +227,12 @@ class Inference:
         """
         if isinstance(texts_or_ids, str):
             texts_or_ids = [texts_or_ids]
+        if not isinstance(texts_or_ids, Iterable) or isinstance(texts_or_ids, (bytes, dict)):
+            raise ValueError(f"score takes a string, a list of strings, a list of ids or a list of id lists, got "
+                             f"{type(texts_or_ids).__name__}.")
         items = list(texts_or_ids)
+        if any(isinstance(i, str) for i in items) and not all(isinstance(i, str) for i in items):
+            raise ValueError("score was given strings mixed with ids: give a list of strings or a list of id lists.")
         if items and all(isinstance(i, (int, np.integer)) and not isinstance(i, bool) for i in items):
             items = [items]  # one flat list of ids: one row, as `generate` reads it
         tokenizer = None

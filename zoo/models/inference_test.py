@@ -188,3 +188,15 @@ def test_perplexity_rejects_unknown_mode_and_empty_data(tiny_model, tiny_lines):
         model.perplexity(lines, mode="token")
     with pytest.raises(ValueError, match="empty"):
         model.perplexity([])
+
+
+@pytest.mark.parametrize("bad, message", [
+    (None, r"^score takes a string, a list of strings, a list of ids or a list of id lists, got NoneType\.$"),
+    (3, r"^score takes a string, .* got int\.$"),
+    (["the cat", [1, 2]], r"^score was given strings mixed with ids: give a list of strings or a list of id lists\.$"),
+])
+def test_what_score_cannot_read_is_one_sentence(tiny_model, tiny_lines, bad, message):
+    model, _ = vocab_model(tiny_model, tiny_lines)
+    with pytest.raises(ValueError, match=message):
+        model.score(bad)
+    assert len(model.score(iter([[1, 4, 5]]))) == 1  # any iterable of rows

@@ -358,7 +358,9 @@ def starting_point(preset, weights, log=_print):
         # the training defaults of the preset name
         check_not_quantized(weights)
         defaults = {} if os.path.isdir(str(preset)) else resolve_preset(preset).train_defaults
-        log(f"Starting from {weights}, with its tokenizer.")
+        named = "" if os.path.isdir(str(preset)) else \
+            f"; {preset} gives only the training defaults (batch size, window length), not the model"
+        log(f"Starting from {weights}: its own model and tokenizer{named}.")
         return str(weights), dataclasses.replace(resolve_preset(str(weights)), train_defaults=defaults), None
     if weights != "trained":
         check_not_quantized(preset)
