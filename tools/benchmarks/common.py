@@ -190,6 +190,15 @@ def at_least_one(args, *names):
             raise ValueError(f"--{name.replace('_', '-')} must be at least 1, got {value}.")
 
 
+def preset_list(value):
+    """The names of a comma-separated `--presets` value; one that names none is refused in one
+    sentence."""
+    presets = [name for name in value.split(",") if name]
+    if not presets:
+        raise ValueError("--presets names no preset; give at least one, e.g. --presets gcnn-ptb.")
+    return presets
+
+
 def write_results(path, out):
     """Writes a benchmark's results to `path` as JSON (if a path was given) and says where."""
     if path:

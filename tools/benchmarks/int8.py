@@ -22,7 +22,7 @@ import os
 import statistics
 import tempfile
 
-from zoo.tools.benchmarks.common import (at_least_one, child_json, cpu_model, load_average_text,
+from zoo.tools.benchmarks.common import (at_least_one, child_json, cpu_model, load_average_text, preset_list,
                                          with_stand_in_vocabulary, write_results)
 
 DEFAULT_PRESETS = ("gcnn-ptb", "gcnn-ptb-deep", "lstmp-ptb", "gcnn-en")
@@ -238,9 +238,7 @@ def main(argv=None):
                                   "table": rendered})
         return
     at_least_one(args, "calls", "new_tokens")
-    presets = [name for name in args.presets.split(",") if name]
-    if not presets:
-        raise ValueError("--presets names no preset; give at least one, e.g. --presets gcnn-ptb.")
+    presets = preset_list(args.presets)
     import zoo
     from zoo.export import export_saved_model
     from zoo.weights import trained_presets

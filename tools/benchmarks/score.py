@@ -15,7 +15,7 @@ import glob
 import statistics
 import time
 
-from zoo.tools.benchmarks.common import cpu_model, write_results
+from zoo.tools.benchmarks.common import at_least_one, cpu_model, preset_list, write_results
 
 LICENCES = "/usr/share/common-licenses/*"
 
@@ -83,15 +83,14 @@ def main(argv=None):
     p.add_argument("--repeats", type=int, default=5, help="timed calls of each way (default 5)")
     p.add_argument("--json", help="write the results here")
     args = p.parse_args(argv)
-    if args.repeats < 1:
-        raise ValueError(f"--repeats must be at least 1, got {args.repeats}.")
+    at_least_one(args, "repeats")
     import os
 
     import zoo
 
     lines = read_texts(args.text)
     rows = []
-    for preset in args.presets.split(","):
+    for preset in preset_list(args.presets):
         model = zoo.load(preset, weights=None if os.path.isdir(preset) else "trained")
         rows.append({"preset": preset, "texts": len(lines), **measure(model, lines, args.repeats)})
         print(f"  {preset}: done", flush=True)

@@ -13,7 +13,7 @@ import os
 import statistics
 import tempfile
 
-from zoo.tools.benchmarks.common import child_json, cpu_model, write_results
+from zoo.tools.benchmarks.common import at_least_one, child_json, cpu_model, preset_list, write_results
 
 DEFAULT_PRESETS = ("gcnn-ptb", "gcnn-ptb-deep", "lstmp-ptb", "gcnn-en")
 
@@ -78,11 +78,8 @@ def main(argv=None):
     p.add_argument("--repeats", type=int, default=3, help="fresh processes per preset (default 3)")
     p.add_argument("--json", help="write the results here")
     args = p.parse_args(argv)
-    if args.repeats < 1:
-        raise ValueError(f"--repeats must be at least 1, got {args.repeats}.")
-    presets = [name for name in args.presets.split(",") if name]
-    if not presets:
-        raise ValueError("--presets names no preset; give at least one, e.g. --presets gcnn-ptb.")
+    at_least_one(args, "repeats")
+    presets = preset_list(args.presets)
     import zoo
     from zoo.export import export_saved_model
     from zoo.weights import trained_presets

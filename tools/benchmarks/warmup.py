@@ -14,7 +14,7 @@ import os
 import statistics
 import tempfile
 
-from zoo.tools.benchmarks.common import child_json, cpu_model, write_results
+from zoo.tools.benchmarks.common import at_least_one, child_json, cpu_model, write_results
 
 CHILD = r"""
 import json, sys, time
@@ -69,8 +69,7 @@ def main(argv=None):
     p.add_argument("--repeats", type=int, default=5, help="fresh processes of each kind (default 5)")
     p.add_argument("--json", help="write the results here")
     args = p.parse_args(argv)
-    if args.repeats < 1:
-        raise ValueError(f"--repeats must be at least 1, got {args.repeats}.")
+    at_least_one(args, "repeats")
     import zoo
     from zoo.export import export_saved_model
 

@@ -3,7 +3,6 @@ tools/convert/make_fairseq_goldens.py with fairseq's FConvDecoder and AdaptiveSo
 published architectures at reduced width, both torch formats, both adaptive-softmax formats."""
 
 import os
-import pickle
 import zipfile
 
 import numpy as np
