@@ -287,8 +287,8 @@ class Signatures:
         new = tf.gather(ids, tf.ragged.range(lengths, ends), batch_dims=1)
         whole = tf.gather(ids, tf.ragged.range(ends), batch_dims=1)
         return {
-            "text": t.decode(whole),
-            "completion": t.decode(new),
+            "text": t.decode(whole, whole_characters=True),  # as lm.generate writes them
+            "completion": t.decode(new, whole_characters=True),
             "ids": new.to_tensor(t.pad_id, shape=[None, None]),
             "lengths": tf.cast(new.row_lengths(), tf.int32),
         }

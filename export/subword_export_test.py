@@ -419,8 +419,8 @@ def test_generate_signature_detokenises_what_lm_generate_writes(exported, tokeni
         new = [row[len(p):] for row, p in zip(rows, prompts)]
         assert served["lengths"].tolist() == [len(n) for n in new], tag
         assert served["ids"].tolist() == pad(new, 0, np.int32).tolist(), tag
-        assert served["text"].tolist() == [tokenizer.decode(r) for r in rows], tag
-        assert served["completion"].tolist() == [tokenizer.decode(n) for n in new], tag
+        assert served["text"].tolist() == [tokenizer.decode(r, whole_characters=True) for r in rows], tag
+        assert served["completion"].tolist() == [tokenizer.decode(n, whole_characters=True) for n in new], tag
     # the text of a string prompt, as lm.generate gives it
     assert served["text"][0] == model.generate(texts[0], **kw)
 

@@ -165,6 +165,22 @@ def _kept(ids, size, first):
     return tf.ragged.boolean_mask(ids, keep)
 
 
+def unfinished_characters(byte_values):
+    """`zoo.data.tokenizers.unfinished_character` for each row of `byte_values`, <int32>[batch, 4]:
+    each row's last 4 ids as bytes (-1 for a piece that is not a byte, or before the row's
+    start); <int32>[batch]."""
+    done = tf.zeros_like(byte_values[:, 0], tf.bool)
+    drop = continuations = tf.zeros_like(byte_values[:, 0])
+    for k in range(4):  # from the last id back
+        value = byte_values[:, 3 - k]
+        lead = value >= 0xC0
+        length = tf.where(value < 0xE0, 2, tf.where(value < 0xF0, 3, tf.where(value < 0xF8, 4, 1)))
+        drop = tf.where(~done & lead & (continuations + 1 < length), k + 1, drop)
+        continuations += tf.cast(~done & (value >= 0x80) & ~lead, tf.int32)
+        done |= (value < 0x80) | lead
+    return drop
+
+
 class GraphTokenizer:
     """The family's in-graph interface over the word / character `Tokenizer` above, which it
     wraps (`inner`, whose `decode` is per id, as `zoo.export.signatures` uses it)."""
@@ -192,7 +208,7 @@ class GraphTokenizer:
         texts = self.inner.decode(ids)
         return tf.strings.regex_replace(texts, SPACE_MARK, " ") if self.kind == "char" else texts
 
-    def decode(self, ids):
+    def decode(self, ids, whole_characters=False):  # words and characters are always whole
         ids = _kept(ids, self.size, self.eos_id + 1)
         tokens = ids.with_flat_values(self.inner.decode(ids.flat_values))
         if self.kind == "char":
@@ -225,7 +241,7 @@ class SubwordGraphTokenizer:
 
     kind = "subword"
 
-    def __init__(self, model_proto, sentencepiece_to_id, id_to_sentencepiece, texts, unk_id):
+    def __init__(self, model_proto, sentencepiece_to_id, id_to_sentencepiece, texts, unk_id, byte_values):
         import tensorflow_text as tft  # its ops are loaded for subword models only
 
         self.size = len(id_to_sentencepiece)
@@ -234,6 +250,7 @@ class SubwordGraphTokenizer:
         self._to_id = np.asarray(sentencepiece_to_id, np.int32)
         self._to_sentencepiece = np.asarray(id_to_sentencepiece, np.int32)
         self._texts = list(texts)
+        self._byte_values = np.asarray(byte_values, np.int32)  # SubwordTokenizer.byte_values
         # Which ids start a word (`SubwordTokenizer.word_index`): the pieces whose SentencePiece
         # text starts with the boundary mark U+2581; not the reserved ids, not byte pieces.
         import sentencepiece as spm
@@ -251,8 +268,18 @@ class SubwordGraphTokenizer:
         pieces = self.sentencepiece.tokenize(normalize_subword_in_graph(tf.reshape(text, [-1])))
         return pieces.with_flat_values(tf.gather(tf.constant(self._to_id), pieces.flat_values))
 
-    def decode(self, ids):
+    def decode(self, ids, whole_characters=False):
+        """`SubwordTokenizer.decode` of each row, `whole_characters` too."""
         ids = _kept(ids, self.size, self.eos_id + 1)
+        if whole_characters:
+            lengths = ids.row_lengths()
+            position = lengths[:, None] + tf.range(-4, 0, dtype=tf.int64)[None, :]  # each row's last 4 ids
+            inside = position >= 0
+            flat = tf.concat([ids.flat_values, [self.pad_id]], 0)  # a row shorter than 4 reads <pad> (-1)
+            index = tf.where(inside, ids.row_starts()[:, None] + position, tf.size(ids.flat_values, tf.int64))
+            last = tf.gather(tf.constant(self._byte_values), tf.gather(flat, index))
+            keep = lengths - tf.cast(unfinished_characters(last), tf.int64)
+            ids = tf.ragged.boolean_mask(ids, tf.ragged.range(lengths) < keep[:, None])
         pieces = ids.with_flat_values(tf.gather(tf.constant(self._to_sentencepiece), ids.flat_values))
         return self.sentencepiece.detokenize(pieces)
 

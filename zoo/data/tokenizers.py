@@ -106,6 +106,10 @@ class SubwordTokenizer:
         self._texts = list(RESERVED) + [self._readable(int(i)) for i in order]
         self._starts_word = np.array(
             [False] * len(RESERVED) + [p.startswith(SPACE_MARK) for p in self.pieces[len(RESERVED):]])
+        # each id's byte (0-255) where it is a byte piece, else -1 (`whole_characters`)
+        self.byte_values = np.array([-1] * len(RESERVED) + [int(self.pieces[i][3:5], 16) if self._sp.is_byte(int(sp))
+                                                            else -1 for i, sp in enumerate(order, len(RESERVED))],
+                                    dtype=np.int32)
 
     def _readable(self, sp_id):
         piece = self._sp.id_to_piece(sp_id)
@@ -345,13 +349,18 @@ class SubwordTokenizer:
             raise IndexError(f"Token ids must be in [0, {len(self)}), got {ids.min()}…{ids.max()}.")
         return ids
 
-    def decode(self, ids, strip_specials=True):
+    def decode(self, ids, strip_specials=True, whole_characters=False):
         """The text of `ids`; `<pad>`, `<s>` and `</s>` are dropped, or, with
-        `strip_specials=False`, written by name between spaces."""
+        `strip_specials=False`, written by name between spaces. With `whole_characters` (what
+        `generate` writes), byte pieces at the end that begin a UTF-8 character without finishing
+        it are left out rather than written as U+FFFD (decoding stopped inside the character)."""
         ids = self._check(ids)
         special = ids < len(RESERVED)
         if strip_specials:
-            return self._sp.decode(self.id_to_sentencepiece[ids[~special]].tolist())
+            kept = ids[~special]
+            if whole_characters:
+                kept = kept[:len(kept) - unfinished_character(self.byte_values[kept[-4:]].tolist())]
+            return self._sp.decode(self.id_to_sentencepiece[kept].tolist())
         parts, run = [], []
         for i, is_special in zip(ids.tolist(), special.tolist()):
             if is_special:
@@ -476,7 +485,30 @@ class SubwordTokenizer:
         """`zoo.data.graph_tokenizers.SubwordGraphTokenizer`: the model's bytes are embedded in
         the graph, so `asset_dir` is not used."""
         return SubwordGraphTokenizer(self.model_proto, self.sentencepiece_to_id,
-                                     self.id_to_sentencepiece, self._texts, self.unk_id)
+                                     self.id_to_sentencepiece, self._texts, self.unk_id, self.byte_values)
+
+
+def unfinished_character(byte_values):
+    """How many of the last of `byte_values` (a row's last ids as bytes, -1 for a piece that is
+    not a byte) begin a UTF-8 character that they do not finish: the lead byte and the
+    continuation bytes after it, when fewer than the lead byte announces; else 0 (the text ends
+    with a whole character, or with bytes that are not UTF-8 whatever follows).
+    `zoo.data.graph_tokenizers.unfinished_characters` is the same for a batch, in the graph."""
+    continuations = 0
+    for k, value in enumerate(reversed(byte_values[-4:])):
+        if value < 0x80:  # a piece that is not a byte, or an ASCII byte: a whole character
+            return 0
+        if value < 0xC0:  # a continuation byte
+            continuations += 1
+            continue
+        return k + 1 if continuations + 1 < utf8_length(value) else 0
+    return 0
+
+
+def utf8_length(lead):
+    """The bytes of the UTF-8 character that the byte `lead` (≥ 0xC0) begins; 1 for 0xF8 and
+    above, which begin none."""
+    return 2 if lead < 0xE0 else 3 if lead < 0xF0 else 4 if lead < 0xF8 else 1
 
 
 def trainer_sentences(lines, max_chars):

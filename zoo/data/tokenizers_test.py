@@ -515,3 +515,42 @@ def test_a_text_with_no_new_piece_keeps_the_tokenizer(subword):
     same, replaced = subword.extend(["the cat sat on a mat"] * 30, 10, log=log.append)
     assert same is subword and replaced == []
     assert log == ["The training text yields no piece that the tokenizer lacks: it is kept as it is."]
+
+
+def test_unfinished_character_counts_a_cut_utf8_character_in_python_and_in_the_graph():
+    """A text that generation stopped inside a character ends with byte pieces that begin it:
+    `whole_characters` leaves those out instead of writing U+FFFD. The graph's batch version
+    agrees with Python's on every combination of kinds of bytes."""
+    import itertools
+
+    from zoo.data.graph_tokenizers import unfinished_characters
+    from zoo.data.tokenizers import unfinished_character
+
+    assert unfinished_character([-1, 0xE3]) == 1  # a 3-byte character's lead byte alone
+    assert unfinished_character([0xE3, 0x81]) == 2
+    assert unfinished_character([0xE3, 0x81, 0x82]) == 0  # あ, whole
+    assert unfinished_character([0xF0, 0x9F, 0x98]) == 3  # 3 of an emoji's 4 bytes
+    assert unfinished_character([0xC3]) == 1 and unfinished_character([0xC3, 0xA9]) == 0  # é
+    assert unfinished_character([0x81, 0x81]) == 0  # continuations without a lead: not UTF-8, kept
+    assert unfinished_character([0xE3, 0xE3]) == 1  # the first is no character whatever follows; the last is cut
+    assert unfinished_character([0xE3, 0x81, 0x81, 0x81]) == 0  # too many continuations: not UTF-8, kept
+    assert unfinished_character([0xE3, 0x41]) == 0 and unfinished_character([]) == 0
+    kinds = [-1, 0x41, 0x80, 0xBF, 0xC3, 0xE3, 0xF0, 0xF8]
+    rows = [list(r) for r in itertools.product(kinds, repeat=4)]
+    got = unfinished_characters(tf.constant(rows, tf.int32)).numpy().tolist()
+    assert got == [unfinished_character(r) for r in rows]
+
+
+def test_whole_characters_leaves_out_a_cut_character_as_the_graph_does(subword):
+    graph = subword.graph_tokenizer()
+    byte = {value: i for i, value in enumerate(subword.byte_values.tolist()) if value >= 0}
+    assert len(byte) == 256  # byte fallback: a piece for every byte
+    a, the = subword.encode("a", add_bos=False, add_eos=False), subword.encode("the", add_bos=False, add_eos=False)
+    rows = [the + [byte[0xE3]], the + [byte[0xE3], byte[0x81], byte[0x82]], [byte[0xF0], byte[0x9F], byte[0x98]],
+            a + [byte[0xC3], byte[0xA9], 2, 0], the + [byte[0x81]], [], [byte[0xE3]] + a]
+    want = ["the", "theあ", "", "aé", "the\ufffd", "", "\ufffd a"]
+    assert [subword.decode(r, whole_characters=True) for r in rows] == want
+    assert subword.decode(rows[0]) == "the\ufffd"  # without: the cut character as U+FFFD
+    got = graph.decode(tf.ragged.constant(rows, tf.int32), whole_characters=True).numpy().tolist()
+    assert [g.decode("utf-8") for g in got] == want
+    assert graph.decode(tf.ragged.constant(rows[:1], tf.int32)).numpy()[0].decode() == "the\ufffd"

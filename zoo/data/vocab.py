@@ -90,7 +90,9 @@ class WordTokenizer:
         """`[encode(line, add_bos, add_eos) for line in lines]`."""
         return [self.encode(line, add_bos, add_eos) for line in lines]
 
-    def decode(self, ids, strip_specials=True):
+    def decode(self, ids, strip_specials=True, whole_characters=False):
+        """The text of `ids` (`whole_characters` is the subword tokenizer's: words and characters
+        are always whole)."""
         words = [self.tokens[int(i)] for i in ids]
         if strip_specials:
             words = [w for w in words if w not in (PAD, BOS, EOS)]
@@ -174,7 +176,7 @@ class CharTokenizer(WordTokenizer):
     def encode(self, line, add_bos=True, add_eos=True):
         return super().encode(" ".join(_chars(_text(line))), add_bos, add_eos)
 
-    def decode(self, ids, strip_specials=True):
+    def decode(self, ids, strip_specials=True, whole_characters=False):
         return "".join(super().decode(ids, strip_specials).split(" ")).replace("\u2581", " ")
 
     def token_texts(self, ids):

@@ -658,7 +658,7 @@ class Generation:
         return tuple(sequences), tuple(texts)
 
     def _text(self, ids, prompt_length, stop_texts):
-        text = self.tokenizer.decode(ids)
+        text = self.tokenizer.decode(ids, whole_characters=True)  # no U+FFFD for a character cut by the end
         if stop_texts:
             start = len(self.tokenizer.decode(ids[:prompt_length]))
             cuts = [i for i in (text.find(s, start) for s in stop_texts) if i >= 0]

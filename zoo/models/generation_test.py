@@ -586,3 +586,24 @@ class _Model:
 
     def __init__(self, head):
         self.head = head
+
+
+def test_generated_text_leaves_out_a_character_that_the_last_tokens_only_begin(tiny_model):
+    """A subword model with byte fallback writes a character it never saw as its UTF-8 bytes, one
+    piece each: when `max_new_tokens` ends the text inside such a character, `generate` leaves
+    the cut bytes out (before: a U+FFFD at the end of the text); its ids keep them."""
+    from zoo.data.tokenizers import SubwordTokenizer
+    from zoo.data.tokenizers_test import corpus
+
+    tokenizer = SubwordTokenizer.train(corpus(), 400)
+    model = tiny_model("gcnn", tokenizer=tokenizer, blocks=[[[3, 16]]])
+    lead = int(np.flatnonzero(tokenizer.byte_values == 0xE3)[0])  # the first of あ's 3 bytes
+    bias = np.full(model.vocabulary_size, -50.0, np.float32)
+    bias[lead] = 50.0  # greedy decoding writes it at every step
+    model.head.bias.assign(bias)
+    prompt = tokenizer.encode("the cat", add_eos=False)
+    ids = model.generate([prompt], max_new_tokens=1, sampler="greedy")[0]
+    assert ids[len(prompt):] == [lead]
+    assert model.generate("the cat", max_new_tokens=1, sampler="greedy") == "the cat"
+    # two leads: the first begins no character (the second is not its continuation): U+FFFD; the second is cut
+    assert model.generate("the cat", max_new_tokens=2, sampler="greedy") == "the cat\ufffd"
