@@ -141,7 +141,10 @@ def read_config(directory):
     config.json is refused in one sentence naming it."""
     path = os.path.join(directory, CONFIG_FILE)
     if not os.path.isfile(path):
-        raise ValueError(f"The preset directory {directory!r} has no {CONFIG_FILE}.")
+        runs = [os.path.join(str(directory), name) for name in ("best", "final")
+                if os.path.isfile(os.path.join(directory, name, CONFIG_FILE))]
+        hint = f": it looks like a run directory, whose models are {' and '.join(runs)}" if runs else ""
+        raise ValueError(f"The preset directory {directory!r} has no {CONFIG_FILE}{hint}.")
     try:
         with open(path) as f:
             saved = json.load(f)

@@ -172,7 +172,11 @@ def presets():
 
 
 def get_preset(name):
-    """The `Preset` called `name`; an unknown name is refused with the closest known ones."""
+    """The `Preset` called `name`; an unknown name is refused with the closest known ones, a path
+    (a preset directory that is not there) as a directory that does not exist."""
+    if name not in PRESETS and isinstance(name, (str, os.PathLike)) and (
+            os.sep in str(name) or str(name).startswith(".")):
+        raise ValueError(f"The preset directory {str(name)!r} does not exist.")
     if name not in PRESETS:
         close = difflib.get_close_matches(str(name), PRESETS, n=3, cutoff=0.3)
         hint = f" Did you mean {', '.join(repr(c) for c in close)}?" if close else ""

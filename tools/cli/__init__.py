@@ -41,4 +41,8 @@ def main(argv=None):
     except (ValueError, FileNotFoundError, FloatingPointError) as e:
         print(f"zoo: error: {e}", file=sys.stderr)
         return 2
+    except KeyboardInterrupt:  # Ctrl-C: one line, not Python's traceback
+        again = " (the same command resumes the run from its last checkpoint)" if args.command == "train" else ""
+        print(f"\nzoo: interrupted{again}.", file=sys.stderr)
+        return 130
     return 0

@@ -1,7 +1,7 @@
 """`zoo reproduce`: the papers' experiments (tools/reproduce/), their RESULTS.md and `--list`."""
 
 from zoo.tools.reproduce import list_experiments, redraw, reproduce, write_results
-from zoo.tools.reproduce.record import DEFAULT_OUT
+from zoo.tools.reproduce.record import DEFAULT_OUT, QUICK_OUT
 
 
 def add_parser(subparsers):
@@ -9,8 +9,9 @@ def add_parser(subparsers):
                               "(see tools/reproduce/)")
     s.add_argument("name", nargs="?", help="the experiment (zoo reproduce --list)")
     s.add_argument("--list", action="store_true", help="list the experiments")
-    s.add_argument("--quick", action="store_true", help="tiny models and inputs: a smoke test in seconds")
-    s.add_argument("--out", default=DEFAULT_OUT, help="folder of NAME.json / NAME.png (default results/)")
+    s.add_argument("--quick", action="store_true", help=f"tiny models and inputs: a smoke test in seconds, written "
+                   f"to {QUICK_OUT}/ unless --out is given (never over {DEFAULT_OUT}/)")
+    s.add_argument("--out", help=f"folder of NAME.json / NAME.png (default {DEFAULT_OUT}/; with --quick, {QUICK_OUT}/)")
     s.add_argument("--repeats", type=int, help="timed repeats per measurement (default: the experiment's)")
     s.add_argument("--minutes", type=float,
                    help="training minutes per run of a curve experiment (default: the experiment's; a sweep's "
@@ -24,6 +25,8 @@ def add_parser(subparsers):
 
 
 def run(args):
+    if args.out is None:
+        args.out = QUICK_OUT if args.quick else DEFAULT_OUT
     if args.list:
         for name, description, paper in list_experiments():
             print(f"{name:12s}  {paper}: {description}")

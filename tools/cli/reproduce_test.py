@@ -30,3 +30,20 @@ def test_unknown_experiment_and_missing_name_are_one_sentence(capsys, tmp_path):
 def test_bad_budgets_and_a_redraw_of_nothing_are_refused_before_anything_runs(argv, message, capsys, tmp_path):
     assert message in one_sentence_error(["reproduce", "table4", "--out", str(tmp_path / "r"), *argv], capsys)
     assert not (tmp_path / "r").exists()
+
+
+def test_quick_writes_into_its_own_folder_unless_out_is_given(monkeypatch, tmp_path):
+    """Before, `zoo reproduce table4 --quick` wrote its tiny run over results/table4.json, and the
+    next `--results` put it into RESULTS.md."""
+    from zoo.tools.cli import reproduce as command
+
+    calls = []
+    monkeypatch.setattr(command, "reproduce", lambda name, out, **kw: calls.append((name, out, kw["quick"])))
+    monkeypatch.chdir(tmp_path)
+    assert cli.main(["reproduce", "table4", "--quick"]) == 0
+    assert cli.main(["reproduce", "table4"]) == 0
+    assert cli.main(["reproduce", "table4", "--quick", "--out", "mine"]) == 0
+    assert calls == [("table4", "runs/reproduce-quick", True), ("table4", "results", False), ("table4", "mine", True)]
+    from zoo.tools.reproduce.record import command_line
+
+    assert command_line("table4", quick=True, out="runs/reproduce-quick") == "zoo reproduce table4 --quick"

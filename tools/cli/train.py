@@ -82,8 +82,15 @@ def overrides(pairs):
 def run(args):
     from zoo.training import train
 
+    from zoo.training import distribute
+
     model, history = train(args.preset, data=args.data, out_dir=args.out, strategy=args.strategy,
                            config=train_config(args), overrides=overrides(args.set), weights=args.weights)
+    if not distribute.is_chief(model.distribute_strategy):  # its history is not the run's: the chief's is
+        task_type, task_id = distribute.task(model.distribute_strategy)
+        print(f"Done: {task_type} {task_id} of the cluster; the chief wrote {os.path.join(args.out, 'best')} and "
+              "gives the run's figures.")
+        return
     best = min((h for h in history if "val_perplexity" in h), key=lambda h: h["val_perplexity"], default=None)
     print(f"Best model: {os.path.join(args.out, 'best')} (epoch {best['epoch'] if best else '?'})")
     if best:

@@ -346,3 +346,79 @@ def test_extend_tokenizer_bad_input_is_one_sentence(start, n, message, written, 
     assert not run.exists()
     if before:
         assert _digest(start) == before
+
+
+@pytest.mark.parametrize("command, again", [("train", True), ("presets", False)])
+def test_ctrl_c_is_one_line_not_a_traceback(monkeypatch, capsys, command, again):
+    """Before, Ctrl-C during `zoo train` printed about 60 lines of KeyboardInterrupt traceback."""
+    from zoo.tools import cli
+
+    def interrupted(args):
+        raise KeyboardInterrupt
+
+    argv = ["train", "--preset", "gcnn-ptb", "--out", "run"] if command == "train" else ["presets"]
+    real = cli.parser
+
+    def parser():
+        p = real()
+        p._subparsers._group_actions[0].choices[command].set_defaults(func=interrupted)
+        return p
+
+    monkeypatch.setattr(cli, "parser", parser)
+    assert cli.main(argv) == 130
+    err = capsys.readouterr().err
+    assert "Traceback" not in err and err.strip().startswith("zoo: interrupted")
+    assert ("resumes the run from its last checkpoint" in err) == again
+
+
+def test_an_out_below_a_file_and_a_negative_seed_are_one_sentence_before_anything_runs(tmp_path, capsys):
+    """Before: a FileExistsError's traceback, and a seed refused by Keras only after the
+    tokenizer was learned."""
+    taken = tmp_path / "afile"
+    taken.write_text("mine")
+    err = one_sentence_error(["train", "--preset", "gcnn-ptb", "--out", str(taken / "run"), "--steps", "1"], capsys)
+    assert f"The run directory {taken / 'run'} cannot be made: {taken} is a file" in err, err
+    err = one_sentence_error(["train", "--preset", "gcnn-ptb", "--out", str(tmp_path / "r"), "--seed", "-1"], capsys)
+    assert "seed must be an integer in [0, 4294967295], got -1." in err, err
+    assert taken.read_text() == "mine" and sorted(os.listdir(tmp_path)) == ["afile"]
+
+
+def test_a_worker_that_is_not_the_chief_does_not_print_its_own_summary(monkeypatch, capsys):
+    """Before, worker 1 of a two-worker run printed 'Best model: OUT/best (epoch ?)', or after a
+    resume an epoch and perplexity that were not the run's."""
+    import types
+
+    import tensorflow as tf
+
+    import zoo.training
+    from zoo.tools.cli import train as command
+
+    cluster = tf.train.ClusterSpec({"worker": ["localhost:1", "localhost:2"]})
+    resolver = types.SimpleNamespace(task_type="worker", task_id=1, cluster_spec=lambda: cluster)
+    model = types.SimpleNamespace(distribute_strategy=types.SimpleNamespace(cluster_resolver=resolver))
+    history = [{"epoch": 1, "step": 10, "val_perplexity": 99.0}]
+    monkeypatch.setattr(zoo.training, "train", lambda *a, **kw: (model, history))
+    args = parser().parse_args(["train", "--preset", "gcnn-ptb", "--out", "run"])
+    command.run(args)
+    assert capsys.readouterr().out == ("Done: worker 1 of the cluster; the chief wrote run/best and gives the run's "
+                                       "figures.\n")
+    resolver.task_id = 0  # the chief (worker 0 where the cluster has no chief task) prints the summary
+    command.run(args)
+    assert capsys.readouterr().out.startswith("Best model: run/best (epoch 1)\nvalidation perplexity (stream): 99.00")
+
+
+def test_a_missing_preset_directory_or_weights_path_and_a_run_directory_say_what_is_wrong(tmp_path, capsys):
+    """Before: "Unknown preset '/nowhere/dir'. Did you mean 'gcnn-en'…", a --weights path that
+    is not there told only what weights may be, and a run directory given for a preset directory
+    "has no config.json" with no word of its best/."""
+    err = one_sentence_error(["train", "--preset", str(tmp_path / "nowhere"), "--out", str(tmp_path / "r")], capsys)
+    assert f"The preset directory '{tmp_path / 'nowhere'}' does not exist." in err, err
+    err = one_sentence_error(["train", "--preset", "gcnn-ptb", "--weights", str(tmp_path / "nowhere"),
+                              "--out", str(tmp_path / "r")], capsys)
+    assert f"got '{tmp_path / 'nowhere'}' (nothing is there)." in err, err
+    run = tmp_path / "run"
+    lm = zoo.load("gcnn-ptb", weights="random", vocabulary_size=50, embedding_dim=8, blocks=[[[3, 8]]])
+    lm.save_to_preset(str(run / "best"))
+    err = one_sentence_error(["score", str(run), "the cat"], capsys)
+    assert f"has no config.json: it looks like a run directory, whose models are {run / 'best'}." in err, err
+    assert not (tmp_path / "r").exists()

@@ -12,6 +12,7 @@ import sys
 from zoo.tools.benchmarks.common import cpu_model, proc_kib
 
 DEFAULT_OUT = "results"
+QUICK_OUT = "runs/reproduce-quick"  # where `--quick` writes unless --out is given: never over the real results
 
 
 def now():
@@ -62,7 +63,7 @@ def command_line(name, quick=False, out=DEFAULT_OUT, repeats=None, minutes=None)
     words = ["zoo", "reproduce", name]
     if quick:
         words.append("--quick")
-    if out != DEFAULT_OUT:
+    if out != (QUICK_OUT if quick else DEFAULT_OUT):
         words += ["--out", out]
     if repeats is not None:
         words += ["--repeats", str(repeats)]

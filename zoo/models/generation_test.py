@@ -429,6 +429,8 @@ BAD = [
     ({"top_p": 0}, r"top_p must be a number in \(0, 1\], got 0"),
     ({"temperature": -1}, r"temperature must be a finite number >= 0 \(0 is greedy\), got -1"),
     ({"num_beams": 0}, r"num_beams must be an integer >= 1, got 0"),
+    ({"num_beams": 51}, r"^num_beams must be in \[1, 50\] \(the vocabulary size\), got 51\.$"),
+    ({"sampler": zoo.samplers.Beam(num_beams=20000)}, r"^num_beams must be in \[1, 50\] \(the vocabulary size\)"),
     ({"sampler": "greedy", "top_k": 5}, r"The greedy sampler does not take top_k; it takes no parameter"),
     ({"sampler": zoo.samplers.TopK(5), "top_k": 3}, r"not also as top_k"),
     ({"no_repeat_ngram_size": -1}, r"no_repeat_ngram_size must be an integer in \[0, 16\] \(0: off\), got -1"),

@@ -408,7 +408,7 @@ def resolve(sampler=None, temperature=None, top_k=None, top_p=None, num_beams=No
     any sampler but a `Beam` object takes it), `top_p`
     nucleus sampling, `top_k` top-k sampling, and otherwise a draw from the whole distribution at
     `temperature` (1.0 by default). A keyword argument the sampler does not take is refused,
-    naming it; so is a `top_k` above `vocabulary_size`.
+    naming it; so are a `top_k` and a `num_beams` above `vocabulary_size`.
     """
     zero = isinstance(temperature, numbers.Real) and not isinstance(temperature, bool) and temperature == 0
     if temperature is not None and not zero:  # 0 is greedy, or refused by a sampler that draws
@@ -425,7 +425,7 @@ def resolve(sampler=None, temperature=None, top_k=None, top_p=None, num_beams=No
                              f"{', '.join(sorted(given))}.")
         if getattr(sampler, "k", None) is not None:
             _check_k(sampler.k, vocabulary_size)
-        return sampler
+        return _check_beams(sampler, vocabulary_size)
     if sampler is None:
         if zero and (num_beams is None or _one_beam(num_beams)) and length_penalty is None:
             return Greedy()  # as generate always did: temperature=0 is greedy, whatever top_k says
@@ -442,7 +442,16 @@ def resolve(sampler=None, temperature=None, top_k=None, top_p=None, num_beams=No
     if extra:
         raise ValueError(f"The {sampler} sampler does not take {', '.join(extra)}; it takes "
                          f"{', '.join(cls.keywords) or 'no parameter'}.")
-    return cls.from_keywords(given)
+    return _check_beams(cls.from_keywords(given), vocabulary_size)
+
+
+def _check_beams(sampler, vocabulary_size):
+    """`sampler`, unless it keeps more beams than the vocabulary has ids (each step keeps the best
+    `num_beams` of beams × vocabulary extensions; more beams than ids only repeat the hopeless)."""
+    beams = getattr(sampler, "num_beams", None)
+    if isinstance(sampler, Beam) and vocabulary_size is not None and beams > vocabulary_size:
+        raise ValueError(f"num_beams must be in [1, {vocabulary_size}] (the vocabulary size), got {beams}.")
+    return sampler
 
 
 __all__ = ["Sampler", "Greedy", "Random", "TopK", "TopP", "Beam", "Served", "resolve", "NAMES", "SAMPLERS"]

@@ -133,8 +133,10 @@ def run_directory_refusal(out_dir, identity):
         what = (f"another tokenizer (a {recorded.get('tokenizer', 'tokenizer')} of "
                 + (f"{size:,} ids" if isinstance(size, int) else "other ids")
                 + " made from other text or with other tokenizer settings)")
-    elif recorded.get("weights") != identity["weights"] or recorded.get("model") != identity["model"]:
-        what = f"another model ({recorded.get('model', '?')} with weights of other shapes)"
+    elif recorded.get("model") != identity["model"]:
+        what = f"another kind of model (a {recorded.get('model', '?')}, this run a {identity['model']})"
+    elif recorded.get("weights") != identity["weights"]:
+        what = f"another model (a {recorded.get('model', '?')} with weights of other shapes)"
     else:
         return None
     return (f"{out_dir} holds the checkpoints of a run with {what}; give a new --out, or delete {out_dir} "

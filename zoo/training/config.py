@@ -77,6 +77,7 @@ class TrainConfig:
         if not isinstance(self.expert_parallel, bool):
             raise ValueError(f"expert_parallel must be True or False, got {self.expert_parallel!r}.")
         check_capacity_factor(self.capacity_factor)
+        check_int("seed", self.seed, minimum=0, maximum=2**32 - 1)  # what keras.utils.set_random_seed takes
 
     def with_defaults(self, defaults):
         """This config with an unset `global_batch_size` and `seq_len` taken from `defaults` (a

@@ -299,11 +299,16 @@ class Trainer:
 
     def _announcement(self, start):
         model, config, schedule = self.model, self.config, self.schedule
+        replicas = self.strategy.num_replicas_in_sync
+        cpu_alone = isinstance(self.strategy, tf.distribute.MirroredStrategy) and replicas == 1 and \
+            all("CPU" in device.upper() for device in self.strategy.extended.worker_devices)
         return (f"Training {type(model).__name__} ({model.count_params():,} parameters) on "
-                f"{self.strategy.num_replicas_in_sync} replica(s), global batch {config.global_batch_size} × "
-                f"{config.seq_len} tokens, "
+                f"{replicas} replica{'' if replicas == 1 else 's'}"
+                + (" (no GPU found: mirrored over the CPU alone)" if cpu_alone else "")
+                + f", global batch {config.global_batch_size} × {config.seq_len} tokens, "
                 + (f"from step {start + 1}" if schedule.until_budget else f"steps {start + 1}–{schedule.steps}")
-                + (f", at most {config.max_minutes:g} minutes" if config.max_minutes else "") + ".")
+                + (f", at most {config.max_minutes:g} minute{'' if config.max_minutes == 1 else 's'}"
+                   if config.max_minutes else "") + ".")
 
 
 # Above this many ids, a model whose preset does not fix its output layer gets an adaptive
@@ -352,8 +357,11 @@ def starting_point(preset, weights, log=_print):
     if weights not in (None, "random", "trained"):
         if not isinstance(weights, (str, os.PathLike)) or not os.path.isfile(
                 os.path.join(str(weights), preset_directory.CONFIG_FILE)):
+            missing = "" if not isinstance(weights, (str, os.PathLike)) else \
+                " (nothing is there)" if not os.path.exists(weights) else \
+                f" (it has no {preset_directory.CONFIG_FILE})" if os.path.isdir(weights) else " (it is a file)"
             raise ValueError(f"weights must be 'trained', 'random' or a preset directory to train from, got "
-                             f"{str(weights)!r}.")
+                             f"{str(weights)!r}{missing}.")
         # a preset directory's model and tokenizer (e.g. converted by `zoo convert fairseq`), with
         # the training defaults of the preset name
         check_not_quantized(weights)
@@ -418,6 +426,10 @@ def train(preset, data="ptb", out_dir="runs/model", strategy="default", config=N
     config = TrainConfig() if config is None else config
     if not isinstance(config, TrainConfig):
         raise TypeError(f"config must be a zoo.training.TrainConfig, got {type(config).__name__}.")
+    blocking = preset_directory.file_in_the_way(out_dir)
+    if blocking is not None:
+        raise ValueError(f"The run directory {out_dir} cannot be made: {blocking} is a file; give --out a new "
+                         "directory, or the run directory of the run to resume.")
     overrides = dict(overrides or {})
     if isinstance(strategy, str):
         strategy = distribute.get_strategy(strategy)  # first: it configures the collectives

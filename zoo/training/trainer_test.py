@@ -241,6 +241,12 @@ def test_another_runs_directory_is_refused_and_left_as_it_was(tmp_path):
               config=TrainConfig(steps=6, global_batch_size=4, seq_len=8, steps_per_epoch=3, tokenizer="word"),
               overrides={"embedding_dim": 16, "blocks": [[[3, 8]]], "dropout": 0.0}, log=lambda m: None)
     assert _snapshot(out) == before
+    with pytest.raises(ValueError, match=r"holds the checkpoints of a run with another kind of model \(a "
+                                         r"GCNNLanguageModel, this run a StackLanguageModel\)"):
+        train("lstm-ptb", data=first, out_dir=out,
+              config=TrainConfig(steps=6, global_batch_size=4, seq_len=8, steps_per_epoch=3, tokenizer="word"),
+              overrides={"embedding_dim": 8}, log=lambda m: None)
+    assert _snapshot(out) == before
     lines = []
     _small_run(first, out, 9, log=lines.append)  # the same run goes on
     assert any(line.startswith("Resuming from") and "ckpt-6" in line for line in lines), lines
@@ -264,3 +270,16 @@ def test_a_budget_spent_during_a_validation_ends_the_run_there(tmp_path, monkeyp
     import os
 
     assert os.path.exists(os.path.join(tmp_path, "run", "checkpoints", "ckpt-3.index"))
+
+
+def test_the_first_line_says_when_mirrored_found_no_gpu_and_counts_in_words(tmp_path):
+    """Before: "on 1 replica(s) … at most 1 minutes", and `--strategy mirrored` on a machine
+    without GPUs said nothing of running on the CPU alone."""
+    lines = []
+    train("gcnn-ptb", data=_tiny_corpus(tmp_path / "c"), out_dir=str(tmp_path / "run"),
+          strategy=tf.distribute.MirroredStrategy(["/cpu:0"]),
+          config=TrainConfig(steps=1, max_minutes=1, global_batch_size=4, seq_len=8, tokenizer="word"),
+          overrides={"embedding_dim": 8, "blocks": [[[3, 8]]], "dropout": 0.0}, log=lines.append)
+    (first,) = [line for line in lines if line.startswith("Training ")]
+    assert " on 1 replica (no GPU found: mirrored over the CPU alone), global batch 4 × 8 tokens" in first, first
+    assert first.endswith("steps 1–1, at most 1 minute."), first
