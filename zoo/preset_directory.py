@@ -37,7 +37,7 @@ PRESET_FILES = (CONFIG_FILE, WEIGHTS_FILE, TOKENIZER_MODEL_FILE, TOKENIZER_FILE,
                 VOCABULARY_KIND_FILE, VOCABULARY_LINE_START_FILE)
 
 
-def save(model, directory):
+def save(model, directory, families=None):
     """Writes `model` (its config, weights and tokenizer) as the preset directory `directory`:
     a new or empty directory, or an earlier preset directory, whose preset files are replaced
     (other files in it are left as they are). A directory that holds other files but no preset,
@@ -45,16 +45,20 @@ def save(model, directory):
 
     Files are written into a temporary directory first and moved into place, the old preset's
     files moved aside until the new ones are in, so a failure never leaves a half-written preset
-    over an existing one."""
+    over an existing one. `families`: the class names a preset's config.json may name (the
+    registry's families; None: any)."""
     directory = os.path.abspath(directory)
-    check_save_target(directory)
+    check_save_target(directory, families)
     parent = os.path.dirname(directory)
     try:
         os.makedirs(parent, exist_ok=True)
     except OSError as e:
         raise ValueError(f"Cannot save a preset directory at {directory}: {reason(e)}.") from None
     staging = directory if os.path.isdir(directory) else parent
-    tmp = tempfile.mkdtemp(prefix=".tmp-preset-", dir=staging)
+    try:
+        tmp = tempfile.mkdtemp(prefix=".tmp-preset-", dir=staging)
+    except OSError as e:
+        raise ValueError(f"Cannot save a preset directory at {directory}: {reason(e)}.") from None
     try:
         config = {"class_name": type(model).__name__, "config": model.get_config()}
         with open(os.path.join(tmp, CONFIG_FILE), "w") as f:
@@ -77,7 +81,7 @@ def file_in_the_way(path):
     """The file (not a directory) at `path` or above it, that would stop a directory being made
     at `path`; None if there is none."""
     path = os.path.abspath(path)
-    while not os.path.exists(path):
+    while not os.path.lexists(path):  # a broken link is in the way too
         above = os.path.dirname(path)
         if above == path:
             return None
@@ -85,7 +89,7 @@ def file_in_the_way(path):
     return None if os.path.isdir(path) else path
 
 
-def check_save_target(directory):
+def check_save_target(directory, families=None):
     """Refuses, in one sentence, a path where `save` must not write: a file (or a path below
     one), or a directory holding files but no preset directory (its own config.json, say, would
     be overwritten)."""
@@ -97,20 +101,26 @@ def check_save_target(directory):
     if not os.path.isdir(directory):
         return
     entries = sorted(e for e in os.listdir(directory) if not e.startswith((".tmp-preset-", ".old-preset-")))
-    if not entries or _holds_a_preset(directory):
-        return
+    folders = [e for e in entries if e in PRESET_FILES and not os.path.isfile(os.path.join(directory, e))]
+    if folders:
+        raise ValueError(f"Cannot save a preset directory at {directory}: its {folders[0]} is not a file, and saving "
+                         "would replace it. Give a new or empty directory, or an earlier preset directory.")
+    if all(e in PRESET_FILES for e in entries) or _holds_a_preset(directory, families):
+        return  # empty, an earlier preset (perhaps cut short), or the zoo's preset with files of yours beside it
     shown = ", ".join(entries[:3]) + (f" and {len(entries) - 3} more" if len(entries) > 3 else "")
     raise ValueError(f"Cannot save a preset directory at {directory}: it already holds files that are not a "
                      f"preset ({shown}), which saving could overwrite. Give a new or empty directory, or an "
                      "earlier preset directory to replace.")
 
 
-def _holds_a_preset(directory):
+def _holds_a_preset(directory, families=None):
+    """Whether `directory`'s config.json is a zoo preset's: its class one of `families` (a
+    keras-hub preset has a config.json with a class_name too)."""
     try:
-        read_config(directory)
+        class_name, _ = read_config(directory)
     except ValueError:
         return False
-    return True
+    return families is None or class_name in families
 
 
 def _replace_preset_files(new, directory):

@@ -219,3 +219,32 @@ def test_weights_that_do_not_fit_name_the_first_difference_in_one_sentence(direc
         zoo.load(os.path.join(directory, "config.json"))
     with pytest.raises(ValueError, match=r"^vocabulary_size must be an integer >= 1, got '10'\.$"):
         zoo.load("gcnn-ptb", weights="random", **{**TINY, "vocabulary_size": "10"})
+
+
+def test_odd_targets_are_refused_in_one_sentence_and_an_interrupted_preset_is_replaced(tmp_path):
+    """From a review: a keras-hub preset (config.json with a class_name) was taken for the zoo's
+    and its weights replaced; a preset cut short (config.json gone) was refused for good; a folder
+    named like a preset file and a broken link gave raw OSErrors."""
+    model = zoo.load("gcnn-ptb", weights="random", **TINY)
+    hub = tmp_path / "hub"
+    hub.mkdir()
+    (hub / "config.json").write_text('{"module": "keras_hub", "class_name": "GemmaBackbone", "config": {}}')
+    (hub / "model.weights.h5").write_bytes(b"hub weights")
+    (hub / "metadata.json").write_text("{}")
+    before = _tree(tmp_path)
+    with pytest.raises(ValueError, match=r"hub: it already holds files that are not a preset \(config\.json, "
+                                         r"metadata\.json, model\.weights\.h5\)"):
+        model.save_to_preset(str(hub))
+    folder = tmp_path / "folder"
+    (folder / "vocabulary.txt").mkdir(parents=True)
+    with pytest.raises(ValueError, match=r"folder: its vocabulary\.txt is not a file, and saving would replace it"):
+        model.save_to_preset(str(folder))
+    os.symlink(tmp_path / "nowhere", tmp_path / "link")
+    with pytest.raises(ValueError, match=r"link: it is a file\. Give a new or empty directory"):
+        model.save_to_preset(str(tmp_path / "link"))
+    os.unlink(tmp_path / "link")
+    assert _tree(tmp_path) == before
+    cut = tmp_path / "cut"  # an earlier save stopped after config.json was moved aside
+    model.save_to_preset(str(cut))
+    os.unlink(cut / "config.json")
+    assert model.save_to_preset(str(cut)) == str(cut) and zoo.load(str(cut)).get_config()["embedding_dim"] == 8

@@ -201,7 +201,7 @@ def _blueprint(name_or_dir, overrides):
         class_name, config = preset_directory.read_config(name_or_dir)
         cls, translate = family_of(class_name, os.path.join(name_or_dir, preset_directory.CONFIG_FILE))
         config = translate(config)
-    elif isinstance(name_or_dir, str) and os.path.isfile(name_or_dir):
+    elif isinstance(name_or_dir, str) and name_or_dir not in PRESETS and os.path.isfile(name_or_dir):
         raise ValueError(f"{name_or_dir!r} is a file; zoo.load takes a preset name or a preset directory "
                          f"(here perhaps {os.path.dirname(os.path.abspath(name_or_dir))!r}), and a weights file as "
                          "weights=.")

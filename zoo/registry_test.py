@@ -167,3 +167,10 @@ def test_trained_gcnn_en_comes_with_its_fine_tuning_optimizer_and_random_weights
     # a preset that names none fine-tunes with its own
     assert registry.fine_tune_optimizer("gcnn-ptb") is None
     assert zoo.load("gcnn-ptb", weights="trained").optimizer_config == registry.get_preset("gcnn-ptb").config["optimizer"]
+
+
+def test_a_file_named_like_a_preset_in_the_working_directory_does_not_hide_the_preset(tmp_path, monkeypatch):
+    """From a review: `zoo.load("gcnn-ptb")` beside a file called gcnn-ptb said it was a file."""
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "gcnn-ptb").write_text("a log\n")
+    assert registry.model_config("gcnn-ptb")[1]["embedding_dim"] == 128

@@ -12,6 +12,7 @@ two ways' log-probabilities.
 import argparse
 import contextlib
 import glob
+import os
 import statistics
 import time
 
@@ -37,7 +38,7 @@ def read_texts(paths):
     """The non-blank lines of `paths` (files, or glob patterns), stripped."""
     from zoo.data.corpus import read_utf8_lines
 
-    files = sorted({f for p in paths for f in (glob.glob(p) or [p])})
+    files = sorted({os.path.realpath(f) for p in paths for f in (glob.glob(p) or [p])})  # a link's file once
     lines = [line.strip() for f in files for line in read_utf8_lines(f, "The text file") if line.strip()]
     if not lines:
         raise ValueError(f"No text to score in {', '.join(paths)}: give --text files (or patterns) with non-blank "
@@ -65,8 +66,8 @@ def measure(model, lines, repeats):
 
 
 def table(rows):
-    out = ["| preset | texts | one text per call: s (texts/s) | batched: s (texts/s) | × the speed | largest difference |",
-           "| --- | ---: | ---: | ---: | ---: | ---: |"]
+    out = ["| preset | texts | one text per call: s (texts/s) | batched: s (texts/s) | × the speed | "
+           "largest difference |", "| --- | ---: | ---: | ---: | ---: | ---: |"]
     for r in rows:
         one, batched = statistics.median(r["one_per_call"]), statistics.median(r["batched"])
         out.append(f"| `{r['preset']}` | {r['texts']:,} | {one:.2f} ({r['texts'] / one:,.0f}) | "
@@ -84,8 +85,6 @@ def main(argv=None):
     p.add_argument("--json", help="write the results here")
     args = p.parse_args(argv)
     at_least_one(args, "repeats")
-    import os
-
     import zoo
 
     lines = read_texts(args.text)

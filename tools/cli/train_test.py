@@ -91,7 +91,8 @@ def test_a_preset_directory_as_weights_is_said_to_bring_its_own_model(tmp_path):
     logged = []
     preset, info, _ = starting_point("gcnn-14", directory, log=logged.append)
     spec = zoo.registry.get_preset("gcnn-14")
-    assert preset == directory and info.train_defaults == {"global_batch_size": spec.batch_size, "seq_len": spec.seq_len}
+    assert preset == directory
+    assert info.train_defaults == {"global_batch_size": spec.batch_size, "seq_len": spec.seq_len}
     assert logged == [f"Starting from {directory}: its own model and tokenizer; gcnn-14 gives only the training "
                       "defaults (batch size, window length), not the model."]
 

@@ -273,13 +273,14 @@ class SubwordGraphTokenizer:
         ids = _kept(ids, self.size, self.eos_id + 1)
         if whole_characters:
             lengths = ids.row_lengths()
-            position = lengths[:, None] + tf.range(-4, 0, dtype=tf.int64)[None, :]  # each row's last 4 ids
+            position = lengths[:, None] + tf.range(-4, 0, dtype=lengths.dtype)[None, :]  # each row's last 4 ids
             inside = position >= 0
-            flat = tf.concat([ids.flat_values, [self.pad_id]], 0)  # a row shorter than 4 reads <pad> (-1)
-            index = tf.where(inside, ids.row_starts()[:, None] + position, tf.size(ids.flat_values, tf.int64))
+            flat = tf.concat([ids.flat_values, tf.constant([self.pad_id], ids.dtype)], 0)  # before a row: <pad>, -1
+            index = tf.where(inside, ids.row_starts()[:, None] + position,
+                             tf.size(ids.flat_values, out_type=lengths.dtype))
             last = tf.gather(tf.constant(self._byte_values), tf.gather(flat, index))
-            keep = lengths - tf.cast(unfinished_characters(last), tf.int64)
-            ids = tf.ragged.boolean_mask(ids, tf.ragged.range(lengths) < keep[:, None])
+            keep = lengths - tf.cast(unfinished_characters(last), lengths.dtype)
+            ids = tf.ragged.boolean_mask(ids, tf.ragged.range(lengths, row_splits_dtype=lengths.dtype) < keep[:, None])
         pieces = ids.with_flat_values(tf.gather(tf.constant(self._to_sentencepiece), ids.flat_values))
         return self.sentencepiece.detokenize(pieces)
 

@@ -554,3 +554,7 @@ def test_whole_characters_leaves_out_a_cut_character_as_the_graph_does(subword):
     got = graph.decode(tf.ragged.constant(rows, tf.int32), whole_characters=True).numpy().tolist()
     assert [g.decode("utf-8") for g in got] == want
     assert graph.decode(tf.ragged.constant(rows[:1], tf.int32)).numpy()[0].decode() == "the\ufffd"
+    int32_splits = tf.ragged.constant(rows, tf.int32, row_splits_dtype=tf.int32)  # before: an AddV2 dtype error
+    assert [g.decode() for g in graph.decode(int32_splits, whole_characters=True).numpy().tolist()] == want
+    dense = tf.ragged.constant(rows[:2], tf.int32).to_tensor(0)  # <pad> after the first row's end: dropped
+    assert [g.decode() for g in graph.decode(dense, whole_characters=True).numpy().tolist()] == want[:2]

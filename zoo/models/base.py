@@ -367,7 +367,7 @@ class LanguageModel(Inference, Generation, keras.Model):
         ...     print(sorted(os.listdir(directory)), zoo.load(directory).tokenizer == tokenizer)
         ['config.json', 'model.weights.h5', 'vocabulary.txt'] True
         """
-        return preset_directory.save(self, directory)
+        return preset_directory.save(self, directory, families=set(registry.FAMILIES) | set(registry.RENAMED_FAMILIES))
 
     def get_config(self):
         config = {"vocabulary_size": self.vocabulary_size, "optimizer": self.optimizer_config, "name": self.name}

@@ -23,9 +23,11 @@ LONG_LINE_CHARS = 10_000
 # (a GCNN's activations for 2^18 tokens of width 512 are half a gigabyte each).
 MAX_SEQUENCE_TOKENS = 2**18
 # `score` runs texts of similar length together, right-padded, in batches of at most this many
-# rows and of rows × longest row tokens (a text longer than that is a batch of its own).
+# rows and of rows × longest row tokens (a text longer than that is a batch of its own), fewer
+# tokens where the output layer's logits per token would pass SCORE_BATCH_LOGITS (128 MB of them)
 SCORE_BATCH_ROWS = 64
 SCORE_BATCH_TOKENS = 16_384
+SCORE_BATCH_LOGITS = 2**25
 
 
 def check_sequence_length(sequences, what):
@@ -247,7 +249,10 @@ class Inference:
                 raise ValueError(f"Row {row} has {len(seq)} token{'' if len(seq) == 1 else 's'}; a sequence to score "
                                  "needs at least two (a context and a target).")
         out = [None] * len(sequences)
-        for rows in score_batches([len(seq) - 1 for seq in sequences]):
+        cutoffs = getattr(self.head, "cutoffs", None)  # an adaptive softmax computes its head's logits for all
+        width = cutoffs[0] + len(cutoffs) if cutoffs else self.vocabulary_size
+        tokens = max(1, min(SCORE_BATCH_TOKENS, SCORE_BATCH_LOGITS // width))
+        for rows in score_batches([len(seq) - 1 for seq in sequences], tokens=tokens):
             width = len(sequences[rows[-1]]) - 1
             ids = np.zeros([len(rows), width], np.int32)  # <pad> after each row's end: nothing before reads it
             targets = np.zeros([len(rows), width], np.int32)

@@ -200,3 +200,19 @@ def test_what_score_cannot_read_is_one_sentence(tiny_model, tiny_lines, bad, mes
     with pytest.raises(ValueError, match=message):
         model.score(bad)
     assert len(model.score(iter([[1, 4, 5]]))) == 1  # any iterable of rows
+
+
+def test_score_batches_hold_fewer_tokens_where_the_logits_per_token_are_many(tiny_model, monkeypatch):
+    """A full softmax's logits are rows × tokens × vocabulary floats: the token budget shrinks so
+    that they stay within SCORE_BATCH_LOGITS (a review measured gcnn-ptb's peak memory double)."""
+    from zoo.models import inference
+
+    model = tiny_model("gcnn")  # a full softmax over 50 ids
+    seen = []
+    real = inference.score_batches
+    monkeypatch.setattr(inference, "score_batches", lambda lengths, rows=None, tokens=None:
+                        seen.append(tokens) or real(lengths, rows, tokens))
+    monkeypatch.setattr(inference, "SCORE_BATCH_LOGITS", 50 * 30)
+    rows = [[1, 5, 6, 7, 8, 9]] * 12
+    scores = model.score(rows)
+    assert seen == [30] and len(scores) == 12
