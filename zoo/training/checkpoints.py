@@ -143,6 +143,26 @@ def run_directory_refusal(out_dir, identity):
             "to start over.")
 
 
+def batch_change_note(out_dir, identity):
+    """A line saying that a run resumes with another global batch or window length than the
+    one its record holds (what each step reads from then on is the new batch's, and its epochs
+    are counted in the new batch's passes), else None."""
+    path = os.path.join(out_dir, RUN_RECORD)
+    if not checkpoint_steps(os.path.join(out_dir, CHECKPOINT_DIR)) or not os.path.isfile(path):
+        return None
+    try:
+        with open(path, encoding="utf-8") as f:
+            recorded = json.load(f)
+    except (OSError, ValueError):
+        return None
+    before = (recorded.get("global_batch_size"), recorded.get("seq_len"))
+    now = (identity.get("global_batch_size"), identity.get("seq_len"))
+    if None in before or before == now:
+        return None
+    return (f"Resuming with a global batch of {now[0]} × {now[1]} tokens where the run began with {before[0]} × "
+            f"{before[1]}: from here each step reads the new batch's windows, and epochs count its passes.")
+
+
 def write_run_record(out_dir, identity):
     os.makedirs(out_dir, exist_ok=True)
     write_json(os.path.join(out_dir, RUN_RECORD), identity)

@@ -22,9 +22,9 @@ import zoo.weights
 from zoo.data.corpus import scored_words, unknown_note, unknown_share
 from zoo.layers.expert_parallel import expert_parallelism, is_expert_shard
 from zoo.training.actions import ProgressLog, Summaries, TimeBudget, metric_results, reset_metrics
-from zoo.training.checkpoints import (CHECKPOINT_DIR, checkpoint_path, restore_latest, run_directory_refusal,
-                                     run_identity, save_checkpoint, write_json, write_run_record,
-                                      training_checkpoint)
+from zoo.training.checkpoints import (CHECKPOINT_DIR, batch_change_note, checkpoint_path, restore_latest,
+                                      run_directory_refusal, run_identity, save_checkpoint, write_json,
+                                      write_run_record, training_checkpoint)
 from zoo.training.config import TrainConfig
 from zoo.training.data import TrainingWindows, evaluation_windows, load_corpus, shard_rows
 from zoo.training.extension import DIRECTORY as EXTENDED_DIR, check_start, extended_start
@@ -479,6 +479,10 @@ def train(preset, data="ptb", out_dir="runs/model", strategy="default", config=N
             shutil.rmtree(os.path.join(out_dir, EXTENDED_DIR), ignore_errors=True)
         raise ValueError(refusal or f"Another worker found that {out_dir} holds the checkpoints of another run; give "
                                     "a new --out.")
+    identity.update(global_batch_size=config.global_batch_size, seq_len=config.seq_len)  # recorded, not refused
+    note = batch_change_note(out_dir, identity)
+    if note:
+        log(note)
     trainer = Trainer(model, optimizer, strategy, config, windows, valid, out_dir, log=log, callbacks=callbacks,
                       valid_words=scored_words(valid_lines), valid_unknown_share=share, run_record=identity)
     return model, trainer.fit()

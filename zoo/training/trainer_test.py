@@ -283,3 +283,19 @@ def test_the_first_line_says_when_mirrored_found_no_gpu_and_counts_in_words(tmp_
     (first,) = [line for line in lines if line.startswith("Training ")]
     assert " on 1 replica (no GPU found: mirrored over the CPU alone), global batch 4 × 8 tokens" in first, first
     assert first.endswith("steps 1–1, at most 1 minute."), first
+
+
+def test_resuming_with_another_global_batch_says_so(tmp_path):
+    """From a new user: a run resumed with another --global-batch-size went on silently, its
+    epochs counted again from 1."""
+    corpus, out = _tiny_corpus(tmp_path / "c"), str(tmp_path / "run")
+    _small_run(corpus, out, 3)
+    same, other = [], []
+    _small_run(corpus, out, 6, log=same.append)
+    train("gcnn-ptb", data=corpus, out_dir=out,
+          config=TrainConfig(steps=9, global_batch_size=8, seq_len=8, steps_per_epoch=3, tokenizer="word",
+                             checkpoint_every=3),
+          overrides={"embedding_dim": 8, "blocks": [[[3, 8]]], "dropout": 0.0}, log=other.append)
+    assert not [line for line in same if "where the run began with" in line]
+    assert "Resuming with a global batch of 8 × 8 tokens where the run began with 4 × 8: from here each step reads " \
+           "the new batch's windows, and epochs count its passes." in other
