@@ -114,19 +114,27 @@ def run_identity(model, tokenizer):
             "tokenizer_sha256": digest.hexdigest()}
 
 
+def recorded_run(out_dir):
+    """The record (`run.json`) of the run whose checkpoints `out_dir` holds; None where it has no
+    checkpoint, no record (an earlier version's run) or an unreadable one."""
+    path = os.path.join(out_dir, RUN_RECORD)
+    if not checkpoint_steps(os.path.join(out_dir, CHECKPOINT_DIR)) or not os.path.isfile(path):
+        return None
+    try:
+        with open(path, encoding="utf-8") as f:
+            return json.load(f)
+    except (OSError, ValueError):
+        return None
+
+
 def run_directory_refusal(out_dir, identity):
     """The sentence refusing to continue into `out_dir` when its checkpoints belong to another
     run, else None: a run started with another corpus, tokenizer or model (`run_identity`) would
     otherwise restore none of them, start again from step 0 and leave the two runs' checkpoints,
     history and `best/` mixed. A directory of an earlier version, with checkpoints and no record,
     is taken as it is."""
-    path = os.path.join(out_dir, RUN_RECORD)
-    if not checkpoint_steps(os.path.join(out_dir, CHECKPOINT_DIR)) or not os.path.isfile(path):
-        return None
-    try:
-        with open(path, encoding="utf-8") as f:
-            recorded = json.load(f)
-    except (OSError, ValueError):
+    recorded = recorded_run(out_dir)
+    if recorded is None:
         return None
     if recorded.get("tokenizer_sha256") != identity["tokenizer_sha256"]:
         size = recorded.get("vocabulary_size")
@@ -147,13 +155,8 @@ def batch_change_note(out_dir, identity):
     """A line saying that a run resumes with another global batch or window length than the
     one its record holds (what each step reads from then on is the new batch's, and its epochs
     are counted in the new batch's passes), else None."""
-    path = os.path.join(out_dir, RUN_RECORD)
-    if not checkpoint_steps(os.path.join(out_dir, CHECKPOINT_DIR)) or not os.path.isfile(path):
-        return None
-    try:
-        with open(path, encoding="utf-8") as f:
-            recorded = json.load(f)
-    except (OSError, ValueError):
+    recorded = recorded_run(out_dir)
+    if recorded is None:
         return None
     before = (recorded.get("global_batch_size"), recorded.get("seq_len"))
     now = (identity.get("global_batch_size"), identity.get("seq_len"))
