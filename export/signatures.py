@@ -207,15 +207,15 @@ class Signatures:
         hidden = self.model(_one_row_at_least(dense, t.pad_id, columns=True), training=False)
         last = tf.gather(hidden, _one_row_at_least(lengths, 1) - 1, batch_dims=1)
         log_probs = tf.cast(self.model.head.log_prob(last), tf.float32)[:n]
-        # never <pad> or <s> (ids 0 and 1 of every tokenizer), as in LanguageModel.generate
-        never = tf.one_hot(generation.PAD_ID, self.vocabulary_size, on_value=True, off_value=False) | tf.one_hot(
-            generation.BOS_ID, self.vocabulary_size, on_value=True, off_value=False)
+        # never <pad> or <s> (nor a subword tokenizer's <unk>), as in LanguageModel.generate
+        never_ids = generation.never_emitted(self.model)
+        never = tf.reduce_any(tf.one_hot(never_ids, self.vocabulary_size, on_value=True, off_value=False), axis=0)
         candidates = tf.where(never[None, :], tf.constant(-float("inf")), log_probs)
         k = tf.reshape(tf.cast(k, tf.int32), [-1])
         k = tf.cond(tf.equal(tf.size(k), 1), lambda: tf.fill([n], k[0]), lambda: k)
         with tf.control_dependencies([tf.debugging.assert_equal(
                 tf.size(k), n, message="next_token: give k once, or once per text")]):
-            k = tf.clip_by_value(k, 0, self.vocabulary_size - 2)
+            k = tf.clip_by_value(k, 0, self.vocabulary_size - len(never_ids))
         top = tf.reduce_max(tf.concat([k, [0]], 0))
         values, indices = tf.math.top_k(candidates, top)
         inside = tf.range(top)[None, :] < k[:, None]

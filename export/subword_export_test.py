@@ -201,7 +201,7 @@ for export, p in plan.items():
     tokens = []
     for _ in range(p["max_length"]):
         lp = r["log_probs"].numpy()[0].astype("float64")
-        lp[[0, 1]] = -np.inf
+        lp[p["never"]] = -np.inf  # generation.never_emitted: <pad>, <s> and the subword <unk>
         token = int(np.argmax(lp))
         tokens.append(token)
         if token == 2:
@@ -243,7 +243,7 @@ def fresh_process(exported, tokenizer, tmp_path_factory):
                     "ids": pad(python_ids, 0, np.int32).tolist(), "lengths": [len(i) for i in python_ids],
                     "prefixes": PREFIXES, "k": K, "decode_ids": DECODE_IDS,
                     "prompt": tokenizer.encode(PROMPT, add_eos=False), "max_length": STREAM_LENGTH,
-                    "generate": GENERATE},
+                    "never": [0, 1, tokenizer.unk_id], "generate": GENERATE},
         "extended": {"path": exported["extended"][1], "texts": [_bytes(t).hex() for t in EXTENDED_TEXTS],
                      "ids": pad(extended_ids, 0, np.int32).tolist(), "lengths": [len(i) for i in extended_ids],
                      "prefixes": ["kubectl get", "the cat"], "k": [5, 5]},
@@ -340,7 +340,7 @@ def test_an_extended_tokenizer_runs_in_the_export(exported, tokenizer, fresh_pro
     served = _served(fresh_process, "extended", "next_token")
     for row, prefix in enumerate(["kubectl get", "the cat"]):
         log_probs = model.log_probs([model.tokenizer.encode(prefix, add_eos=False)])[0, -1].astype("float64")
-        log_probs[:2] = -np.inf
+        log_probs[[0, 1, model.tokenizer.unk_id]] = -np.inf
         order = [int(i) for i in np.argsort(-log_probs, kind="stable")[:5]]
         assert served["ids"][row].tolist() == order, prefix
         assert served["words"][row].tolist() == model.tokenizer.token_texts(order), prefix
@@ -379,7 +379,7 @@ def test_next_token_gives_readable_pieces_and_the_top_k(exported, tokenizer, fre
         ids = tokenizer.encode(prefix, add_eos=False)
         ids = ids[:1] + ids[1:][-max_tokens:]
         log_probs = model.log_probs([ids])[0, -1].astype("float64")
-        log_probs[:2] = -np.inf
+        log_probs[[0, 1, tokenizer.unk_id]] = -np.inf
         order = [int(i) for i in np.argsort(-log_probs, kind="stable")[:k]]
         assert served["ids"][row].tolist() == order + [-1] * (top - k), prefix
         np.testing.assert_allclose(served["log_probs"][row, :k], log_probs[order], atol=1e-5)

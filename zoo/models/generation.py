@@ -189,13 +189,23 @@ def _head_in_blocks(model, blocks):
     return model.head.blocks_computed_once(blocks) if blocks > 1 else contextlib.nullcontext()
 
 
-def _never(vocabulary_size):
-    """float32 [vocabulary]: 0 for every id but <pad> and <s>, −inf for those; added to each
-    step's scores (one addition instead of a select against a mask, and exact: x + 0 = x). Made
-    once before a decoding loop, by a scatter rather than held as a constant (a vocabulary-sized
-    constant in each traced loop would weigh on every export)."""
-    return tf.tensor_scatter_nd_update(tf.zeros([vocabulary_size], tf.float32), [[PAD_ID], [BOS_ID]],
-                                       tf.constant([-np.inf, -np.inf], tf.float32))
+def never_emitted(model):
+    """The ids a decoding loop never emits: `<pad>` and `<s>`, and a subword tokenizer's `<unk>`,
+    which no text encodes to (byte fallback spells every character) but a lightly trained model
+    may still give some probability (a new user saw " ⁇ " in generated text)."""
+    tokenizer = getattr(model, "tokenizer", None)
+    extra = [int(tokenizer.unk_id)] if getattr(tokenizer, "kind", None) == "subword" else []
+    return [PAD_ID, BOS_ID] + [i for i in extra if i not in (PAD_ID, BOS_ID) and i < model.vocabulary_size]
+
+
+def _never(model):
+    """float32 [vocabulary]: 0 for every id but `never_emitted(model)`'s, −inf for those; added to
+    each step's scores (one addition instead of a select against a mask, and exact: x + 0 = x).
+    Made once before a decoding loop, by a scatter rather than held as a constant (a
+    vocabulary-sized constant in each traced loop would weigh on every export)."""
+    ids = never_emitted(model)
+    return tf.tensor_scatter_nd_update(tf.zeros([model.vocabulary_size], tf.float32), [[i] for i in ids],
+                                       tf.fill([len(ids)], tf.constant(-np.inf, tf.float32)))
 
 
 def _banned(log_probs, never, buffer, ends, ngram):
@@ -270,7 +280,7 @@ def _decode_body(model, lengths, choose, seed, eos_id, stop_sequences, ngram, wi
     after the next token."""
     rows = tf.range(tf.shape(lengths)[0])
 
-    never = _never(model.vocabulary_size)
+    never = _never(model)
 
     def body(step, done, ends, buffer, total, hidden, state):
         log_probs = _banned(next_token_scores(model, hidden, normalised=with_log_prob), never, buffer, ends, ngram)
@@ -313,7 +323,7 @@ def beam_search(model, token_ids, lengths, max_new_tokens, num_beams, length_pen
     rows = tf.range(batch * n)
     first_beam = tf.repeat(tf.range(batch) * n, n)
 
-    never = _never(vocabulary_size)
+    never = _never(model)
 
     def body(step, done, ends, buffer, scores, hidden, state):
         log_probs = _banned(next_token_scores(model, hidden, normalised=True), never, buffer, ends, ngram)

@@ -609,3 +609,23 @@ def test_generated_text_leaves_out_a_character_that_the_last_tokens_only_begin(t
     assert model.generate("the cat", max_new_tokens=1, sampler="greedy") == "the cat"
     # two leads: the first begins no character (the second is not its continuation): U+FFFD; the second is cut
     assert model.generate("the cat", max_new_tokens=2, sampler="greedy") == "the cat\ufffd"
+
+
+def test_a_subword_model_never_writes_its_unknown_piece(tiny_model):
+    """Byte fallback spells every character, so no text encodes to SentencePiece's `<unk>`; a
+    lightly trained model could still pick it, and its text showed " ⁇ ". A word model's `<unk>`
+    is a word of its text and stays."""
+    from zoo.data.tokenizers import SubwordTokenizer
+    from zoo.data.tokenizers_test import corpus
+
+    tokenizer = SubwordTokenizer.train(corpus(), 400)
+    model = tiny_model("gcnn", tokenizer=tokenizer, blocks=[[[3, 16]]])
+    bias = np.zeros(model.vocabulary_size, np.float32)
+    bias[tokenizer.unk_id] = 50.0  # the likeliest by far
+    model.head.bias.assign(bias)
+    assert generation.never_emitted(model) == [0, 1, tokenizer.unk_id]
+    for sampler in ("greedy", zoo.samplers.Beam(num_beams=3), zoo.samplers.TopK(5)):
+        ids = model.generate([tokenizer.encode("the cat", add_eos=False)], max_new_tokens=4, sampler=sampler, seed=1)
+        assert tokenizer.unk_id not in ids[0], sampler
+    words = gcnn(tiny_model)
+    assert generation.never_emitted(words) == [0, 1]

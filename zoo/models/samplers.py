@@ -19,8 +19,8 @@ its choice of the next token (`next`), which runs inside the compiled decoding l
   being the request's tensors; it chooses with the classes above.
 
 A new sampler is a subclass of `Sampler` with a `name` and a `next` (docs/generating.md#adding-a-sampler);
-the decoding loop never emits `<pad>` or `<s>` whatever a sampler picks, since their
-log-probabilities are −inf by then.
+the decoding loop never emits `<pad>` or `<s>` (nor a subword tokenizer's `<unk>`) whatever a
+sampler picks, since their log-probabilities are −inf by then.
 """
 
 import copy
