@@ -172,9 +172,9 @@ def load_weights(model, source):
         raise ValueError(f"No weights at {path!r}: expected a preset directory or a .weights.h5 file{hint}.")
     import h5py
 
-    if not h5py.is_hdf5(path) and path.endswith(".h5"):  # a Git LFS pointer, a file cut short
-        raise ValueError(f"{path!r} is not a readable weights file (it is not HDF5).")
     if not h5py.is_hdf5(path):
+        if path.endswith(".h5"):  # a Git LFS pointer, a file cut short
+            raise ValueError(f"{path!r} is not a readable weights file (it is not HDF5).")
         raise ValueError(f"{path!r} is not a weights file: expected a .weights.h5 file (Keras' save_weights), a preset "
                          "directory or a fairseq checkpoint (.pt).")
     try:

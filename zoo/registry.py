@@ -205,9 +205,7 @@ def _blueprint(name_or_dir, overrides):
         raise ValueError(f"{name_or_dir!r} is a file; zoo.load takes a preset name or a preset directory "
                          f"(here perhaps {os.path.dirname(os.path.abspath(name_or_dir))!r}), and a weights file as "
                          "weights=.")
-    elif isinstance(name_or_dir, str) and (os.sep in name_or_dir or name_or_dir.startswith(".")):
-        raise ValueError(f"The preset directory {name_or_dir!r} does not exist.")
-    else:
+    else:  # a name, or a path to a preset directory that is not there (get_preset says so)
         preset, directory = get_preset(name_or_dir), None
         cls, config = preset.model_class, dict(preset.config)
     unknown = sorted(set(overrides) - init_arguments(cls))

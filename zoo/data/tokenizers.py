@@ -107,8 +107,8 @@ class SubwordTokenizer:
         self._starts_word = np.array(
             [False] * len(RESERVED) + [p.startswith(SPACE_MARK) for p in self.pieces[len(RESERVED):]])
         # each id's byte (0-255) where it is a byte piece, else -1 (`whole_characters`)
-        self.byte_values = np.array([-1] * len(RESERVED) + [int(self.pieces[i][3:5], 16) if self._sp.is_byte(int(sp))
-                                                            else -1 for i, sp in enumerate(order, len(RESERVED))],
+        self.byte_values = np.array([-1] * len(RESERVED) + [int(piece[3:5], 16) if self._sp.is_byte(int(sp)) else -1
+                                                            for piece, sp in zip(self.pieces[len(RESERVED):], order)],
                                     dtype=np.int32)
 
     def _readable(self, sp_id):

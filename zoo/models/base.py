@@ -118,7 +118,8 @@ class LanguageModel(Inference, Generation, keras.Model):
         self.__dict__.pop("quantize", None)
         if quantization is not None:
             object.__setattr__(self, "_pending_quantization", int8.check_mode(quantization))
-        if isinstance(vocabulary_size, bool) or not isinstance(vocabulary_size, numbers.Integral) or vocabulary_size < 1:
+        if isinstance(vocabulary_size, bool) or not isinstance(vocabulary_size, numbers.Integral) \
+                or vocabulary_size < 1:
             raise ValueError(f"vocabulary_size must be an integer >= 1, got {vocabulary_size!r}.")
         self.vocabulary_size = int(vocabulary_size)
         self.optimizer_config = optimizer
@@ -367,7 +368,8 @@ class LanguageModel(Inference, Generation, keras.Model):
         ...     print(sorted(os.listdir(directory)), zoo.load(directory).tokenizer == tokenizer)
         ['config.json', 'model.weights.h5', 'vocabulary.txt'] True
         """
-        return preset_directory.save(self, directory, families=set(registry.FAMILIES) | set(registry.RENAMED_FAMILIES))
+        families = set(registry.FAMILIES) | set(registry.RENAMED_FAMILIES)  # the classes a zoo preset names
+        return preset_directory.save(self, directory, families=families)
 
     def get_config(self):
         config = {"vocabulary_size": self.vocabulary_size, "optimizer": self.optimizer_config, "name": self.name}

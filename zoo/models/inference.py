@@ -253,9 +253,9 @@ class Inference:
         width = cutoffs[0] + len(cutoffs) if cutoffs else self.vocabulary_size
         tokens = max(1, min(SCORE_BATCH_TOKENS, SCORE_BATCH_LOGITS // width))
         for rows in score_batches([len(seq) - 1 for seq in sequences], tokens=tokens):
-            width = len(sequences[rows[-1]]) - 1
-            ids = np.zeros([len(rows), width], np.int32)  # <pad> after each row's end: nothing before reads it
-            targets = np.zeros([len(rows), width], np.int32)
+            longest = len(sequences[rows[-1]]) - 1  # rows come shortest first
+            ids = np.zeros([len(rows), longest], np.int32)  # <pad> after each row's end: nothing before reads it
+            targets = np.zeros([len(rows), longest], np.int32)
             for i, row in enumerate(rows):
                 seq = sequences[row]
                 ids[i, :len(seq) - 1], targets[i, :len(seq) - 1] = seq[:-1], seq[1:]
