@@ -38,7 +38,10 @@ def read_texts(paths):
     """The non-blank lines of `paths` (files, or glob patterns), stripped."""
     from zoo.data.corpus import read_utf8_lines
 
-    files = sorted({os.path.realpath(f) for p in paths for f in (glob.glob(p) or [p])})  # a link's file once
+    missing = [p for p in paths if not glob.glob(p)]
+    if missing:
+        raise ValueError(f"--text {missing[0]} names no file; give text files, or glob patterns that match some.")
+    files = sorted({os.path.realpath(f) for p in paths for f in glob.glob(p)})  # a link's file once
     lines = [line.strip() for f in files for line in read_utf8_lines(f, "The text file") if line.strip()]
     if not lines:
         raise ValueError(f"No text to score in {', '.join(paths)}: give --text files (or patterns) with non-blank "

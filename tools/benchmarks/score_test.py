@@ -32,5 +32,7 @@ def test_no_text_and_bad_repeats_are_one_sentence(tmp_path):
     (tmp_path / "blank.txt").write_text("\n  \n")
     with pytest.raises(ValueError, match=r"^No text to score in .*blank\.txt: give --text files"):
         score.read_texts([str(tmp_path / "blank.txt")])
+    with pytest.raises(ValueError, match=r"^--text .*nowhere\.txt names no file; give text files, or glob patterns"):
+        score.read_texts([str(tmp_path / "blank.txt"), str(tmp_path / "nowhere.txt")])
     with pytest.raises(ValueError, match=r"^--repeats must be at least 1, got 0\.$"):
         score.main(["--repeats", "0"])
