@@ -174,3 +174,23 @@ def test_a_file_named_like_a_preset_in_the_working_directory_does_not_hide_the_p
     monkeypatch.chdir(tmp_path)
     (tmp_path / "gcnn-ptb").write_text("a log\n")
     assert registry.model_config("gcnn-ptb")[1]["embedding_dim"] == 128
+
+
+def test_numpy_numbers_as_overrides_are_plain_numbers_in_the_model_and_its_preset(tmp_path):
+    """A new user passed `vocabulary_size=np.int64(...)` (a numpy count) and got Keras' "input_dim
+    must be a positive integer" from inside the model; config.json cannot hold numpy numbers either."""
+    import json
+
+    import numpy as np
+
+    model = zoo.load("gcnn-ptb", weights="random", vocabulary_size=np.int64(50), embedding_dim=np.int32(8),
+                     blocks=[[[np.int64(3), 8]]], dropout=np.float32(0.25))
+    config = model.get_config()
+    assert type(model.vocabulary_size) is int and type(config["embedding_dim"]) is int
+    assert config["blocks"] == [[[3, 8]]] and type(config["blocks"][0][0][0]) is int
+    assert config["dropout"] == 0.25 and type(config["dropout"]) is float
+    model.save_to_preset(str(tmp_path / "lm"))
+    saved = json.loads((tmp_path / "lm" / "config.json").read_text())["config"]
+    assert (saved["vocabulary_size"], saved["embedding_dim"], saved["blocks"]) == (50, 8, [[[3, 8]]])
+    with pytest.raises(ValueError, match=r"^vocabulary_size must be an integer >= 1, got array\(\[50\]\)\.$"):
+        zoo.load("gcnn-ptb", weights="random", vocabulary_size=np.array([50]), embedding_dim=8, blocks=[[[3, 8]]])
