@@ -4,6 +4,19 @@ Python's `bool` is a subclass of `int`, so `True` would pass for 1 in a plain `i
 every integer argument of the zoo goes through `is_int` instead.
 """
 
+import numpy as np
+
+
+def plain(value):
+    """`value` with numpy scalars as the Python numbers they hold, inside lists, tuples and dicts
+    too, so that the checks below take them: a numpy count (`np.int64`) is a natural argument,
+    Keras' layers refuse it as a size, and a config.json cannot hold it."""
+    if isinstance(value, (list, tuple)):
+        return type(value)(plain(v) for v in value)
+    if isinstance(value, dict):
+        return {k: plain(v) for k, v in value.items()}
+    return value.item() if isinstance(value, np.generic) else value
+
 
 def is_int(value):
     """Whether `value` is an integer and not a bool."""

@@ -26,6 +26,7 @@ import tensorflow as tf
 import zoo.weights
 from zoo import preset_directory
 from zoo.deprecation import former_name, warn
+from zoo.layers.validation import plain
 
 # What a preset's `tokenizer` field says about its tokens.
 TOKENIZERS = {
@@ -213,21 +214,8 @@ def _blueprint(name_or_dir, overrides):
         raise ValueError(
             f"Unknown config key(s) {unknown} for {cls.__name__}; accepted: {sorted(init_arguments(cls))}."
         )
-    config.update({key: _plain(value) for key, value in overrides.items()})
+    config.update(plain(overrides))  # numpy numbers as Python's
     return cls, config, preset, directory
-
-
-def _plain(value):
-    """`value` with numpy scalars as Python numbers, inside lists, tuples and dicts too: Keras'
-    layers refuse `np.int64` sizes, and a preset's config.json cannot hold them."""
-    if isinstance(value, (list, tuple)):
-        return type(value)(_plain(v) for v in value)
-    if isinstance(value, dict):
-        return {k: _plain(v) for k, v in value.items()}
-    item = getattr(value, "item", None)
-    if type(value).__module__ == "numpy" and getattr(value, "ndim", None) == 0 and callable(item):
-        return item()
-    return value
 
 
 def load(name_or_dir: "str | os.PathLike", weights: "str | os.PathLike | None" = None,

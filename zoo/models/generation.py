@@ -20,6 +20,7 @@ import tensorflow as tf
 
 from zoo.layers import SparseMoE, int8
 from zoo.layers.sparse_moe import balance_metrics_paused
+from zoo.layers.validation import plain
 from zoo.models import samplers
 # A sampler owns its choice; the arithmetic the samplers share stays importable from here too.
 from zoo.models.samplers import BLOCK, candidates, draw, greedy_choice, sample_tokens, top_k_of  # noqa: F401
@@ -445,11 +446,6 @@ def _new_tokens(max_new_tokens, max_length):
     return 20 if max_new_tokens is None else max_new_tokens
 
 
-def _plain(value):
-    """A numpy scalar as the Python number it holds (the arguments' checks then take it)."""
-    return value.item() if isinstance(value, np.generic) else value
-
-
 def _is_int(value):
     return isinstance(value, numbers.Integral) and not isinstance(value, bool)
 
@@ -527,7 +523,7 @@ class Generation:
         """
         new_tokens = _new_tokens(max_new_tokens, max_length)
         new_tokens, temperature, top_k, top_p, num_beams, length_penalty, no_repeat_ngram_size, seed = map(
-            _plain, (new_tokens, temperature, top_k, top_p, num_beams, length_penalty, no_repeat_ngram_size, seed))
+            plain, (new_tokens, temperature, top_k, top_p, num_beams, length_penalty, no_repeat_ngram_size, seed))
         if not _is_int(new_tokens) or not 1 <= new_tokens <= MAX_NEW_TOKENS:
             raise ValueError(f"max_new_tokens must be an integer in [1, {MAX_NEW_TOKENS}], "
                              f"got {new_tokens!r}.")
@@ -646,7 +642,7 @@ class Generation:
             raise ValueError(f"stop must be 'auto', None, {accepted}; got {stop!r}.")
         sequences, texts = [], []
         for item in items:
-            item = item.decode("utf-8", "replace") if isinstance(item, bytes) else _plain(item)
+            item = item.decode("utf-8", "replace") if isinstance(item, bytes) else plain(item)
             if isinstance(item, str):
                 if not item:
                     raise ValueError("A stop text must not be empty.")
@@ -662,7 +658,7 @@ class Generation:
                 continue
             sequence = [item] if _is_int(item) else item
             if not isinstance(sequence, (list, tuple, np.ndarray)) or len(sequence) == 0 or \
-                    not all(_is_int(_plain(i)) for i in sequence):
+                    not all(_is_int(plain(i)) for i in sequence):
                 raise ValueError(f"A stop is {accepted}; got {item!r}.")
             sequences.append(tuple(int(i) for i in self.check_ids([int(i) for i in sequence]).reshape(-1)))
         return tuple(sequences), tuple(texts)
