@@ -12,8 +12,8 @@ Every signature takes and returns named tensors (dict outputs), batch first:
   returns), so `lengths` out = `lengths` in − 1;
 - `next_token`: `text` string [batch] (prefixes, wrapped as `<s> w1 … wn`) and `k` int32 (one
   value, or one per prefix) → `words` string [batch, K], `ids` int32 [batch, K], `log_probs`
-  float32 [batch, K], the k most likely next tokens (never `<pad>` or `<s>`, as in
-  `generate`), K the largest k; a row asking for fewer has "", −1 and 0.0 past its k;
+  float32 [batch, K], the k most likely next tokens (never `<pad>`, `<s>` or a subword
+  `<unk>`, as in `generate`), K the largest k; a row asking for fewer has "", −1 and 0.0 past its k;
 - `decode_step`: `token_ids` int32 [batch] and the decoding state (see `zoo.export.state`) →
   `log_probs` float32 [batch, vocabulary] and the next state under the same names;
 - `generate`: `text` string [batch] (prompts, read as `<s> w1 … wn`, the last `max_tokens`
@@ -208,14 +208,12 @@ class Signatures:
         last = tf.gather(hidden, _one_row_at_least(lengths, 1) - 1, batch_dims=1)
         log_probs = tf.cast(self.model.head.log_prob(last), tf.float32)[:n]
         # never <pad> or <s> (nor a subword tokenizer's <unk>), as in LanguageModel.generate
-        never_ids = generation.never_emitted(self.model)
-        never = tf.reduce_any(tf.one_hot(never_ids, self.vocabulary_size, on_value=True, off_value=False), axis=0)
-        candidates = tf.where(never[None, :], tf.constant(-float("inf")), log_probs)
+        candidates = log_probs + generation.never_scores(self.model)[None, :]
         k = tf.reshape(tf.cast(k, tf.int32), [-1])
         k = tf.cond(tf.equal(tf.size(k), 1), lambda: tf.fill([n], k[0]), lambda: k)
         with tf.control_dependencies([tf.debugging.assert_equal(
                 tf.size(k), n, message="next_token: give k once, or once per text")]):
-            k = tf.clip_by_value(k, 0, self.vocabulary_size - len(never_ids))
+            k = tf.clip_by_value(k, 0, self.vocabulary_size - len(generation.never_emitted(self.model)))
         top = tf.reduce_max(tf.concat([k, [0]], 0))
         values, indices = tf.math.top_k(candidates, top)
         inside = tf.range(top)[None, :] < k[:, None]

@@ -199,7 +199,7 @@ def never_emitted(model):
     return [PAD_ID, BOS_ID] + [i for i in extra if i not in (PAD_ID, BOS_ID) and i < model.vocabulary_size]
 
 
-def _never(model):
+def never_scores(model):
     """float32 [vocabulary]: 0 for every id but `never_emitted(model)`'s, −inf for those; added to
     each step's scores (one addition instead of a select against a mask, and exact: x + 0 = x).
     Made once before a decoding loop, by a scatter rather than held as a constant (a
@@ -281,7 +281,7 @@ def _decode_body(model, lengths, choose, seed, eos_id, stop_sequences, ngram, wi
     after the next token."""
     rows = tf.range(tf.shape(lengths)[0])
 
-    never = _never(model)
+    never = never_scores(model)
 
     def body(step, done, ends, buffer, total, hidden, state):
         log_probs = _banned(next_token_scores(model, hidden, normalised=with_log_prob), never, buffer, ends, ngram)
@@ -324,7 +324,7 @@ def beam_search(model, token_ids, lengths, max_new_tokens, num_beams, length_pen
     rows = tf.range(batch * n)
     first_beam = tf.repeat(tf.range(batch) * n, n)
 
-    never = _never(model)
+    never = never_scores(model)
 
     def body(step, done, ends, buffer, scores, hidden, state):
         log_probs = _banned(next_token_scores(model, hidden, normalised=True), never, buffer, ends, ngram)
