@@ -297,6 +297,19 @@ class NoisyTopKRouter:
             return self._route_hierarchical(x, kernels, training, noise)
         return self._route_flat(x, kernels, training, noise)
 
+    def gate_distribution(self, x: tf.Tensor, kernels: GateKernels) -> tf.Tensor:
+        """The full gate distribution before top-k, without noise: <float32>[n, E], each row
+        `Softmax(x·W_g)` over every expert (flat), or over every (group, expert) pair
+        `Softmax(x·W_g)_i · Softmax(x·W_i)_j` (hierarchical: every group's secondary gate on
+        every token, which routing never computes). What the router's entropy is measured on
+        (`zoo.layers.moe_statistics`); for inspection, not for the forward pass."""
+        primary = ops.softmax(self._gate_logits(x, kernels.gate), axis=-1)
+        if not self.groups:
+            return primary
+        secondary = ops.einsum("nd,gde->nge", x, ops.cast(kernels.secondary_gate, x.dtype))
+        secondary = ops.softmax(ops.cast(secondary, primary.dtype), axis=-1)
+        return ops.reshape(primary[:, :, None] * secondary, (-1, self.num_experts))
+
     def _gate_logits(self, x, kernel):
         """`x · kernel` in the compute dtype, then in the gate's dtype (`_gate_dtype`)."""
         logits = ops.matmul(x, ops.cast(kernel, x.dtype))

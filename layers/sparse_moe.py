@@ -28,6 +28,7 @@ import tensorflow as tf
 from keras import ops
 
 from zoo.layers import expert_parallel as ep
+from zoo.layers import moe_statistics
 from zoo.layers.moe_dispatch import ExpertParallelDispatch, ExpertWeights, dispatch_local, expert_capacity
 from zoo.layers.moe_router import (  # noqa: F401  (the names below were this module's before the split)
     CV_EPSILON,
@@ -100,6 +101,14 @@ def glorot_limit(fan_in: int, fan_out: int) -> float:
     """The Glorot-uniform limit of one expert's own 2-D matrix: Keras would compute the fans of
     the stacked [E, a, b] tensor as E·a and E·b."""
     return math.sqrt(6.0 / (fan_in + fan_out))
+
+
+class _Recorder:
+    """Holds the list `SparseMoE.routing_recorded` yields (a plain object: Keras does not track
+    it as layer state)."""
+
+    def __init__(self, records):
+        self.records = records
 
 
 @keras.saving.register_keras_serializable(package="layers")
@@ -196,6 +205,7 @@ class SparseMoE(keras.layers.Layer):
         # Whether calls update the metrics below (also off, for every MoE layer, inside
         # `balance_metrics_paused()`, which the SavedModel export traces its signatures in).
         self.track_metrics = True
+        self._recorder = None  # a list of RoutingRecords inside `routing_recorded()`
         self._make_trackers()
 
     def _make_trackers(self):
@@ -328,11 +338,26 @@ class SparseMoE(keras.layers.Layer):
         self.cv_load_tracker.update_state(cv_load)
         self.max_load_ratio_tracker.update_state(max_load_ratio)
 
+    @contextlib.contextmanager
+    def routing_recorded(self):
+        """Within this block, every eager call of the layer appends the `RoutingRecord` of its
+        batch (`zoo.layers.moe_statistics`: counts, Importance, Load, the router's entropy) to the
+        list it yields; `moe_statistics.summarize` turns them into the balance statistics."""
+        records, previous = [], self._recorder
+        self._recorder = _Recorder(records)
+        try:
+            yield records
+        finally:
+            self._recorder = previous
+
     # ---- the layer ---------------------------------------------------------------------
     def call(self, inputs, training=None, noise=None):
         training = bool(training)
         flat = ops.reshape(inputs, (-1, self.input_dim))  # §3.1: every position is one token
         routing = self.route(flat, training, noise)
+        if self._recorder is not None:
+            distribution = self.router.gate_distribution(ops.cast(flat, self.compute_dtype), self.gate_kernels())
+            self._recorder.records.append(moe_statistics.record(routing, distribution))
         if self.expert_parallel:
             outputs, dropped = self.dispatch(flat, routing, self.expert_weights())
             if self.track_metrics and not balance_metrics_are_paused():

@@ -482,3 +482,63 @@ def test_mixed_precision_keeps_the_gate_in_float32():
     grads = tape.gradient(loss, layer.trainable_variables)
     assert all(g is not None and tf.convert_to_tensor(g).dtype == tf.float32 for g in grads)
     assert all(np.isfinite(tf.convert_to_tensor(g).numpy()).all() for g in grads)
+
+
+# ---- 8. the balance losses' gradients, by hand from the paper's equations ------------------------
+def paper_losses(x, kernels, noise, groups, k, weights=(0.1, 0.1)):
+    """w_importance · CV(Importance)² + w_load · CV(Load)², written from the paper alone: equations
+    6–10 (flat) or 12–14 (hierarchical), in numpy, from the gate kernels (a dict of arrays)."""
+    w_importance, w_load = weights
+    if not groups:
+        gates = top_k_softmax(noisy_logits(x, kernels["gate"], kernels["noise"], noise), k)
+        importance = gates.sum(0)  # eq. 6
+        load = load_probability(x, kernels["gate"], kernels["noise"], noise, k).sum(0)  # eq. 8-10
+        return w_importance * cv2(importance) + w_load * cv2(load)
+    k_primary, k_secondary = k
+    per_group = EXPERTS // groups
+    primary = top_k_softmax(noisy_logits(x, kernels["gate"], kernels["noise"], noise[0]), k_primary)
+    load_primary = load_probability(x, kernels["gate"], kernels["noise"], noise[0], k_primary).sum(0)
+    importance, load = np.zeros(EXPERTS), np.zeros(EXPERTS)
+    for i in range(groups):
+        columns = slice(i * per_group, (i + 1) * per_group)
+        secondary = top_k_softmax(noisy_logits(x, kernels["secondary_gate"][i], kernels["secondary_noise"][i],
+                                               noise[1][:, i]), k_secondary)
+        importance[columns] = (primary[:, i:i + 1] * secondary).sum(0)  # eq. 13
+        members = primary[:, i] > 0  # X^(i)
+        secondary_load = load_probability(x[members], kernels["secondary_gate"][i], kernels["secondary_noise"][i],
+                                          noise[1][members, i], k_secondary).sum(0)
+        load[columns] = load_primary[i] * secondary_load / max(members.sum(), 1)  # eq. 14
+    return w_importance * cv2(importance) + w_load * cv2(load)
+
+
+@pytest.mark.parametrize("groups, k", [(None, 2), (None, 3), (2, [1, 2]), (3, [2, 1])])
+def test_balance_loss_gradients_follow_the_papers_equations_by_hand(groups, k):
+    # The layer's gradients of its two losses (autodiff through its own code) against central
+    # finite differences of the numpy transcription above: a wrong equation, a wrong stop-gradient
+    # or a wrong kth_excluding moves one or the other.
+    layer = make("float64", groups=groups, k=k, scale=0.5)
+    x = tokens(10, seed=3, dtype="float64")
+    rng = np.random.default_rng(11)
+    noise = (rng.normal(size=(10, EXPERTS)) if not groups
+             else (rng.normal(size=(10, groups)), rng.normal(size=(10, groups, EXPERTS // groups))))
+    variables = {"gate": layer.gate_kernel, "noise": layer.noise_kernel}
+    if groups:
+        variables.update(secondary_gate=layer.secondary_gate_kernel, secondary_noise=layer.secondary_noise_kernel)
+    with tf.GradientTape() as tape:
+        layer(x, training=True, noise=noise)
+        total = tf.add_n(layer.losses)
+    grads = tape.gradient(total, list(variables.values()))
+    kernels = {name: v.numpy() for name, v in variables.items()}
+    np.testing.assert_allclose(total.numpy(), paper_losses(x, kernels, noise, groups, k), rtol=1e-9)
+    step = 1e-6
+    for (name, value), grad in zip(kernels.items(), grads):
+        numeric = np.zeros_like(value)
+        for index in np.ndindex(value.shape):
+            plus, minus = dict(kernels), dict(kernels)
+            plus[name], minus[name] = value.copy(), value.copy()
+            plus[name][index] += step
+            minus[name][index] -= step
+            numeric[index] = (paper_losses(x, plus, noise, groups, k)
+                              - paper_losses(x, minus, noise, groups, k)) / (2 * step)
+        assert np.abs(numeric).max() > 1e-4, name  # the loss does depend on this kernel
+        np.testing.assert_allclose(tf.convert_to_tensor(grad).numpy(), numeric, atol=1e-6, rtol=1e-4, err_msg=name)

@@ -5,12 +5,14 @@ package."""
 import numpy as np
 
 # The presets each test file covers: gcnn_test.py Table 1's, base_test.py the treebank-sized GCNN
-# and recurrent ones, stack_test.py Table 7 and the treebank's stack presets.
+# and recurrent ones, stack_test.py Table 7 and the treebank's stack presets, compute_test.py the
+# English mixture and its twin.
 TABLE_1 = ("gcnn-13", "gcnn-14b", "gcnn-9", "gcnn-8b", "gcnn-8")
 CPU_PRESETS = ("gcnn-14", "gcnn-ptb", "gcnn-ptb-deep", "lstm-ptb", "rnn-char", "gcnn-en")
 TABLE_7 = ("moe-4", "moe-32", "moe-256", "moe-256-h", "moe-1024-h", "moe-4096-h", "moe-34m",
            "moe-143m", "moe-1-wide", "moe-1-deep", "4xlstm-512", "lstm-2048-512")
 MOE_PTB = ("lstm-moe-ptb", "lstm-wide-ptb", "gcnn-moe-ptb", "lstmp-ptb")
+MOE_EN = ("gcnn-moe-en", "gcnn-wide-en")  # compute_test.py: the mixture of gcnn-en and its dense twin
 
 PERTURBATIONS = [(0, 1), (4, 2), (11, 1), (17, 5), (25, 1), (28, 1)]  # (t, j): change token t + j
 

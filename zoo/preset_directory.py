@@ -214,9 +214,25 @@ def first_difference(model, path):
                     for name, shape in sorted(found.items()) if name not in expected]
     if not differences:
         return None
+    experts = _expert_count_difference(expected, found)
+    if experts:
+        return experts
     more = len(differences) - 1
     return (differences[0] + (f" ({more} more difference{'s' if more > 1 else ''})" if more else "") +
             "; load them with the config they were saved with (a preset directory brings its own).")
+
+
+def _expert_count_difference(expected, found):
+    """The one sentence for weights whose mixture of experts has another number of experts than
+    the config (the leading axis of an experts' kernel, `SparseMoE`'s first variable), or None."""
+    for name, shape in sorted(expected.items()):
+        theirs = found.get(name)
+        if ("sparse_mo_e" in name and name.endswith("vars/0") and theirs is not None and len(theirs) == 3
+                and theirs != shape and theirs[1:] == shape[1:]):
+            return (f"the weights hold {theirs[0]} experts in a mixture-of-experts layer ({name}), the config "
+                    f"{shape[0]} (num_experts); load them with the config they were saved with, or set "
+                    f"num_experts={theirs[0]}.")
+    return None
 
 
 def build_model(cls, config):

@@ -248,3 +248,21 @@ def test_odd_targets_are_refused_in_one_sentence_and_an_interrupted_preset_is_re
     model.save_to_preset(str(cut))
     os.unlink(cut / "config.json")
     assert model.save_to_preset(str(cut)) == str(cut) and zoo.load(str(cut)).get_config()["embedding_dim"] == 8
+
+
+def test_a_preset_whose_expert_count_differs_from_its_config_names_both_and_changes_nothing(tiny_model, tmp_path):
+    import json
+
+    model = tiny_model("gcnn", blocks=[[[3, 8]], [[2, 8]]],
+                       moe={"after_blocks": [0], "num_experts": 4, "k": 2, "hidden_units": 8})
+    folder = tmp_path / "moe"
+    model.save_to_preset(str(folder))
+    config_path = folder / "config.json"
+    config = json.loads(config_path.read_text())
+    config["config"]["moe"]["num_experts"] = 6
+    config_path.write_text(json.dumps(config))
+    before = {p.name: p.read_bytes() for p in folder.iterdir()}
+    with pytest.raises(ValueError, match=r"the weights hold 4 experts in a mixture-of-experts layer .*, the config 6 "
+                                         r"\(num_experts\)"):
+        zoo.load(str(folder))
+    assert {p.name: p.read_bytes() for p in folder.iterdir()} == before

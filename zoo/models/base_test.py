@@ -16,12 +16,12 @@ from zoo.data import WordTokenizer
 from zoo.data.pipeline import stream_dataset
 from zoo.registry import PRESETS
 
-from tests.model_checks import CPU_PRESETS, MOE_PTB, TABLE_1, TABLE_7, assert_causal, pattern_corpus
+from tests.model_checks import CPU_PRESETS, MOE_EN, MOE_PTB, TABLE_1, TABLE_7, assert_causal, pattern_corpus
 
 
 # ---- every preset is causal (Table 1's: gcnn_test.py; Table 7's: stack_test.py) -----------------
 def test_every_preset_is_tested():
-    assert set(zoo.presets()) == set(TABLE_1) | set(CPU_PRESETS) | set(TABLE_7) | set(MOE_PTB)
+    assert set(zoo.presets()) == set(TABLE_1) | set(CPU_PRESETS) | set(TABLE_7) | set(MOE_PTB) | set(MOE_EN)
 
 
 @pytest.mark.parametrize("name", ["gcnn-ptb", "gcnn-ptb-deep", "lstm-ptb", "rnn-char", "gcnn-en"])

@@ -6,7 +6,7 @@ import keras
 import tensorflow as tf
 
 from zoo.layers import int8
-from zoo.layers import AdaptiveSoftmax, GatedConv1D, ResidualBlock, SparseMoE, TiedSoftmax
+from zoo.layers import AdaptiveSoftmax, FeedForward, GatedConv1D, ResidualBlock, SparseMoE, TiedSoftmax
 from zoo.layers.residual import check_block_spec
 from zoo.layers.validation import check_int, check_rate, is_int
 from zoo.models.base import LanguageModel
@@ -31,6 +31,11 @@ class GCNNLanguageModel(LanguageModel):
             a sparse mixture of experts is added as a residual branch after each of those blocks
             (`x + MoE(x)`, all positions of all sequences gated as one batch, §3.1 of Shazeer
             et al.) — the combination §5.1 of the GCNN paper names as its next step.
+        feed_forward: None, or a dict `{"after_blocks": [...], "hidden_units": h}`: a dense
+            feed-forward residual branch (`x + FFN(x)`, a ReLU layer of width h, then a linear
+            layer back to the block's width: `layers.FeedForward`) after each of those blocks.
+            With `h = k · hidden_units` of a `moe` it is that mixture's dense twin at the same
+            computation per token (Table 7's MoE-1-Wide; `zoo.models.compute`).
         optimizer: the preset's own optimiser spec (see `zoo.optimizers`), None for the paper's.
 
     The options below express fairseq's convolutional language models (`fconv_lm`, the
@@ -60,6 +65,7 @@ class GCNNLanguageModel(LanguageModel):
         cutoffs=None,
         moe=None,
         optimizer=None,
+        feed_forward=None,
         tie_embeddings=False,
         embedding_dropout=0.0,
         input_projection=False,
@@ -121,13 +127,20 @@ class GCNNLanguageModel(LanguageModel):
         self._moe_after = {}  # block index -> position in self.moe_layers
         if self.moe:
             args = {k: v for k, v in self.moe.items() if k != "after_blocks"}
-            for i in self.moe.get("after_blocks", []):
-                if not is_int(i) or not 0 <= i < len(self.blocks):
-                    raise ValueError(
-                        f"moe after_blocks must be block indices in [0, {len(self.blocks) - 1}], got {i!r}."
-                    )
+            for i in self._after_blocks("moe", self.moe):
                 self._moe_after[i] = len(self.moe_layers)
                 self.moe_layers.append(SparseMoE(name=f"moe_{i}", **args))
+        self.feed_forward = _check_feed_forward(feed_forward)
+        self.feed_forward_layers = []
+        self._feed_forward_after = {}  # block index -> position in self.feed_forward_layers
+        if self.feed_forward:
+            for i in self._after_blocks("feed_forward", self.feed_forward):
+                if i in self._moe_after:
+                    raise ValueError(f"Block {i} is followed by a mixture of experts already (moe after_blocks); "
+                                     "feed_forward after_blocks must name other blocks.")
+                self._feed_forward_after[i] = len(self.feed_forward_layers)
+                self.feed_forward_layers.append(FeedForward([self.feed_forward["hidden_units"]],
+                                                            self.blocks_config[i][-1][1], name=f"feed_forward_{i}"))
         self.output_dropout = keras.layers.Dropout(dropout) if dropout else None
         self.tie_embeddings = _check_tie(tie_embeddings, cutoffs, embedding_dim, self.hidden_dim)
         if self.tie_embeddings:
@@ -152,8 +165,9 @@ class GCNNLanguageModel(LanguageModel):
         for i, block in enumerate(self.blocks):
             block.build((None, None, dim))
             dim = block.layer_specs[-1][1]
-            if i in self._moe_after:
-                self.moe_layers[self._moe_after[i]].build((None, None, dim))
+            branch = self.branch_after(i)
+            if branch is not None:
+                branch.build((None, None, dim))
         if self.output_projection_layer is not None:
             self.output_projection_layer.build((None, None, dim))
 
@@ -184,13 +198,39 @@ class GCNNLanguageModel(LanguageModel):
         if self.input_projection_layer is not None:
             x = self.input_projection_layer(x)
         for i, block in enumerate(self.blocks):
-            x = block(x, training=training)
-            if i in self._moe_after:
-                x = x + self.moe_layers[self._moe_after[i]](x, training=training)
+            x = self._branch(i, block(x, training=training), training)
         if self.output_projection_layer is not None:
             x = self.output_projection_layer(x)
         if self.output_dropout is not None:
             x = self.output_dropout(x, training=training)
+        return x
+
+    def _after_blocks(self, key, spec):
+        """The block indices of `spec["after_blocks"]`, each in range and named once."""
+        indices = spec.get("after_blocks", [])
+        if not isinstance(indices, (list, tuple)):
+            raise ValueError(f"{key} after_blocks must be a list of block indices, got {indices!r}.")
+        for i in indices:
+            if not is_int(i) or not 0 <= i < len(self.blocks):
+                raise ValueError(f"{key} after_blocks must be block indices in [0, {len(self.blocks) - 1}], got {i!r}.")
+        if len(set(indices)) != len(indices):
+            raise ValueError(f"{key} after_blocks names a block twice: {list(indices)!r}.")
+        return list(indices)
+
+    def branch_after(self, i):
+        """The residual branch after block i (a `SparseMoE` or a `FeedForward`), or None."""
+        if i in self._moe_after:
+            return self.moe_layers[self._moe_after[i]]
+        if i in self._feed_forward_after:
+            return self.feed_forward_layers[self._feed_forward_after[i]]
+        return None
+
+    def _branch(self, i, x, training):
+        """`x + branch(x)` after block i, or `x` where no branch follows it."""
+        if i in self._moe_after:
+            return x + self.moe_layers[self._moe_after[i]](x, training=training)
+        if i in self._feed_forward_after:
+            return x + self.feed_forward_layers[self._feed_forward_after[i]](x)
         return x
 
     def initial_state(self, batch_size):
@@ -216,8 +256,7 @@ class GCNNLanguageModel(LanguageModel):
         for i, (block, s) in enumerate(zip(self.blocks, state)):
             x, s = block.step(x, s)
             new_state.append(s)
-            if i in self._moe_after:
-                x = x + self.moe_layers[self._moe_after[i]](x, training=False)
+            x = self._branch(i, x, training=False)
         if self.output_projection_layer is not None:
             x = self.output_projection_layer(x[:, None, :])[:, 0, :]
         return x, new_state
@@ -242,8 +281,7 @@ class GCNNLanguageModel(LanguageModel):
         for i, block in enumerate(self.blocks):
             x, s = block.prefill(x, lengths)
             states.append(s)
-            if i in self._moe_after:
-                x = x + self.moe_layers[self._moe_after[i]](x, training=False)
+            x = self._branch(i, x, training=False)
         last = tf.gather(x, lengths - 1, batch_dims=1)
         if self.output_projection_layer is not None:
             last = self.output_projection_layer(last[:, None, :])[:, 0, :]
@@ -273,6 +311,8 @@ class GCNNLanguageModel(LanguageModel):
             config["residual"] = list(self.residual)
         if self.output_projection is not None:
             config["output_projection"] = self.output_projection
+        if self.feed_forward is not None:
+            config["feed_forward"] = self.feed_forward
         return config
 
 
@@ -286,6 +326,17 @@ def _check_tie(tie, cutoffs, embedding_dim, hidden_dim):
         raise ValueError(f"tie_embeddings=True needs the last block's width ({hidden_dim}) to equal "
                          f"embedding_dim ({embedding_dim}).")
     return tie
+
+
+def _check_feed_forward(spec):
+    """None, or `{"after_blocks": [...], "hidden_units": h}` with h a positive integer."""
+    if spec is None:
+        return None
+    if not isinstance(spec, dict) or set(spec) != {"after_blocks", "hidden_units"}:
+        raise ValueError('feed_forward must be None or a dict {"after_blocks": [block indices], "hidden_units": '
+                         f"width}}, got {spec!r}.")
+    check_int("feed_forward hidden_units", spec["hidden_units"], minimum=1)
+    return dict(spec)
 
 
 def _check_residual(residual, n_blocks):

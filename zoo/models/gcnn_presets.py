@@ -148,3 +148,38 @@ PRESETS["gcnn-en"] = {
 }
 
 register_presets(PRESETS, GCNNLanguageModel)
+
+# gcnn-moe-en: gcnn-en with a sparse mixture of 64 experts (ReLU hidden 512, k=2, Shazeer et al.'s
+# noisy top-k gate and balance losses) after its fourth block; gcnn-wide-en, its dense twin: the
+# same network with one always-used feed-forward layer of hidden 2 × 512 in the mixture's place
+# (Table 7's MoE-1-Wide), the same inference multiply-adds per token within 0.4%
+# (`zoo.models.compute`; docs/models/gcnn-moe-en.md). Both train for 3,000 steps on a cosine schedule.
+MOE_EN_STEPS = 3_000
+MOE_EN = {"after_blocks": [3], "num_experts": 64, "k": 2, "hidden_units": 512}
+MOE_EN_OPTIMIZER = {**PTB_OPTIMIZER, "decay_steps": MOE_EN_STEPS, "final_fraction": 0.05}
+PRESETS_MOE_EN = {
+    "gcnn-moe-en": {
+        "description": "gcnn-en with a sparse mixture of 64 experts (hidden 512, k=2) after its fourth block: "
+        "25.3M parameters, 4.8M multiply-adds per token like its dense twin gcnn-wide-en; trained on gcnn-en's "
+        "corpus and tokenizer (weights=\"trained\").",
+        "paper": "Dauphin et al. 2016's GCNN + Shazeer et al. 2017's sparse MoE, sized for 2 CPU cores",
+        "tokenizer": "subword",
+        "config": {**GCNN_EN, "moe": dict(MOE_EN), "optimizer": dict(MOE_EN_OPTIMIZER)},
+        "train": {"batch_size": 32, "seq_len": 64},
+        # fine-tuning: half the rate, and the factorised Adam of Appendix D for the experts (their
+        # second moments as row and column averages, no first moment), plain Adam elsewhere
+        "fine_tune_optimizer": {**MOE_EN_OPTIMIZER, "name": "factorized_adam",
+                                "learning_rate": MOE_EN_OPTIMIZER["learning_rate"] / 2},
+    },
+    "gcnn-wide-en": {
+        "description": "gcnn-moe-en's dense twin: gcnn-en with one feed-forward layer (hidden 1,024) after its "
+        "fourth block, the mixture's computation per token (Table 7's MoE-1-Wide); 8.9M parameters.",
+        "paper": "Shazeer et al. 2017's MoE-1-Wide baseline on Dauphin et al. 2016's GCNN",
+        "tokenizer": "subword",
+        "config": {**GCNN_EN, "feed_forward": {"after_blocks": MOE_EN["after_blocks"],
+                                               "hidden_units": MOE_EN["k"] * MOE_EN["hidden_units"]},
+                   "optimizer": dict(MOE_EN_OPTIMIZER)},
+        "train": {"batch_size": 32, "seq_len": 64},
+    },
+}
+register_presets(PRESETS_MOE_EN, GCNNLanguageModel)

@@ -137,3 +137,37 @@ def test_embedding_dropout_acts_in_training_only(tiny_model):
     ids = np.random.default_rng(4).integers(0, 50, size=(2, 9))
     np.testing.assert_array_equal(model(ids, training=False), plain(ids, training=False))
     assert np.abs(model(ids, training=True).numpy() - model(ids, training=False).numpy()).max() > 1e-3
+
+
+# ---- a dense feed-forward branch (the mixture of experts' dense twin) ---------------------------
+def test_feed_forward_branch_adds_its_output_to_the_blocks_and_round_trips(tiny_model, tmp_path):
+    blocks = [[[3, 8]], [[2, 8]]]
+    plain = tiny_model("gcnn", blocks=blocks)
+    twin = tiny_model("gcnn", blocks=blocks, feed_forward={"after_blocks": [0], "hidden_units": 16})
+    assert twin.count_params() - plain.count_params() == 8 * 16 + 16 + 16 * 8 + 8
+    for layer in (plain.embedding, *plain.blocks, plain.head):  # the twin's other weights are the plain model's
+        twin.get_layer(layer.name).set_weights(layer.get_weights())
+    ids = np.random.default_rng(0).integers(4, plain.vocabulary_size, size=(2, 9))
+    assert np.abs(twin.log_probs(ids) - plain.log_probs(ids)).max() > 1e-4
+    ffn = twin.feed_forward_layers[0]
+    ffn.dense[-1].set_weights([np.zeros_like(w) for w in ffn.dense[-1].get_weights()])  # FFN(x) = 0
+    np.testing.assert_allclose(twin.log_probs(ids), plain.log_probs(ids), atol=1e-6)
+    assert_causal(tiny_model("gcnn", blocks=blocks, feed_forward={"after_blocks": [1], "hidden_units": 4}))
+    twin.save_to_preset(str(tmp_path / "twin"))
+    again = zoo.load(str(tmp_path / "twin"))
+    assert again.get_config()["feed_forward"] == {"after_blocks": [0], "hidden_units": 16}
+    np.testing.assert_allclose(again.log_probs(ids), twin.log_probs(ids), atol=1e-6)
+    assert "feed_forward" not in plain.get_config()  # every other preset's config stays as it was
+
+
+@pytest.mark.parametrize("overrides, message", [
+    ({"feed_forward": {"after_blocks": [0]}}, r'feed_forward must be None or a dict \{"after_blocks"'),
+    ({"feed_forward": {"after_blocks": [0], "hidden_units": 0}}, "feed_forward hidden_units must be an integer >= 1"),
+    ({"feed_forward": {"after_blocks": [5], "hidden_units": 4}}, r"feed_forward after_blocks must be block indices in \[0, 1\], got 5"),
+    ({"feed_forward": {"after_blocks": [1, 1], "hidden_units": 4}}, "names a block twice"),
+    ({"feed_forward": {"after_blocks": [0], "hidden_units": 4},
+      "moe": {"after_blocks": [0], "num_experts": 4, "k": 2, "hidden_units": 4}}, "Block 0 is followed by a mixture"),
+])
+def test_bad_feed_forward_is_one_sentence(tiny_model, overrides, message):
+    with pytest.raises(ValueError, match=message):
+        tiny_model("gcnn", blocks=[[[3, 8]], [[2, 8]]], **overrides)

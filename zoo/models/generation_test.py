@@ -27,15 +27,16 @@ WORDS = ("the a cat dog sat on mat big small red ran to house is was and of in i
 
 # The families, from conftest.py's `tiny_model` factory (its seeded construction): conftest's "lstm"
 # as it is; the others with the overrides the tests below need (a GCNN whose receptive field the
-# long-prompt test counts on, an MoE GCNN with an adaptive softmax, one RNN layer, an LSTM–MoE–FFN–LSTM
-# stack whose gates route tokens apart).
+# long-prompt test counts on, a GCNN with an MoE branch, a feed-forward branch and an adaptive
+# softmax, one RNN layer, an LSTM–MoE–FFN–LSTM stack whose gates route tokens apart).
 def gcnn(tiny_model):
     return tiny_model("gcnn", blocks=[[[3, 8]], [[1, 4], [3, 4], [1, 12]], [[2, 12]]])
 
 
 def gcnn_moe_adaptive(tiny_model):
     model = tiny_model("gcnn", blocks=[[[3, 16]], [[4, 16]]], cutoffs=[10, 30],
-                       moe={"num_experts": 4, "k": 2, "hidden_units": 8, "after_blocks": [0]})
+                       moe={"num_experts": 4, "k": 2, "hidden_units": 8, "after_blocks": [0]},
+                       feed_forward={"after_blocks": [1], "hidden_units": 8})  # both kinds of branch
     _random_gates(model.moe_layers[0])
     return model
 

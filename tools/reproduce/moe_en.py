@@ -1,0 +1,211 @@
+"""moe-en: does the sparse mixture of experts gain over its dense twin at the same computation per
+token, on gcnn-en's corpus? Two steps, each resumable:
+
+    python -m zoo.tools.corpora english corpora/en
+    python -m zoo.tools.reproduce.moe_en train --corpus corpora/en --runs runs/moe-en \\
+        --variants dense,moe-64 --seeds 0,1
+    python -m zoo.tools.reproduce.moe_en record --corpus corpora/en --runs runs/moe-en \\
+        --out results/moe-en.json
+
+`train` runs `zoo train` for every (variant, seed) one after the other, into RUNS/VARIANT-sSEED:
+`dense` is the preset gcnn-wide-en (gcnn-en with one feed-forward layer of hidden 1,024 after its
+fourth block), `moe-N` the preset gcnn-moe-en with N experts (hidden 512, k=2) in that place, so
+every variant has the same inference multiply-adds per token within 0.4%
+(`zoo.models.compute`). Every run: the same optimiser (Adam 2e-3, global norm 1.0, cosine to 5%
+over the run's steps), steps (3,000 of 32 × 64 tokens), tokens and data order (`--seed`: the
+weights' seed and the data order's), a tokenizer learned from the corpus's training split as
+gcnn-en's (the same file: the same text and settings), validated every 500 steps. A run stopped
+in the middle (Ctrl-C, a kill, the end of a session) resumes from its last checkpoint (every 250
+steps) when `train` is run again; a finished run is skipped.
+
+`record` scores every finished run's last weights (`final/`) per word on the corpus's test split
+(gcnn-en's test documents), measures the mixtures' balance on their last 48 training batches
+(`moe_balance`: per batch and over windows of 12 batches, 24,576 tokens, about the paper's
+tokens a batch) and writes the JSON that `zoo reproduce --results` puts into RESULTS.md, with a
+plot beside it.
+"""
+
+import argparse
+import json
+import math
+import os
+import shutil
+import statistics
+import subprocess
+import sys
+
+from zoo.tools.reproduce.record import git_state, machine, now, write_json
+
+STEPS = 3_000
+VALIDATE_EVERY = 500
+CHECKPOINT_EVERY = 250
+TABLE7_PAPER = {"dense": 46.1, "moe-4": 45.0, "moe-32": 39.7, "moe-256": 35.7}  # 1B Word, test, 10 epochs
+TABLE6_PAPER = {"cv_importance": 0.06, "cv_load": 0.05, "max_load_ratio": 1.14}  # MoE-256, 0.1/0.1
+BALANCE_BATCHES, BALANCE_WINDOW = 48, 12
+
+
+def variant_command(variant, seed, corpus, out):
+    """The `zoo train` command of one run."""
+    if variant == "dense":
+        preset, overrides = "gcnn-wide-en", []
+    elif variant.startswith("moe-") and variant[4:].isdigit():
+        from zoo.registry import get_preset
+
+        moe = dict(get_preset("gcnn-moe-en").config["moe"], num_experts=int(variant[4:]))
+        preset, overrides = "gcnn-moe-en", ["--set", "moe=" + json.dumps(moe, separators=(",", ":"))]
+    else:
+        raise ValueError(f"Unknown variant {variant!r}; expected dense or moe-N (N experts, e.g. moe-64).")
+    return (["zoo", "train", "--preset", preset, "--data", corpus, "--out", out, "--steps", str(STEPS),
+             "--steps-per-epoch", str(VALIDATE_EVERY), "--checkpoint-every", str(CHECKPOINT_EVERY),
+             "--log-every", "100", "--seed", str(seed)] + overrides)
+
+
+def finished(run):
+    return os.path.isfile(os.path.join(run, "final", "config.json"))
+
+
+def train(corpus, runs, variants, seeds):
+    os.makedirs(runs, exist_ok=True)
+    for seed in seeds:
+        for variant in variants:
+            run = os.path.join(runs, f"{variant}-s{seed}")
+            if finished(run):
+                print(f"{run}: finished, skipped", flush=True)
+                continue
+            command = variant_command(variant, seed, corpus, run)
+            print("$ " + " ".join(command), flush=True)
+            with open(run + ".log", "a") as log:
+                subprocess.run(command, stdout=log, stderr=subprocess.STDOUT, check=True)
+
+
+def _run_figures(run, corpus, variant, seed):
+    import zoo
+    from zoo.models.compute import multiply_adds_per_token
+    from zoo.tools.reproduce.model_card import evaluate
+    from zoo.tools.reproduce.moe_balance import measure
+
+    with open(os.path.join(run, "history.json")) as f:
+        history = json.load(f)
+    model = zoo.load(os.path.join(run, "final"))
+    out = {"params": model.count_params(), "multiply_adds_per_token": multiply_adds_per_token(model)["total"],
+           "steps": history[-1]["step"], "minutes": round(history[-1]["seconds"] / 60, 1),
+           "curve": [{"step": h["step"], "seconds": h["seconds"], "val_perplexity": h["val_perplexity_per_word"]}
+                     for h in history],
+           "test": evaluate(model, corpus, "test")}
+    out["tokens_seen"] = out["steps"] * 32 * 64
+    if variant != "dense":
+        out["balance"] = measure(os.path.join(run, "final"), corpus, out["steps"] - BALANCE_BATCHES, BALANCE_BATCHES,
+                                 BALANCE_WINDOW, seed=seed, log=lambda *a: None)
+        out["balance_during_training"] = {k: v for k, v in history[-1].items() if "moe" in k}
+    return out
+
+
+def record(corpus, runs, out_path):
+    runs_found = sorted(d for d in os.listdir(runs) if finished(os.path.join(runs, d)))
+    if not runs_found:
+        raise ValueError(f"No finished run in {runs}; train them first (python -m zoo.tools.reproduce.moe_en train).")
+    by_variant = {}
+    for name in runs_found:
+        variant, _, seed = name.rpartition("-s")
+        print(f"scoring {name}", flush=True)
+        by_variant.setdefault(variant, {})[int(seed)] = _run_figures(os.path.join(runs, name), corpus, variant,
+                                                                        int(seed))
+    order = sorted(by_variant, key=lambda v: 0 if v == "dense" else int(v[4:]))
+    units, figures = {}, []
+    dense = by_variant.get("dense", {})
+    for variant in order:
+        seeds = by_variant[variant]
+        tests = [s["test"]["per_word"] for s in seeds.values()]
+        first = seeds[min(seeds)]
+        label = "dense twin (gcnn-wide-en, one feed-forward layer of 1,024)" if variant == "dense" else \
+            f"MoE-{variant[4:]} (gcnn-moe-en, {variant[4:]} experts of 512, k=2)"
+        units[variant] = {"label": label, "params": first["params"], "curve": first["curve"], "seeds": seeds,
+                          "test_per_word": tests}
+        figures.append({"id": f"test/{variant}", "label": f"{label}: test perplexity per word, mean of "
+                        f"{len(tests)} seed{'s' if len(tests) > 1 else ''} (spread {min(tests):,.1f}–{max(tests):,.1f})",
+                        "unit": "ppl", "ours": statistics.mean(tests), "ours_hardware": "gcnn-en's test documents",
+                        "paper": TABLE7_PAPER.get(variant), "paper_hardware": "1B Word test, 10 epochs",
+                        "comparable": False, "params": first["params"], "steps": first["steps"]})
+        if variant != "dense" and dense:
+            gains = [1 - seeds[s]["test"]["per_word"] / dense[s]["test"]["per_word"] for s in seeds if s in dense]
+            if gains:
+                units[variant]["gain_over_dense"] = gains
+                figures.append({"id": f"gain/{variant}", "label": f"{label}: below the dense twin, same seed "
+                                f"(per seed: {', '.join(f'{100 * g:.1f}%' for g in gains)})", "unit": "",
+                                "ours": 100 * statistics.mean(gains), "paper": None})
+            b = first["balance"][next(iter(first["balance"]))]
+            for name, label6 in (("cv_importance", "CV(Importance)"), ("cv_load", "CV(Load)"),
+                                 ("max_load_ratio", "max(Load) / mean(Load)")):
+                window = b.get("per_window", {})
+                figures.append({"id": f"{name}/{variant}", "label": f"{label}: {label6} over {BALANCE_WINDOW} batches "
+                                f"({window.get('floor', {}).get('tokens', 0):,} tokens; uniform routing's floor "
+                                f"{window.get('floor', {}).get('max_load_ratio' if name == 'max_load_ratio' else 'cv_counts', float('nan')):.3g})",
+                                "unit": "", "ours": window.get(name), "paper": TABLE6_PAPER[name]})
+    result = {"experiment": "moe-en", "paper": "Shazeer et al. 2017, Appendix C, Tables 6 and 7, on gcnn-en",
+              "description": "A sparse mixture of experts against its dense twin at the same computation per token "
+                             f"(4.8M multiply-adds), gcnn-en's network, corpus and tokenizer, {STEPS:,} steps of 32 × 64 "
+                             "tokens each, per-word perplexity on gcnn-en's test documents, with Table 6's balance "
+                             "statistics at about the paper's tokens a batch",
+              "quick": False, "command": "python -m zoo.tools.reproduce.moe_en record --corpus corpora/en --runs runs/moe-en",
+              "git": git_state(), "machine": machine(), "sessions": [{"finished_at": now(), "git": git_state()}],
+              "settings": {"variants": {v: {} for v in order}, "steps": STEPS, "batch": [32, 64]},
+              "plot": "moe-en.png", "units": units, "figures": figures,
+              "notes": ["Each variant's figure is the mean over its seeds of the per-word perplexity of its last weights "
+                        "(final/) on the corpus's test split; the paper's Table 7 figures are 1B Word after 10 epochs, "
+                        "at 8.4M ops per timestep, not comparable in value."]}
+    os.makedirs(os.path.dirname(out_path) or ".", exist_ok=True)
+    write_json(out_path, result)
+    plot(result, os.path.join(os.path.dirname(out_path) or ".", "moe-en.png"))
+    return result
+
+
+def plot(result, path):
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    from zoo.tools.reproduce.curve_plot import COLOURS
+
+    fig, ax = plt.subplots(figsize=(7, 4.5))
+    for i, (variant, unit) in enumerate(result["units"].items()):
+        for j, (seed, run) in enumerate(sorted(unit["seeds"].items())):
+            xs = [c["step"] * 32 * 64 / 1e6 for c in run["curve"]]
+            ax.plot(xs, [c["val_perplexity"] for c in run["curve"]], color=COLOURS[i % len(COLOURS)],
+                    linestyle=("-", "--", ":")[j % 3], marker="o", markersize=3,
+                    label=f"{unit['label']}, seed {seed}")
+    ax.set_yscale("log")
+    ax.set_xlabel("training tokens (millions)")
+    ax.set_ylabel("validation perplexity per word")
+    ax.set_title("Mixture of experts vs its dense twin, same computation per token")
+    ax.grid(True, which="both", alpha=0.3)
+    ax.legend(fontsize=7)
+    fig.tight_layout()
+    fig.savefig(path, dpi=120)
+    plt.close(fig)
+
+
+def main(argv=None):
+    parser = argparse.ArgumentParser(prog="python -m zoo.tools.reproduce.moe_en", description=__doc__,
+                                     formatter_class=argparse.RawDescriptionHelpFormatter)
+    sub = parser.add_subparsers(dest="command", required=True)
+    t = sub.add_parser("train", help="train every (variant, seed) run not yet finished, resuming any cut short")
+    t.add_argument("--variants", default="dense,moe-64", help="dense and moe-N, comma-separated")
+    t.add_argument("--seeds", default="0,1")
+    r = sub.add_parser("record", help="score the finished runs and write the JSON and its plot")
+    r.add_argument("--out", default=os.path.join("results", "moe-en.json"))
+    for s in (t, r):
+        s.add_argument("--corpus", required=True, help="the corpus of python -m zoo.tools.corpora english")
+        s.add_argument("--runs", default=os.path.join("runs", "moe-en"))
+    args = parser.parse_args(argv)
+    if args.command == "train":
+        variants = [v.strip() for v in args.variants.split(",") if v.strip()]
+        for v in variants:
+            variant_command(v, 0, args.corpus, "")  # every name checked before anything runs
+        train(args.corpus, args.runs, variants, [int(s) for s in args.seeds.split(",")])
+    else:
+        record(args.corpus, args.runs, args.out)
+
+
+if __name__ == "__main__":
+    main()
