@@ -34,16 +34,25 @@ def check_not_quantized(layer):
         raise ValueError(f"{layer.name} is already quantized to int8; quantize its float32 weights once.")
 
 
+def _kept(axis, ndim):
+    """The axes a scale keeps (one axis, or a tuple of them: `(0, -1)` for a scale per expert and
+    output channel of stacked `[experts, inputs, outputs]` kernels), as non-negative indices."""
+    return tuple(sorted(a % ndim for a in (axis if isinstance(axis, (tuple, list)) else (axis,))))
+
+
+def _scale_shape(variable_shape, axis):
+    kept = _kept(axis, len(variable_shape))
+    return [int(d) if i in kept else 1 for i, d in enumerate(variable_shape)]
+
+
 def quantize_array(values, axis=-1):
-    """`(q <int8>, scale <float32>)` with `q * scale ≈ values`, one scale per index of `axis`."""
+    """`(q <int8>, scale <float32>)` with `q * scale ≈ values`, one scale per index of `axis`
+    (or per combination of indices of a tuple of axes)."""
     values = np.asarray(values, dtype=np.float32)
-    axis = axis % values.ndim
-    others = tuple(i for i in range(values.ndim) if i != axis)
+    others = tuple(i for i in range(values.ndim) if i not in _kept(axis, values.ndim))
     scale = np.max(np.abs(values), axis=others) / 127.0
     scale = np.where(scale > 0, scale, 1.0).astype(np.float32)
-    shape = [1] * values.ndim
-    shape[axis] = -1
-    q = np.clip(np.round(values / scale.reshape(shape)), -127, 127).astype(np.int8)
+    q = np.clip(np.round(values / scale.reshape(_scale_shape(values.shape, axis))), -127, 127).astype(np.int8)
     return q, scale
 
 
@@ -90,9 +99,7 @@ def read(layer, variable):
     if entry is None:
         return variable
     scale, axis = entry
-    shape = [1] * len(variable.shape)
-    shape[axis] = -1
-    return _as_float(layer, variable) * ops.reshape(ops.convert_to_tensor(scale), shape)
+    return _as_float(layer, variable) * ops.reshape(ops.convert_to_tensor(scale), _scale_shape(variable.shape, axis))
 
 
 def _as_float(layer, variable):
@@ -112,9 +119,19 @@ def kernel_and_scale(layer, variable, dtype="float32"):
     if entry is None:
         return ops.cast(variable, dtype), None
     scale, axis = entry
-    if axis % len(variable.shape) != len(variable.shape) - 1:
+    if _kept(axis, len(variable.shape)) != (len(variable.shape) - 1,):
         return ops.cast(read(layer, variable), dtype), None
     return ops.cast(_as_float(layer, variable), dtype), ops.cast(scale, dtype)
+
+
+def quantized_and_scale(layer, variable, dtype="float32"):
+    """`(q, scale)` as they are stored, `q` in `dtype` (made once before a loop) and the scale
+    of whatever axes it keeps, for a caller that applies it itself (the mixture of experts' scale
+    per expert and output channel, to each row's product); `(variable, None)` for a float weight."""
+    entry = (getattr(layer, "_int8_scales", None) or {}).get(variable.path)
+    if entry is None:
+        return ops.cast(variable, dtype), None
+    return ops.cast(_as_float(layer, variable), dtype), ops.cast(entry[0], dtype)
 
 
 def scaled(product, scale):

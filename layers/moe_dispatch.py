@@ -15,7 +15,7 @@ its weights slices of the stacked `ExpertWeights`.
   fixed-size blocks (`capacity`) and their outputs sent back.
 """
 
-from typing import NamedTuple
+from typing import NamedTuple, Optional
 
 import tensorflow as tf
 from keras import ops
@@ -29,20 +29,25 @@ class ExpertWeights(NamedTuple):
     every expert matrix is a 2-D slice (for the factorised optimiser of Appendix D).
 
     Fields:
-        kernel_in: <float>[E, d, h], `W1`.
+        kernel_in: <float>[E, d, h], `W1` (int8 values as floats when quantized).
         bias_in: <float>[E, h], `b1`.
-        kernel_out: <float>[E, h, o], `W2`.
+        kernel_out: <float>[E, h, o], `W2` (idem).
         bias_out: <float>[E, o], `b2`.
+        scale_in: None, or <float>[E, h]: `W1 = kernel_in · scale_in` per expert and output
+            channel (an int8 layer, `zoo.layers.int8`), applied to each row's product.
+        scale_out: None, or <float>[E, o], the same for `W2`.
     """
 
     kernel_in: tf.Tensor
     bias_in: tf.Tensor
     kernel_out: tf.Tensor
     bias_out: tf.Tensor
+    scale_in: Optional[tf.Tensor] = None
+    scale_out: Optional[tf.Tensor] = None
 
     def cast(self, dtype) -> "ExpertWeights":
-        """The four weights cast to `dtype` (a layer's compute dtype)."""
-        return ExpertWeights(*(ops.cast(w, dtype) for w in self))
+        """The weights cast to `dtype` (a layer's compute dtype)."""
+        return ExpertWeights(*(None if w is None else ops.cast(w, dtype) for w in self))
 
 
 def dispatch_local(flat_x: tf.Tensor, routing: Routing, experts: ExpertWeights) -> tf.Tensor:
@@ -71,10 +76,17 @@ def dispatch_local(flat_x: tf.Tensor, routing: Routing, experts: ExpertWeights) 
         tf.gather(routing[key], order) for key in ("token_ids", "expert_ids", "gates")
     )
     rows = tf.gather(flat_x, token_ids)  # k rows per token, expert by expert
-    hidden = ops.relu(segment_matmul(rows, sizes, experts.kernel_in) + tf.gather(experts.bias_in, expert_ids))
-    outputs = segment_matmul(hidden, sizes, experts.kernel_out) + tf.gather(experts.bias_out, expert_ids)
+    hidden = _scaled(segment_matmul(rows, sizes, experts.kernel_in), experts.scale_in, expert_ids)
+    hidden = ops.relu(hidden + tf.gather(experts.bias_in, expert_ids))
+    outputs = _scaled(segment_matmul(hidden, sizes, experts.kernel_out), experts.scale_out, expert_ids)
+    outputs = outputs + tf.gather(experts.bias_out, expert_ids)
     weighted = outputs * ops.cast(gates, experts.kernel_in.dtype)[:, None]
     return tf.math.unsorted_segment_sum(weighted, token_ids, ops.shape(flat_x)[0])
+
+
+def _scaled(products, scale, expert_ids):
+    """Each row's product times its expert's scale per output channel (int8 experts), or as it is."""
+    return products if scale is None else products * tf.gather(scale, expert_ids)
 
 
 def expert_capacity(capacity_factor: float, tokens_per_replica, experts_per_token: int,

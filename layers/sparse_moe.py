@@ -28,6 +28,7 @@ import tensorflow as tf
 from keras import ops
 
 from zoo.layers import expert_parallel as ep
+from zoo.layers import int8
 from zoo.layers import moe_statistics
 from zoo.layers.moe_dispatch import ExpertParallelDispatch, ExpertWeights, dispatch_local, expert_capacity
 from zoo.layers.moe_router import (  # noqa: F401  (the names below were this module's before the split)
@@ -291,9 +292,24 @@ class SparseMoE(keras.layers.Layer):
                            getattr(self, "secondary_gate_kernel", None), getattr(self, "secondary_noise_kernel", None))
 
     def expert_weights(self) -> ExpertWeights:
-        """The experts' weights (this replica's shard when expert-parallel), in the compute dtype."""
-        return ExpertWeights(self.expert_kernel_in, self.expert_bias_in, self.expert_kernel_out,
-                             self.expert_bias_out).cast(self.compute_dtype)
+        """The experts' weights (this replica's shard when expert-parallel), in the compute dtype;
+        int8 kernels come with their scales (`quantize`)."""
+        kernel_in, scale_in = int8.quantized_and_scale(self, self.expert_kernel_in, self.compute_dtype)
+        kernel_out, scale_out = int8.quantized_and_scale(self, self.expert_kernel_out, self.compute_dtype)
+        return ExpertWeights(kernel_in, self.expert_bias_in, kernel_out, self.expert_bias_out, scale_in,
+                             scale_out).cast(self.compute_dtype)
+
+    def quantize(self, mode="int8", **kwargs):
+        """The experts' kernels as int8, each with a float32 scale per expert and output channel
+        (`[E, h]` and `[E, o]`, `zoo.layers.int8`), applied to each row's product; the gate (whose
+        top-k decides the routing) and the biases stay float32."""
+        int8.check_mode(mode)
+        int8.check_not_quantized(self)
+        if self.expert_parallel:
+            raise ValueError(f"{self.name} is expert-parallel; quantize a one-device model (zoo.load the preset "
+                             "it saved) instead.")
+        self.expert_kernel_in = int8.replace(self, self.expert_kernel_in, axis=(0, -1))
+        self.expert_kernel_out = int8.replace(self, self.expert_kernel_out, axis=(0, -1))
 
     def route(self, flat_x: tf.Tensor, training: bool = False, noise=None) -> Routing:
         """Who goes where, for tokens `flat_x` <float>[n, d] (`NoisyTopKRouter.route`).

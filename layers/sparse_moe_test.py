@@ -542,3 +542,39 @@ def test_balance_loss_gradients_follow_the_papers_equations_by_hand(groups, k):
                               - paper_losses(x, minus, noise, groups, k)) / (2 * step)
         assert np.abs(numeric).max() > 1e-4, name  # the loss does depend on this kernel
         np.testing.assert_allclose(tf.convert_to_tensor(grad).numpy(), numeric, atol=1e-6, rtol=1e-4, err_msg=name)
+
+
+# ---- 9. int8 experts ------------------------------------------------------------------------------
+def test_int8_experts_have_a_scale_per_expert_and_output_channel():
+    layer = make()
+    # expert 0's weights a thousandth of the others': one scale per output channel over every
+    # expert would round them all to zero, one per expert and channel keeps them
+    for name in ("expert_kernel_in", "expert_kernel_out"):
+        variable = getattr(layer, name)
+        values = variable.numpy()
+        values[0] *= 1e-3
+        variable.assign(values)
+    x = tokens(40, seed=4)
+    before = layer(x).numpy()
+    kernels = {name: getattr(layer, name).numpy() for name in ("expert_kernel_in", "expert_kernel_out")}
+    layer.quantize("int8")
+    scales = {v.name: v.numpy() for v in layer.weights if v.name.endswith("_scale")}
+    for name, values in kernels.items():
+        q = getattr(layer, name).numpy()
+        scale = scales[f"{name}_scale"]
+        assert q.dtype == np.int8 and scale.shape == (EXPERTS, values.shape[-1])
+        np.testing.assert_allclose(scale, np.abs(values).max(axis=1) / 127, rtol=1e-6)
+        np.testing.assert_allclose(q * scale[:, None, :], values, atol=0.51 * scale.max(axis=(0, 1)).max())
+        assert np.abs(q[0]).max() == 127  # expert 0 uses the whole int8 range
+    after = layer(x).numpy()
+    assert np.abs(after - before).max() < 0.02 * np.abs(before).max()
+    # the same as the float layer holding q · scale
+    exact = make()
+    exact.set_weights(make().get_weights())
+    for name in kernels:
+        getattr(exact, name).assign(getattr(layer, name).numpy() * scales[f"{name}_scale"][:, None, :])
+    for name in ("gate_kernel", "noise_kernel", "expert_bias_in", "expert_bias_out"):
+        getattr(exact, name).assign(getattr(layer, name).numpy())
+    np.testing.assert_allclose(after, exact(x).numpy(), rtol=1e-5, atol=1e-6)
+    with pytest.raises(ValueError, match="already quantized"):
+        layer.quantize("int8")

@@ -51,7 +51,7 @@ from keras import ops
 from zoo import compat, optimizers, preset_directory, registry
 from zoo import metrics as zoo_metrics
 from zoo.deprecation import warn
-from zoo.layers import AdaptiveSoftmax, FullSoftmax, GatedConv1D, ProjectedLSTMCell, int8
+from zoo.layers import AdaptiveSoftmax, FullSoftmax, GatedConv1D, ProjectedLSTMCell, SparseMoE, int8
 from zoo.models.generation import Generation
 from zoo.models.inference import Inference
 
@@ -162,9 +162,10 @@ class LanguageModel(Inference, Generation, keras.Model):
         channel (`zoo.layers.int8`), for a smaller export (`zoo export --quantize int8`).
 
         Quantized: the embedding (a scale per row, Keras' own int8 `Embedding`), every gated
-        convolution (its weight-normalised kernel, `g` folded in), the LSTMP cells' kernels and
-        every output layer (full, adaptive, tied). The biases, the mixture-of-experts layers and
-        Keras' plain LSTM/RNN layers stay float32. Products are computed in float32 from the
+        convolution (its weight-normalised kernel, `g` folded in), the LSTMP cells' kernels, the
+        mixture-of-experts layers' expert kernels (a scale per expert and output channel) and
+        every output layer (full, adaptive, tied). The biases, the experts' gates, dense
+        feed-forward layers and Keras' plain LSTM/RNN layers stay float32. Products are computed in float32 from the
         dequantized weights; a decoding loop dequantizes each weight once, before its first token.
 
         A quantized model scores, generates, saves to a preset and exports; it refuses `fit`:
@@ -197,7 +198,7 @@ class LanguageModel(Inference, Generation, keras.Model):
         for layer in self._flatten_layers(include_self=False):
             if isinstance(layer, keras.layers.Embedding):
                 layer.quantize(mode)
-            elif isinstance(layer, (GatedConv1D, FullSoftmax, AdaptiveSoftmax, ProjectedLSTMCell)):
+            elif isinstance(layer, (GatedConv1D, FullSoftmax, AdaptiveSoftmax, ProjectedLSTMCell, SparseMoE)):
                 layer.quantize(mode)
         self.quantization = mode
         self._forget_traces()
