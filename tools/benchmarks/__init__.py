@@ -17,6 +17,7 @@ BENCHMARKS = {
     "input": "input_pipeline",
     "int8": "int8",
     "moe": "moe",
+    "moe-cost": "moe_cost",
     "moe-parallel": "moe_parallel",
     "moe-ptb": "moe_ptb",
     "optimizer-memory": "optimizer_memory",
