@@ -24,6 +24,18 @@ from zoo.layers.moe_router import Routing, sum_over_replicas
 from zoo.layers.segment_ops import segment_matmul, sort_by
 
 
+def mark_expert_matrix(variable):
+    """Marks `variable` as a stack of the experts' weight matrices ([E, rows, cols]): what the
+    factorised Adam of Appendix D factors (`is_expert_matrix`), whatever the layer's name."""
+    variable.expert_matrix = True
+    return variable
+
+
+def is_expert_matrix(variable) -> bool:
+    """Whether a layer marked `variable` as its experts' weight matrices (`mark_expert_matrix`)."""
+    return bool(getattr(variable, "expert_matrix", False))
+
+
 class ExpertWeights(NamedTuple):
     """The stacked weights of E feed-forward experts (d: input width, h: hidden, o: output);
     every expert matrix is a 2-D slice (for the factorised optimiser of Appendix D).

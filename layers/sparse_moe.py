@@ -30,7 +30,8 @@ from keras import ops
 from zoo.layers import expert_parallel as ep
 from zoo.layers import int8
 from zoo.layers import moe_statistics
-from zoo.layers.moe_dispatch import ExpertParallelDispatch, ExpertWeights, dispatch_local, expert_capacity
+from zoo.layers.moe_dispatch import (ExpertParallelDispatch, ExpertWeights, dispatch_local, expert_capacity,
+                                     mark_expert_matrix)
 from zoo.layers.moe_router import (  # noqa: F401  (the names below were this module's before the split)
     CV_EPSILON,
     GateKernels,
@@ -246,6 +247,8 @@ class SparseMoE(keras.layers.Layer):
         self.expert_kernel_out = self.add_weight(
             name="expert_kernel_out", shape=(experts, hidden, out), initializer=glorot(hidden, out))
         self.expert_bias_out = self.add_weight(name="expert_bias_out", shape=(experts, out), initializer="zeros")
+        for kernel in (self.expert_kernel_in, self.expert_kernel_out):  # for the factorised Adam
+            mark_expert_matrix(kernel)
 
     def _build_gates(self, dim):
         # Appendix A: zero gate and noise weights, "no signal and some noise", balanced loads.
@@ -278,6 +281,8 @@ class SparseMoE(keras.layers.Layer):
                     initializer="zeros", shape=shape, dtype=self.variable_dtype, name=name,
                     synchronization="on_read", aggregation="only_first_replica")
                 variable.expert_shard = True
+                if "kernel" in name:
+                    mark_expert_matrix(variable)
                 setattr(self, name, variable)  # tracked by the layer, trainable
                 created.append((variable, limit))
         seed = int(tf.random.uniform([], maxval=2**30, dtype=tf.int32))

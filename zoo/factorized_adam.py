@@ -37,8 +37,10 @@ Which variables are factored. A variable of rank ≥ 2 is treated as a stack of 
 last two axes: the MoE layer stores the weights of all experts as ``[num_experts, rows, cols]``,
 and the optimiser keeps ``[num_experts, rows]`` and ``[num_experts, cols]`` state for it, i.e.
 num_experts · (rows + cols) floats instead of Adam's 2 · num_experts · rows · cols. By default a
-variable is factored when its path (or name) contains ``"expert"`` and it has rank ≥ 2; pass
-``is_factored`` (a callable variable → bool) to choose otherwise. The choice is made once, in
+variable is factored when its layer marked it as its experts' weight matrices
+(``zoo.layers.moe_dispatch.mark_expert_matrix``, as ``SparseMoE`` does for its two kernels), whatever
+the layer or the variable is called; pass ``is_factored`` (a callable variable → bool) to choose
+otherwise. The choice is made once, in
 ``build``, on the Keras variables. Every other variable gets ordinary, bias-corrected Adam with
 ``beta_1``, ``beta_2`` and ``epsilon`` (numerically the same as ``keras.optimizers.Adam``).
 
@@ -62,6 +64,8 @@ import keras
 import numpy as np
 from keras import ops
 
+from zoo.layers.moe_dispatch import is_expert_matrix
+
 try:  # the TensorFlow backend only: IndexedSlices gradients
     import tensorflow as _tf
 except ImportError:  # pragma: no cover
@@ -75,12 +79,12 @@ def _densify(gradient):
 
 
 def default_is_factored(variable):
-    """True for the experts' weight matrices: "expert" in the variable's path (or name), rank ≥ 2,
-    and not a bias. Appendix D factors every weight *matrix* of an expert; a stacked bias such as
-    ``expert_bias_in`` ``[experts, hidden]`` is one vector per expert, so it keeps ordinary Adam.
+    """True for the experts' weight matrices, as their layer marked them
+    (``zoo.layers.moe_dispatch.is_expert_matrix``). Appendix D factors every weight *matrix* of an
+    expert; a stacked bias such as ``expert_bias_in`` ``[experts, hidden]`` is one vector per
+    expert, so it is not marked and keeps ordinary Adam.
     """
-    label = f"{getattr(variable, 'path', '')} {getattr(variable, 'name', '')}"
-    return "expert" in label and "bias" not in label and len(variable.shape) >= 2
+    return is_expert_matrix(variable) and len(variable.shape) >= 2
 
 
 def factored_second_moment(row, col):

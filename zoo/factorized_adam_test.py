@@ -16,6 +16,7 @@ from zoo.factorized_adam import (
     is_counter_variable,
     optimizer_state_bytes,
 )
+from zoo.layers.moe_dispatch import mark_expert_matrix
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
@@ -29,10 +30,10 @@ class TinyExperts(keras.layers.Layer):
         self.experts, self.units = experts, units
 
     def build(self, input_shape):
-        self.expert_kernel = self.add_weight(
+        self.expert_kernel = mark_expert_matrix(self.add_weight(
             name="expert_kernel", shape=(self.experts, input_shape[-1], self.units),
             initializer="glorot_uniform",
-        )
+        ))
 
     def call(self, x):
         return tf.einsum("bi,eio->bo", x, self.expert_kernel)
@@ -74,6 +75,7 @@ def test_non_expert_variables_follow_keras_adam_exactly(extra):
     init = {k: rng.normal(size=s).astype("float32") for k, s in shapes.items()}
     ours = [keras.Variable(init[k], name=k) for k in shapes]
     theirs = [keras.Variable(init[k], name=k) for k in shapes]
+    mark_expert_matrix(ours[2])
     # embedding tables get IndexedSlices gradients: one looked up at distinct rows, one with a
     # repeated row. FactorizedAdam densifies them (so a repeated row's gradient is the sum over
     # its look-ups, as in the dense gradient); keras Adam squares each slice before summing
@@ -128,7 +130,7 @@ def test_factored_update_matches_a_hand_computation_over_two_steps():
     rng = np.random.default_rng(1)
     w0 = rng.normal(size=(2, 3, 4)).astype("float32")
     grads = [rng.normal(size=(2, 3, 4)).astype("float32") for _ in range(2)]
-    var = keras.Variable(w0, name="expert_kernel_in")
+    var = mark_expert_matrix(keras.Variable(w0, name="expert_kernel_in"))
     # factored_beta_2 differs from beta_2: the expert state must use factored_beta_2
     opt = FactorizedAdam(learning_rate=0.1, beta_2=0.999, factored_beta_2=0.5, epsilon=1e-3)
     for g in grads:
@@ -157,7 +159,7 @@ def test_estimate_is_exact_for_a_rank_one_squared_gradient():
     # step is lr * g / (|g| + eps), exactly what unfactored Adam with beta_1 = 0 would do
     u, v = rng.normal(size=(2, 5)), rng.normal(size=(2, 7))
     g = (u[:, :, None] * v[:, None, :]).astype("float32")
-    var = keras.Variable(np.zeros((2, 5, 7), "float32"), name="expert_kernel_out")
+    var = mark_expert_matrix(keras.Variable(np.zeros((2, 5, 7), "float32"), name="expert_kernel_out"))
     opt = FactorizedAdam(learning_rate=0.01, epsilon=1e-7)
     for step in range(1, 4):
         opt.apply([g], [var])
@@ -169,13 +171,13 @@ def test_estimate_is_exact_for_a_rank_one_squared_gradient():
 
 
 def test_state_bytes_are_rows_plus_columns_per_expert():
-    var = keras.Variable(initializer="zeros", shape=(256, 512, 1024), name="expert_kernel_in")
+    var = mark_expert_matrix(keras.Variable(initializer="zeros", shape=(256, 512, 1024), name="expert_kernel_in"))
     opt = FactorizedAdam()
     opt.build([var])
     assert optimizer_state_bytes(opt) == 256 * (512 + 1024) * 4
     del var, opt
     # a 2-D expert matrix, and the ordinary-Adam count for the rest
-    expert2d = keras.Variable(initializer="zeros", shape=(6, 10), name="expert_w")
+    expert2d = mark_expert_matrix(keras.Variable(initializer="zeros", shape=(6, 10), name="expert_w"))
     dense = keras.Variable(initializer="zeros", shape=(6, 10), name="dense_w")
     opt = FactorizedAdam()
     opt.build([expert2d, dense])
@@ -306,13 +308,32 @@ def test_config_round_trip():
     assert again.uses_factored_state(kernel) and not again.uses_factored_state(bias)
 
 
-def test_default_selection():
-    assert default_is_factored(keras.Variable(np.zeros((2, 3, 4)), name="expert_kernel_in"))
-    assert default_is_factored(keras.Variable(np.zeros((3, 4)), name="expert_w"))
-    assert not default_is_factored(keras.Variable(np.zeros((4,)), name="expert_bias"))
-    # a stacked bias [experts, hidden] is one vector per expert: ordinary Adam, not factored
-    assert not default_is_factored(keras.Variable(np.zeros((2, 4)), name="expert_bias_in"))
+def test_default_selection_is_what_the_layer_marked_not_the_name():
+    from zoo.layers import SparseMoE
+
+    assert default_is_factored(mark_expert_matrix(keras.Variable(np.zeros((2, 3, 4)), name="w")))
+    # a name alone says nothing: a dense layer's kernel called "expert_..." keeps ordinary Adam
+    assert not default_is_factored(keras.Variable(np.zeros((2, 3, 4)), name="expert_kernel_in"))
     assert not default_is_factored(keras.Variable(np.zeros((3, 4)), name="kernel"))
+
+    class Model(keras.Model):  # an experts layer under a name without "expert" anywhere
+        def __init__(self):
+            super().__init__(name="lm")
+            self.mixer = SparseMoE(num_experts=4, k=2, hidden_units=8, name="mixer")
+            self.out = keras.layers.Dense(3, name="expert_like_dense")
+
+        def call(self, x):
+            return self.out(self.mixer(x))
+
+    model = Model()
+    model(np.zeros((2, 5), "float32"))
+    factored = sorted(v.path for v in model.trainable_variables if default_is_factored(v))
+    assert factored == ["lm/mixer/expert_kernel_in", "lm/mixer/expert_kernel_out"]
+    optimizer = FactorizedAdam()
+    optimizer.build(model.trainable_variables)
+    assert [v.path for v in model.trainable_variables if optimizer.uses_factored_state(v)] == factored
+    # a stacked bias [experts, hidden] is one vector per expert: ordinary Adam, not factored
+    assert not default_is_factored(model.mixer.expert_bias_in)
 
 
 @pytest.mark.parametrize(
@@ -349,6 +370,7 @@ MIRRORED = textwrap.dedent(
     tf.config.set_logical_device_configuration(cpu, [tf.config.LogicalDeviceConfiguration()] * 2)
     import keras
     from zoo.factorized_adam import FactorizedAdam
+    from zoo.layers.moe_dispatch import mark_expert_matrix
 
     rng = np.random.default_rng(0)
     x = rng.integers(0, 20, size=(16, 5)).astype("int32")
@@ -356,7 +378,7 @@ MIRRORED = textwrap.dedent(
 
     class Experts(keras.layers.Layer):
         def build(self, shape):
-            self.w = self.add_weight(name="expert_kernel", shape=(3, shape[-1], 4))
+            self.w = mark_expert_matrix(self.add_weight(name="expert_kernel", shape=(3, shape[-1], 4)))
         def call(self, h):
             return tf.einsum("bi,eio->bo", h, self.w)
 

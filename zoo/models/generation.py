@@ -18,7 +18,7 @@ import warnings
 import numpy as np
 import tensorflow as tf
 
-from zoo.layers import SparseMoE, int8
+from zoo.layers import int8
 from zoo.layers.sparse_moe import balance_metrics_paused
 from zoo.layers.validation import plain
 from zoo.models import samplers
@@ -535,10 +535,13 @@ class Generation:
             raise ValueError(f"seed must be an integer or None, got {seed!r}.")
         if jit_compile not in (True, False, "auto"):
             raise ValueError(f"jit_compile must be True, False or 'auto', got {jit_compile!r}.")
-        has_moe = any(isinstance(layer, SparseMoE) for layer in self.layers)
-        if jit_compile is True and has_moe:
-            raise ValueError("jit_compile=True cannot compile this model's sparse MoE layers (their dispatch has "
-                             "data-dependent shapes, which XLA does not take); use jit_compile=False or 'auto'.")
+        # layers that XLA cannot compile say so (Keras' `supports_jit`): the sparse mixture of
+        # experts, whose dispatch has data-dependent shapes
+        uncompilable = [layer.name for layer in self.layers if not getattr(layer, "supports_jit", True)]
+        if jit_compile is True and uncompilable:
+            raise ValueError(f"jit_compile=True cannot compile this model's layers {', '.join(uncompilable)} (a sparse "
+                             "MoE's dispatch has data-dependent shapes, which XLA does not take); use jit_compile=False "
+                             "or 'auto'.")
         if jit_compile is True and chosen.is_search:
             raise ValueError("jit_compile=True: beam search runs as a graph loop only; use jit_compile='auto' or False.")
         if return_all_beams not in (True, False):
@@ -550,7 +553,7 @@ class Generation:
         stop_ids, stop_texts = self._stop(stop, as_text)
         # a model without a vocabulary has no </s> to stop at
         eos = self.tokenizer.eos_id if self.tokenizer is not None and stop is not None else NO_STOP
-        xla = (jit_compile is True or jit_compile == "auto" and not has_moe) and not chosen.is_search
+        xla = (jit_compile is True or jit_compile == "auto" and not uncompilable) and not chosen.is_search
         width = max(len(r) for r in rows)
         room = None
         if xla:  # shape buckets: XLA compiles once per bucket, not once per prompt length
