@@ -18,7 +18,8 @@ gcnn-en's (the same file: the same text and settings), validated every 500 steps
 in the middle (Ctrl-C, a kill, the end of a session) resumes from its last checkpoint (every 250
 steps) when `train` is run again; a finished run is skipped.
 
-`record` scores every finished run's last weights (`final/`) per word on the corpus's test split
+`record` scores every finished run's kept weights (`best/`, its lowest validation, as `zoo train`
+keeps them and as gcnn-en's card is measured) per word on the corpus's test split
 (gcnn-en's test documents), measures the mixtures' balance on their last 48 training batches
 (`moe_balance`: per batch and over windows of 12 batches, 24,576 tokens, about the paper's
 tokens a batch) and writes the JSON that `zoo reproduce --results` puts into RESULTS.md, with a
@@ -86,7 +87,7 @@ def _run_figures(run, corpus, variant, seed):
 
     with open(os.path.join(run, "history.json")) as f:
         history = json.load(f)
-    model = zoo.load(os.path.join(run, "final"))
+    model = zoo.load(os.path.join(run, "best"))
     out = {"params": model.count_params(), "multiply_adds_per_token": multiply_adds_per_token(model)["total"],
            "steps": history[-1]["step"], "minutes": round(history[-1]["seconds"] / 60, 1),
            "curve": [{"step": h["step"], "seconds": h["seconds"], "val_perplexity": h["val_perplexity_per_word"]}
@@ -94,7 +95,7 @@ def _run_figures(run, corpus, variant, seed):
            "test": evaluate(model, corpus, "test")}
     out["tokens_seen"] = out["steps"] * 32 * 64
     if variant != "dense":
-        out["balance"] = measure(os.path.join(run, "final"), corpus, out["steps"] - BALANCE_BATCHES, BALANCE_BATCHES,
+        out["balance"] = measure(os.path.join(run, "best"), corpus, out["steps"] - BALANCE_BATCHES, BALANCE_BATCHES,
                                  BALANCE_WINDOW, seed=seed, log=lambda *a: None)
         out["balance_during_training"] = {k: v for k, v in history[-1].items() if "moe" in k}
     return out
@@ -150,8 +151,8 @@ def record(corpus, runs, out_path):
               "git": git_state(), "machine": machine(), "sessions": [{"finished_at": now(), "git": git_state()}],
               "settings": {"variants": {v: {} for v in order}, "steps": STEPS, "batch": [32, 64]},
               "plot": "moe-en.png", "units": units, "figures": figures,
-              "notes": ["Each variant's figure is the mean over its seeds of the per-word perplexity of its last weights "
-                        "(final/) on the corpus's test split; the paper's Table 7 figures are 1B Word after 10 epochs, "
+              "notes": ["Each variant's figure is the mean over its seeds of the per-word perplexity of its kept weights "
+                        "(best/) on the corpus's test split; the paper's Table 7 figures are 1B Word after 10 epochs, "
                         "at 8.4M ops per timestep, not comparable in value."]}
     os.makedirs(os.path.dirname(out_path) or ".", exist_ok=True)
     write_json(out_path, result)
@@ -200,8 +201,11 @@ def main(argv=None):
     args = parser.parse_args(argv)
     if args.command == "train":
         variants = [v.strip() for v in args.variants.split(",") if v.strip()]
-        for v in variants:
-            variant_command(v, 0, args.corpus, "")  # every name checked before anything runs
+        for v in variants:  # every name checked before anything runs
+            try:
+                variant_command(v, 0, args.corpus, "")
+            except ValueError as e:
+                parser.error(str(e))
         train(args.corpus, args.runs, variants, [int(s) for s in args.seeds.split(",")])
     else:
         record(args.corpus, args.runs, args.out)
