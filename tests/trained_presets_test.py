@@ -26,7 +26,7 @@ def shipped_units():
 
 
 def test_the_treebank_presets_ship_trained_weights_of_a_few_megabytes():
-    assert set(sources.TRAINED) == {"gcnn-ptb", "gcnn-ptb-deep", "lstmp-ptb", "gcnn-en"}
+    assert set(sources.TRAINED) == {"gcnn-ptb", "gcnn-ptb-deep", "lstmp-ptb", "gcnn-en", "gcnn-moe-en"}
     units = shipped_units()
     for preset in TREEBANK:
         path = sources.TRAINED[preset].path
@@ -70,7 +70,8 @@ def test_trained_presets_score_generate_and_export_by_name_from_the_command_line
     assert cli.main(["export", "lstmp-ptb", "--base", str(tmp_path / "exports")]) == 0
     assert os.path.isfile(tmp_path / "exports" / "lstmp-ptb" / "1" / "saved_model.pb")
     assert cli.main(["score", "gcnn-9", "the cat"]) == 2
-    assert "a preset with trained weights (gcnn-en, gcnn-ptb, gcnn-ptb-deep, lstmp-ptb)" in capsys.readouterr().err
+    assert ("a preset with trained weights (gcnn-en, gcnn-moe-en, gcnn-ptb, gcnn-ptb-deep, lstmp-ptb)"
+            in capsys.readouterr().err)
 
 
 # ---- gcnn-en: the open-vocabulary English preset, shipped as a preset directory ----------------
@@ -126,3 +127,64 @@ def test_the_pages_state_gcnn_en_s_test_figure():
     for page in ("README.md", "docs/presets.md", "docs/models/gcnn-en.md"):
         text = open(os.path.join(ROOT, page), encoding="utf-8").read()
         assert "`gcnn-en`" in text and stated in text, page
+
+
+# ---- gcnn-moe-en: gcnn-en's network with a sparse mixture of 64 experts --------------------------
+
+MOE_CARD = os.path.join(ROOT, "results", "gcnn-moe-en.json")
+
+
+def moe_card():
+    with open(MOE_CARD) as f:
+        return json.load(f)
+
+
+def test_gcnn_moe_en_ships_its_preset_directory_in_float16_within_60_mb():
+    import h5py
+    import numpy as np
+
+    from zoo import preset_directory, registry
+
+    directory = sources.trained_source("gcnn-moe-en")
+    files = {name: os.path.getsize(os.path.join(directory, name)) for name in sorted(os.listdir(directory))}
+    assert files == moe_card()["file_bytes"] and sum(files.values()) <= 60e6
+    with h5py.File(os.path.join(directory, "model.weights.h5")) as f:
+        kinds = set()
+        f.visititems(lambda name, item: kinds.add(item.dtype) if isinstance(item, h5py.Dataset) else None)
+    assert kinds == {np.dtype(np.float16)}
+    class_name, config = preset_directory.read_config(directory)
+    preset = registry.get_preset("gcnn-moe-en")
+    assert {k: config[k] for k in preset.config} == json.loads(json.dumps(preset.config))
+    # the same tokenizer file as gcnn-en's: the same corpus and settings learn it
+    with open(os.path.join(directory, "tokenizer.model"), "rb") as a, \
+            open(os.path.join(sources.trained_source("gcnn-en"), "tokenizer.model"), "rb") as b:
+        assert a.read() == b.read()
+
+
+@pytest.mark.ci
+def test_gcnn_moe_en_gives_the_card_s_figures_and_fine_tunes_with_factored_experts():
+    import numpy as np
+
+    model = zoo.load("gcnn-moe-en", weights="trained")
+    assert model.count_params() == moe_card()["params"]
+    probe = moe_card()["probe"]
+    assert model.perplexity(probe["text"], mode="sentence", per="word") == pytest.approx(probe["per_word"], rel=1e-4)
+    assert model.generate(probe["prompts"], max_new_tokens=probe["max_length"], sampler="greedy", stop=None) == probe["greedy"]
+    # fine-tuning: the preset's fine-tuning optimiser, the factorised Adam, factors the experts alone
+    model.compile()
+    optimizer = model.optimizer
+    assert type(optimizer).__name__ == "FactorizedAdam"
+    lines = ["The quokka is a small marsupial of Western Australia."] * 8
+    ids = np.array([model.tokenizer.encode(line)[:12] for line in lines])
+    before = model.evaluate(ids[:, :-1], ids[:, 1:], verbose=0)
+    model.fit(ids[:, :-1], ids[:, 1:], batch_size=8, epochs=3, verbose=0)
+    assert model.evaluate(ids[:, :-1], ids[:, 1:], verbose=0) < before
+    factored = sorted(v.path.rsplit("/", 1)[-1] for v in model.trainable_variables if optimizer.uses_factored_state(v))
+    assert factored == ["expert_kernel_in", "expert_kernel_out"]
+
+
+def test_the_pages_state_gcnn_moe_en_s_test_figure():
+    stated = f"{moe_card()['figures']['test']['per_word']:.1f}"
+    for page in ("README.md", "docs/presets.md", "docs/models/gcnn-moe-en.md"):
+        text = open(os.path.join(ROOT, page), encoding="utf-8").read()
+        assert "`gcnn-moe-en`" in text and stated in text, page
