@@ -129,6 +129,11 @@ def record(corpus, runs, out_path):
                         "comparable": False, "params": first["params"], "steps": first["steps"]})
         if variant != "dense" and dense:
             gains = [1 - seeds[s]["test"]["per_word"] / dense[s]["test"]["per_word"] for s in seeds if s in dense]
+            # the gain against tokens seen: each validation (per word) against the twin's at the same step
+            units[variant]["gain_curve"] = {
+                s: [{"tokens": c["step"] * 32 * 64, "gain": 1 - c["val_perplexity"] / d["val_perplexity"]}
+                    for c, d in zip(seeds[s]["curve"], dense[s]["curve"]) if c["step"] == d["step"]]
+                for s in seeds if s in dense}
             if gains:
                 units[variant]["gain_over_dense"] = gains
                 figures.append({"id": f"gain/{variant}", "label": f"{label}: below the dense twin, same seed "
@@ -168,19 +173,32 @@ def plot(result, path):
 
     from zoo.tools.reproduce.curve_plot import COLOURS
 
-    fig, ax = plt.subplots(figsize=(7, 4.5))
+    fig, (ax, gain_ax) = plt.subplots(1, 2, figsize=(12, 4.8))
     for i, (variant, unit) in enumerate(result["units"].items()):
-        for j, (seed, run) in enumerate(sorted(unit["seeds"].items())):
+        colour = COLOURS[i % len(COLOURS)]
+        for j, (seed, run) in enumerate(sorted(unit["seeds"].items(), key=lambda kv: int(kv[0]))):
             xs = [c["step"] * 32 * 64 / 1e6 for c in run["curve"]]
-            ax.plot(xs, [c["val_perplexity"] for c in run["curve"]], color=COLOURS[i % len(COLOURS)],
-                    linestyle=("-", "--", ":")[j % 3], marker="o", markersize=3,
-                    label=f"{unit['label']}, seed {seed}")
+            style = ("-", "--", ":")[j % 3]
+            ax.plot(xs, [c["val_perplexity"] for c in run["curve"]], color=colour, linestyle=style, marker="o",
+                    markersize=3, label=f"{unit['label']}, seed {seed}")
+            curve = unit.get("gain_curve", {}).get(seed)
+            if curve:
+                gain_ax.plot([c["tokens"] / 1e6 for c in curve], [100 * c["gain"] for c in curve], color=colour,
+                             linestyle=style, marker="o", markersize=3, label=f"{unit['label']}, seed {seed}")
     ax.set_yscale("log")
     ax.set_xlabel("training tokens (millions)")
     ax.set_ylabel("validation perplexity per word")
-    ax.set_title("Mixture of experts vs its dense twin, same computation per token")
-    ax.grid(True, which="both", alpha=0.3)
+    ax.set_title("Validation, per word")
+    gain_ax.axhline(0, color="black", linewidth=0.8)
+    gain_ax.axhline(10, color="grey", linestyle="--", linewidth=0.8, label="the 10% aimed for")
+    gain_ax.set_xlabel("training tokens (millions)")
+    gain_ax.set_ylabel("% below the dense twin (validation, same seed and step)")
+    gain_ax.set_title("The mixture's gain against tokens seen")
+    for a in (ax, gain_ax):
+        a.grid(True, which="both", alpha=0.3)
     ax.legend(fontsize=7)
+    gain_ax.legend(fontsize=7)
+    fig.suptitle("A sparse mixture of experts against its dense twin, the same computation per token")
     fig.tight_layout()
     fig.savefig(path, dpi=120)
     plt.close(fig)
