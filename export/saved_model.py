@@ -31,7 +31,7 @@ import tensorflow as tf
 from zoo.data.tokenizers import NORMALIZATION
 from zoo.errors import reason
 from zoo.export import warmup
-from zoo.export.signatures import Signatures, serving_trace
+from zoo.export.signatures import Signatures
 from zoo.layers.gated_conv import weight_norm_folded
 from zoo.layers.validation import check_int
 from zoo.models import generation
@@ -189,8 +189,7 @@ def _write(model, path, name, version, max_tokens, max_new_tokens=DEFAULT_MAX_NE
             for endpoint, (fn, input_signature) in signatures.all().items():
                 functions[endpoint] = tf.function(fn, input_signature=input_signature, autograph=False)
                 setattr(root, endpoint, functions[endpoint])
-            with serving_trace(model):
-                write_archive(root, path, functions)
+            write_archive(root, path, functions)
     metadata = describe(model, name, version, max_tokens, tokenizer, signatures)
     metadata["warmup"] = {"file": warmup.WARMUP_FILE, "batch_sizes": list(batch_sizes),
                           "records": warmup.write_warmup(path, metadata, batch_sizes),

@@ -67,12 +67,9 @@ The mixture-of-experts layers run their inference path (no gate noise, `training
 the same sparse dispatch as in training.
 """
 
-import contextlib
-
 import tensorflow as tf
 
 from zoo.export.state import StateLayout
-from zoo.layers.sparse_moe import balance_metrics_paused
 from zoo.models import generation, samplers
 
 FLOAT32_MAX = 3.4028234663852886e38  # where a subword model's per-word perplexity saturates
@@ -95,17 +92,6 @@ class _RequestedBeams(samplers.Beam):
 
     def __post_init__(self):
         pass
-
-
-@contextlib.contextmanager
-def serving_trace(model):
-    """While the signatures of `model` are traced: `SparseMoE` updates its balance metrics on
-    every call, even at inference, which would put metric variables and their updates into the
-    served graph; the served model keeps no state, so the balance metrics of every MoE layer,
-    however deeply nested in `model`, are paused here (`balance_metrics_paused`; no traversal of
-    the model's layers is needed). Each layer's own `track_metrics` is left as it is."""
-    with balance_metrics_paused():
-        yield
 
 
 class Signatures:
@@ -204,7 +190,7 @@ class Signatures:
         ids = tf.concat([tf.RaggedTensor.from_tensor(tf.fill([n, 1], t.bos_id)), words], axis=1)
         lengths = tf.cast(ids.row_lengths(), tf.int32)
         dense = ids.to_tensor(t.pad_id)
-        hidden = self.model(_one_row_at_least(dense, t.pad_id, columns=True), training=False)
+        hidden = self.model(_one_row_at_least(dense, t.pad_id, columns=True), training=False, track_metrics=False)
         last = tf.gather(hidden, _one_row_at_least(lengths, 1) - 1, batch_dims=1)
         log_probs = tf.cast(self.model.head.log_prob(last), tf.float32)[:n]
         # never <pad> or <s> (nor a subword tokenizer's <unk>), as in LanguageModel.generate
@@ -417,7 +403,7 @@ class Signatures:
         inputs, targets = ids[:, :-1], ids[:, 1:]
         scored = tf.maximum(lengths - 1, 0)
         mask = tf.sequence_mask(scored, tf.shape(targets)[1])
-        hidden = self.model(inputs, training=False)
+        hidden = self.model(inputs, training=False, track_metrics=False)  # a served graph keeps no state
         log_probs = tf.cast(self.model.head.target_log_prob(hidden, targets), tf.float32)
         token_log_probs = tf.where(mask, log_probs, 0.0)
         total = tf.reduce_sum(token_log_probs, axis=1)

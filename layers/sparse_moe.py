@@ -27,6 +27,7 @@ import keras
 import tensorflow as tf
 from keras import ops
 
+from zoo.deprecation import warn
 from zoo.layers import expert_parallel as ep
 from zoo.layers import int8
 from zoo.layers import moe_statistics
@@ -56,10 +57,10 @@ _metrics_pause = threading.local()  # .depth: how many `balance_metrics_paused` 
 
 @contextlib.contextmanager
 def balance_metrics_paused():
-    """Within this block (in this thread), no `SparseMoE` call updates its balance metrics,
-    whatever its `track_metrics`: for tracing a stateless graph, such as a SavedModel's serving
-    signatures (`zoo.export.signatures.serving_trace`), without metric variables or their updates.
-    The losses are unaffected."""
+    """Deprecated: pass `track_metrics=False` to the call instead (a model's `call` takes it too;
+    `step` and `prefill` never track). Within this block (in this thread), no `SparseMoE` call
+    updates its balance metrics. The losses are unaffected."""
+    warn("zoo.layers.sparse_moe.balance_metrics_paused()", "track_metrics=False in the layer's (or the model's) call")
     _metrics_pause.depth = getattr(_metrics_pause, "depth", 0) + 1
     try:
         yield
@@ -347,12 +348,12 @@ class SparseMoE(keras.layers.Layer):
         return expert_capacity(self.capacity_factor, tokens_per_replica, self.k_primary * (self.k_secondary or 1),
                                self.num_experts)
 
-    def _balance(self, routing: Routing, training: bool):
-        """The losses of equations 7 and 11 (training only) and Table 6's metrics."""
+    def _balance(self, routing: Routing, training: bool, track: bool):
+        """The losses of equations 7 and 11 (training only) and, with `track`, Table 6's metrics."""
         if training:
             for loss in balance_losses(routing, self.importance_weight, self.load_weight):
                 self.add_loss(loss)
-        if not self.track_metrics or balance_metrics_are_paused():
+        if not track:
             return
         cv_importance, cv_load, max_load_ratio = balance_statistics(routing)
         self.cv_importance_tracker.update_state(cv_importance)
@@ -372,8 +373,10 @@ class SparseMoE(keras.layers.Layer):
             self._recorder = previous
 
     # ---- the layer ---------------------------------------------------------------------
-    def call(self, inputs, training=None, noise=None):
+    def call(self, inputs, training=None, noise=None, track_metrics=None):
         training = bool(training)
+        track = self.track_metrics if track_metrics is None else bool(track_metrics)
+        track = track and not balance_metrics_are_paused()
         flat = ops.reshape(inputs, (-1, self.input_dim))  # §3.1: every position is one token
         routing = self.route(flat, training, noise)
         if self._recorder is not None:
@@ -381,11 +384,11 @@ class SparseMoE(keras.layers.Layer):
             self._recorder.records.append(moe_statistics.record(routing, distribution))
         if self.expert_parallel:
             outputs, dropped = self.dispatch(flat, routing, self.expert_weights())
-            if self.track_metrics and not balance_metrics_are_paused():
+            if track:
                 self.dropped_tracker.update_state(dropped)
         else:
             outputs = dispatch_local(flat, routing, self.expert_weights())
-        self._balance(routing, training)
+        self._balance(routing, training, track)
         return ops.reshape(outputs, tuple(ops.shape(inputs)[:-1]) + (self.output_dim,))
 
     def compute_output_shape(self, input_shape):

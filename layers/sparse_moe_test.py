@@ -450,13 +450,37 @@ def test_metrics_and_losses_reach_fit():
 
 
 
-def test_balance_metrics_paused_stops_metric_updates_of_every_layer_but_not_the_losses():
+def test_track_metrics_false_in_the_call_stops_metric_updates_but_not_the_losses(tiny_model):
+    layer = make()
+    x = tokens()
+    layer(x)
+    count = int(layer.cv_importance_tracker.count.numpy())
+    layer(x, training=True, track_metrics=False)
+    assert len(layer.losses) == 2 and int(layer.cv_importance_tracker.count.numpy()) == count
+    layer(x, training=True)
+    assert int(layer.cv_importance_tracker.count.numpy()) == count + 1
+    # a model's call passes it down; its step and prefill never track
+    for family, overrides in (("gcnn", {"blocks": [[[3, 8]], [[2, 8]]],
+                                        "moe": {"after_blocks": [0], "num_experts": 4, "k": 2, "hidden_units": 8}}),
+                              ("moe", {})):
+        model = tiny_model(family, **overrides)
+        moe = (model.moe_layers if family == "gcnn" else [l for l in model.stack if isinstance(l, SparseMoE)])[0]
+        ids = np.array([[3, 4, 5, 6]])
+        model(ids)
+        count = int(moe.cv_importance_tracker.count.numpy())
+        model(ids, track_metrics=False)
+        model.generate([[3, 4]], max_new_tokens=2, jit_compile=False)
+        model.decode_step([3], None)
+        assert int(moe.cv_importance_tracker.count.numpy()) == count, family
+
+
+def test_balance_metrics_paused_is_deprecated_and_still_stops_metric_updates_of_every_layer_but_not_the_losses():
     outer, inner = make(), make()
     x = tokens()
     outer(x)
     counts = [int(m.count.numpy()) for m in (outer.cv_importance_tracker, inner.cv_load_tracker)]
-    with sparse_moe.balance_metrics_paused():
-        with sparse_moe.balance_metrics_paused():  # nests
+    with pytest.warns(DeprecationWarning, match="track_metrics=False"), sparse_moe.balance_metrics_paused():
+        with pytest.warns(DeprecationWarning), sparse_moe.balance_metrics_paused():  # nests
             pass
         assert sparse_moe.balance_metrics_are_paused()
         outer(x, training=True)

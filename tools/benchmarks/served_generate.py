@@ -61,7 +61,6 @@ def floor_export(model, path, head_blocks):
     import tensorflow as tf
 
     from zoo.export.saved_model import saved_variables
-    from zoo.export.signatures import serving_trace
     from zoo.models import generation
 
     def generate(text, max_new_tokens):
@@ -82,8 +81,7 @@ def floor_export(model, path, head_blocks):
     with saved_variables(model) as root.model_variables:  # as the exports save them: no norm per request
         root.generate = tf.function(generate, autograph=False, input_signature=[
             tf.TensorSpec([None], tf.string, name="text"), tf.TensorSpec([], tf.int32, name="max_new_tokens")])
-        with serving_trace(model):
-            tf.saved_model.save(root, path, signatures={"generate": root.generate})
+        tf.saved_model.save(root, path, signatures={"generate": root.generate})  # step and prefill track no metrics
     return path
 
 

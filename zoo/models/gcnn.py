@@ -191,14 +191,16 @@ class GCNNLanguageModel(LanguageModel):
         layers' capacity depends on the batch, so not with them)."""
         return not self._moe_after
 
-    def call(self, token_ids, training=None):
+    def call(self, token_ids, training=None, track_metrics=True):
+        """`track_metrics=False`: no mixture of experts updates its balance metrics (a served
+        graph keeps no state)."""
         x = self.embedding(token_ids)
         if self.embedding_dropout_layer is not None:
             x = self.embedding_dropout_layer(x, training=training)
         if self.input_projection_layer is not None:
             x = self.input_projection_layer(x)
         for i, block in enumerate(self.blocks):
-            x = self._branch(i, block(x, training=training), training)
+            x = self._branch(i, block(x, training=training), training, track_metrics)
         if self.output_projection_layer is not None:
             x = self.output_projection_layer(x)
         if self.output_dropout is not None:
@@ -225,10 +227,11 @@ class GCNNLanguageModel(LanguageModel):
             return self.feed_forward_layers[self._feed_forward_after[i]]
         return None
 
-    def _branch(self, i, x, training):
-        """`x + branch(x)` after block i, or `x` where no branch follows it."""
+    def _branch(self, i, x, training, track_metrics=False):
+        """`x + branch(x)` after block i, or `x` where no branch follows it; a mixture of experts
+        updates its balance metrics only with `track_metrics`."""
         if i in self._moe_after:
-            return x + self.moe_layers[self._moe_after[i]](x, training=training)
+            return x + self.moe_layers[self._moe_after[i]](x, training=training, track_metrics=track_metrics)
         if i in self._feed_forward_after:
             return x + self.feed_forward_layers[self._feed_forward_after[i]](x)
         return x

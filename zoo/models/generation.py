@@ -19,7 +19,6 @@ import numpy as np
 import tensorflow as tf
 
 from zoo.layers import int8
-from zoo.layers.sparse_moe import balance_metrics_paused
 from zoo.layers.validation import plain
 from zoo.models import samplers
 # A sampler owns its choice; the arithmetic the samplers share stays importable from here too.
@@ -401,8 +400,8 @@ def compiled(model, sampler, ngram, stop_sequences, eos_id, jit_compile, room=No
 
 
 class _Traced:
-    """`run` traced with the model's loop invariants computed once and the MoE layers' balance
-    metrics paused (decoding is not training). An object rather than a closure: tf.function counts
+    """`run` traced with the model's loop invariants computed once (the mixtures of experts'
+    balance metrics are not updated: `step` and `prefill` never track them). An object rather than a closure: tf.function counts
     traces per code object, and every configuration traces once, which closures sharing one code
     object would report as retracing."""
 
@@ -410,7 +409,7 @@ class _Traced:
         self.model, self.run = model, run
 
     def __call__(self, *args):
-        with loop_invariants(self.model), balance_metrics_paused():
+        with loop_invariants(self.model):
             return self.run(*args)
 
 

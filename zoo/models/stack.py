@@ -130,8 +130,9 @@ class StackLanguageModel(LanguageModel):
     def stream_context(self):
         return self._stream_context
 
-    def _apply(self, i, layer, x, training, state=None):
-        """One layer of the stack: `(output, new_state)`; sequence (rank 3) or step (rank 2)."""
+    def _apply(self, i, layer, x, training, state=None, track_metrics=False):
+        """One layer of the stack: `(output, new_state)`; sequence (rank 3) or step (rank 2). A
+        mixture of experts updates its balance metrics only with `track_metrics`."""
         spec = self.layer_specs[i]
         if spec["type"] in RECURRENT:
             if state is None:
@@ -139,15 +140,17 @@ class StackLanguageModel(LanguageModel):
                 return out[0], None
             y, new = layer.cell(x, list(state))
             return y, list(new)
-        y = layer(x, training=training) if spec["type"] == "moe" else layer(x)
+        y = layer(x, training=training, track_metrics=track_metrics) if spec["type"] == "moe" else layer(x)
         return ops.sigmoid(y), state  # C.1: the MoE output goes through a sigmoid
 
-    def call(self, token_ids, training=None):
+    def call(self, token_ids, training=None, track_metrics=True):
+        """`track_metrics=False`: no mixture of experts updates its balance metrics (a served
+        graph keeps no state)."""
         # an int8 model's weights dequantized once, not at each step of the recurrent layers' loops
         with int8.dequantized_once(self):
             x = self.dropouts[0](self.embedding(token_ids), training=training)
             for i, layer in enumerate(self.stack):
-                y, _ = self._apply(i, layer, x, training)
+                y, _ = self._apply(i, layer, x, training, track_metrics=track_metrics)
                 y = self.dropouts[i + 1](y, training=training)
                 x = self._join(x, y)
         return x
