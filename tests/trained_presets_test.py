@@ -76,33 +76,32 @@ def test_trained_presets_score_generate_and_export_by_name_from_the_command_line
 
 # ---- gcnn-en: the open-vocabulary English preset, shipped as a preset directory ----------------
 
-CARD = os.path.join(ROOT, "results", "gcnn-en.json")
-
-
-def card():
-    with open(CARD) as f:
+def card(preset="gcnn-en"):
+    """The model card's figures of a preset shipped as a preset directory (results/PRESET.json)."""
+    with open(os.path.join(ROOT, "results", f"{preset}.json")) as f:
         return json.load(f)
 
 
-def test_gcnn_en_ships_its_preset_directory_in_float16_within_25_mb():
+@pytest.mark.parametrize("preset, megabytes", [("gcnn-en", 25), ("gcnn-moe-en", 60)])
+def test_the_english_presets_ship_their_preset_directory_in_float16(preset, megabytes):
     import h5py
     import numpy as np
 
     from zoo import preset_directory, registry
 
-    directory = sources.trained_source("gcnn-en")
+    directory = sources.trained_source(preset)
     files = {name: os.path.getsize(os.path.join(directory, name)) for name in sorted(os.listdir(directory))}
-    assert files == card()["file_bytes"]
+    assert files == card(preset)["file_bytes"]
     assert set(files) == {"config.json", "model.weights.h5", "tokenizer.json", "tokenizer.model"}
-    assert sum(files.values()) <= 25e6
+    assert sum(files.values()) <= megabytes * 1e6
     with h5py.File(os.path.join(directory, "model.weights.h5")) as f:
         kinds = set()
         f.visititems(lambda name, item: kinds.add(item.dtype) if isinstance(item, h5py.Dataset) else None)
     assert kinds == {np.dtype(np.float16)}
     class_name, config = preset_directory.read_config(directory)
-    preset = registry.get_preset("gcnn-en")
-    assert class_name == "GCNNLanguageModel" == preset.model_class.__name__
-    assert {k: config[k] for k in preset.config} == json.loads(json.dumps(preset.config))  # the preset as registered
+    registered = registry.get_preset(preset)
+    assert class_name == "GCNNLanguageModel" == registered.model_class.__name__
+    assert {k: config[k] for k in registered.config} == json.loads(json.dumps(registered.config))  # as registered
 
 
 @pytest.mark.ci
@@ -122,41 +121,19 @@ def test_gcnn_en_loads_by_name_with_its_tokenizer_and_gives_the_card_s_figures()
     assert rare[1] < common[1] and model.perplexity(["The quokka sat."], per="word").unknown_share is None
 
 
-def test_the_pages_state_gcnn_en_s_test_figure():
-    stated = f"{card()['figures']['test']['per_word']:.1f}"
-    for page in ("README.md", "docs/presets.md", "docs/models/gcnn-en.md"):
+@pytest.mark.parametrize("preset", ["gcnn-en", "gcnn-moe-en"])
+def test_the_pages_state_the_english_presets_test_figure(preset):
+    stated = f"{card(preset)['figures']['test']['per_word']:.1f}"
+    for page in ("README.md", "docs/presets.md", f"docs/models/{preset}.md"):
         text = open(os.path.join(ROOT, page), encoding="utf-8").read()
-        assert "`gcnn-en`" in text and stated in text, page
+        assert f"`{preset}`" in text and stated in text, page
 
 
 # ---- gcnn-moe-en: gcnn-en's network with a sparse mixture of 64 experts --------------------------
 
-MOE_CARD = os.path.join(ROOT, "results", "gcnn-moe-en.json")
-
-
-def moe_card():
-    with open(MOE_CARD) as f:
-        return json.load(f)
-
-
-def test_gcnn_moe_en_ships_its_preset_directory_in_float16_within_60_mb():
-    import h5py
-    import numpy as np
-
-    from zoo import preset_directory, registry
-
-    directory = sources.trained_source("gcnn-moe-en")
-    files = {name: os.path.getsize(os.path.join(directory, name)) for name in sorted(os.listdir(directory))}
-    assert files == moe_card()["file_bytes"] and sum(files.values()) <= 60e6
-    with h5py.File(os.path.join(directory, "model.weights.h5")) as f:
-        kinds = set()
-        f.visititems(lambda name, item: kinds.add(item.dtype) if isinstance(item, h5py.Dataset) else None)
-    assert kinds == {np.dtype(np.float16)}
-    class_name, config = preset_directory.read_config(directory)
-    preset = registry.get_preset("gcnn-moe-en")
-    assert {k: config[k] for k in preset.config} == json.loads(json.dumps(preset.config))
-    # the same tokenizer file as gcnn-en's: the same corpus and settings learn it
-    with open(os.path.join(directory, "tokenizer.model"), "rb") as a, \
+def test_gcnn_moe_en_has_gcnn_en_s_tokenizer_file():
+    # the same corpus and settings learn the same SentencePiece model
+    with open(os.path.join(sources.trained_source("gcnn-moe-en"), "tokenizer.model"), "rb") as a, \
             open(os.path.join(sources.trained_source("gcnn-en"), "tokenizer.model"), "rb") as b:
         assert a.read() == b.read()
 
@@ -166,8 +143,8 @@ def test_gcnn_moe_en_gives_the_card_s_figures_and_fine_tunes_with_factored_exper
     import numpy as np
 
     model = zoo.load("gcnn-moe-en", weights="trained")
-    assert model.count_params() == moe_card()["params"]
-    probe = moe_card()["probe"]
+    assert model.count_params() == card("gcnn-moe-en")["params"]
+    probe = card("gcnn-moe-en")["probe"]
     assert model.perplexity(probe["text"], mode="sentence", per="word") == pytest.approx(probe["per_word"], rel=1e-4)
     assert model.generate(probe["prompts"], max_new_tokens=probe["max_length"], sampler="greedy", stop=None) == probe["greedy"]
     # fine-tuning: the preset's fine-tuning optimiser, the factorised Adam, factors the experts alone
@@ -181,10 +158,3 @@ def test_gcnn_moe_en_gives_the_card_s_figures_and_fine_tunes_with_factored_exper
     assert model.evaluate(ids[:, :-1], ids[:, 1:], verbose=0) < before
     factored = sorted(v.path.rsplit("/", 1)[-1] for v in model.trainable_variables if optimizer.uses_factored_state(v))
     assert factored == ["expert_kernel_in", "expert_kernel_out"]
-
-
-def test_the_pages_state_gcnn_moe_en_s_test_figure():
-    stated = f"{moe_card()['figures']['test']['per_word']:.1f}"
-    for page in ("README.md", "docs/presets.md", "docs/models/gcnn-moe-en.md"):
-        text = open(os.path.join(ROOT, page), encoding="utf-8").read()
-        assert "`gcnn-moe-en`" in text and stated in text, page
