@@ -27,7 +27,7 @@ def test_a_preset_without_weights_and_a_misspelt_one_are_told_so():
     """Before, both were told only "The preset directory … does not exist"."""
     with pytest.raises(ValueError, match=r"^No trained weights ship for the preset 'lstm-ptb'; give a preset directory "
                                          r"\(train one with `zoo train --preset lstm-ptb`\) or a preset with trained "
-                                         r"weights \(gcnn-en, gcnn-ptb, gcnn-ptb-deep, lstmp-ptb\)\.$"):
+                                         r"weights \(gcnn-en, gcnn-moe-en, gcnn-ptb, gcnn-ptb-deep, lstmp-ptb\)\.$"):
         load_model("lstm-ptb")
     with pytest.raises(ValueError, match=r"'gcnn-pbt' does not exist; .*\. Did you mean 'gcnn-ptb'\?$"):
         load_model("gcnn-pbt")
