@@ -21,13 +21,13 @@ are still importable from it.
 import contextlib
 import math
 import threading
+import warnings
 from typing import Optional, Union
 
 import keras
 import tensorflow as tf
 from keras import ops
 
-from zoo.deprecation import warn
 from zoo.layers import expert_parallel as ep
 from zoo.layers import int8
 from zoo.layers import moe_statistics
@@ -60,7 +60,9 @@ def balance_metrics_paused():
     """Deprecated: pass `track_metrics=False` to the call instead (a model's `call` takes it too;
     `step` and `prefill` never track). Within this block (in this thread), no `SparseMoE` call
     updates its balance metrics. The losses are unaffected."""
-    warn("zoo.layers.sparse_moe.balance_metrics_paused()", "track_metrics=False in the layer's (or the model's) call")
+    # (layers/ imports nothing of the core, zoo.deprecation included: the warning is written here)
+    warnings.warn("zoo.layers.sparse_moe.balance_metrics_paused() is deprecated; use track_metrics=False in the "
+                  "layer's (or the model's) call.", DeprecationWarning, stacklevel=3)
     _metrics_pause.depth = getattr(_metrics_pause, "depth", 0) + 1
     try:
         yield
