@@ -23,12 +23,14 @@ from zoo.tools.reproduce.record import git_state, machine, now, write_json
 
 def measure(preset_dir, data, start, batches, window, seed=0, batch_size=32, seq_len=64, log=print):
     """`{layer name: summary}` (see the module docstring)."""
+    import keras
     import tensorflow as tf
 
     import zoo
     from zoo.layers import SparseMoE, moe_statistics
     from zoo.training.data import TrainingWindows, load_corpus
 
+    keras.utils.set_random_seed(seed)  # the gate's noise draws, so that a measurement repeats exactly
     model = zoo.load(preset_dir)
     # a GCNN's mixtures (moe_layers) or a stack's (its layers)
     layers = [layer for layer in getattr(model, "moe_layers", None) or getattr(model, "stack", [])

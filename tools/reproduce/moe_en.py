@@ -136,14 +136,14 @@ def record(corpus, runs, out_path):
                 for s in seeds if s in dense}
             if gains:
                 units[variant]["gain_over_dense"] = gains
-                figures.append({"id": f"gain/{variant}", "label": f"{label}: below the dense twin, same seed "
-                                f"(per seed: {', '.join(f'{100 * g:.1f}%' for g in gains)})", "unit": "",
+                figures.append({"id": f"gain/{variant}", "label": f"{label}: % below the dense twin's test perplexity, "
+                                f"mean of the seeds (per seed: {', '.join(f'{100 * g:.1f}%' for g in gains)})", "unit": "",
                                 "ours": 100 * statistics.mean(gains), "paper": None})
             b = first["balance"][next(iter(first["balance"]))]
             for name, label6 in (("cv_importance", "CV(Importance)"), ("cv_load", "CV(Load)"),
                                  ("max_load_ratio", "max(Load) / mean(Load)")):
                 window = b.get("per_window", {})
-                figures.append({"id": f"{name}/{variant}", "label": f"{label}: {label6} over {BALANCE_WINDOW} batches "
+                figures.append({"id": f"{name}/{variant}", "label": f"{label}, seed {min(seeds)}: {label6} over {BALANCE_WINDOW} batches "
                                 f"({window.get('floor', {}).get('tokens', 0):,} tokens; uniform routing's floor "
                                 f"{window.get('floor', {}).get('max_load_ratio' if name == 'max_load_ratio' else 'cv_counts', float('nan')):.3g})",
                                 "unit": "", "ours": window.get(name), "paper": TABLE6_PAPER[name]})
