@@ -77,7 +77,13 @@ def main(argv=None):
     parser.add_argument("--seed", type=int, default=0, help="the run's --seed (its data order)")
     parser.add_argument("--out", help="write the figures as JSON here")
     args = parser.parse_args(argv)
-    figures = measure(args.preset, args.data, args.start, args.batches, args.window, args.seed)
+    if args.batches < 1 or args.window < 1 or args.start < 0:
+        parser.error(f"--batches and --window must be at least 1 and --start at least 0, got {args.batches}, "
+                     f"{args.window} and {args.start}.")
+    try:
+        figures = measure(args.preset, args.data, args.start, args.batches, args.window, args.seed)
+    except (ValueError, FileNotFoundError) as e:
+        parser.error(str(e))
     for name, summary in figures.items():
         print(name, json.dumps({k: v for k, v in summary.items() if k != "over_the_run"}, indent=1))
     if args.out:

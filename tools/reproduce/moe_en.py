@@ -102,6 +102,9 @@ def _run_figures(run, corpus, variant, seed):
 
 
 def record(corpus, runs, out_path):
+    if not os.path.isdir(runs):
+        raise ValueError(f"The runs directory {runs!r} does not exist; train the runs first "
+                         "(python -m zoo.tools.reproduce.moe_en train --runs DIR).")
     runs_found = sorted(d for d in os.listdir(runs) if finished(os.path.join(runs, d)))
     if not runs_found:
         raise ValueError(f"No finished run in {runs}; train them first (python -m zoo.tools.reproduce.moe_en train).")
@@ -226,7 +229,10 @@ def main(argv=None):
                 parser.error(str(e))
         train(args.corpus, args.runs, variants, [int(s) for s in args.seeds.split(",")])
     else:
-        record(args.corpus, args.runs, args.out)
+        try:
+            record(args.corpus, args.runs, args.out)
+        except ValueError as e:
+            parser.error(str(e))
 
 
 if __name__ == "__main__":
