@@ -28,12 +28,9 @@ plot beside it.
 
 import argparse
 import json
-import math
 import os
-import shutil
 import statistics
 import subprocess
-import sys
 
 from zoo.tools.reproduce.record import git_state, machine, now, write_json
 
