@@ -15,6 +15,7 @@ the same tokens a batch, and the router's entropy.
 """
 
 import argparse
+import contextlib
 import json
 import sys
 
@@ -41,29 +42,14 @@ def measure(preset_dir, data, start, batches, window, seed=0, batch_size=32, seq
     windows = TrainingWindows.from_lines(train_lines, tokenizer, seq_len, batch_size, seed)
     dataset = windows.dataset(start, tf.distribute.InputContext()).take(batches)
     records = {}
-    with contextlib_all([layer.routing_recorded() for layer in layers]) as recorded:
+    with contextlib.ExitStack() as stack:
+        recorded = [stack.enter_context(layer.routing_recorded()) for layer in layers]
         for inputs, _, _ in dataset:
             model(inputs, training=True)
     for layer, layer_records in zip(layers, recorded):
         k = layer.k_primary * (layer.k_secondary or 1)
         records[layer.name] = moe_statistics.summarize(layer_records, k, window)
     return records
-
-
-class contextlib_all:
-    """Enters every context manager of a list; yields the list of what each yielded."""
-
-    def __init__(self, managers):
-        self.managers = managers
-
-    def __enter__(self):
-        import contextlib
-
-        self.stack = contextlib.ExitStack()
-        return [self.stack.enter_context(m) for m in self.managers]
-
-    def __exit__(self, *exc):
-        return self.stack.__exit__(*exc)
 
 
 def main(argv=None):
