@@ -190,7 +190,7 @@ class Signatures:
         ids = tf.concat([tf.RaggedTensor.from_tensor(tf.fill([n, 1], t.bos_id)), words], axis=1)
         lengths = tf.cast(ids.row_lengths(), tf.int32)
         dense = ids.to_tensor(t.pad_id)
-        hidden = self.model(_one_row_at_least(dense, t.pad_id, columns=True), training=False, track_metrics=False)
+        hidden = self.model.served_hidden(_one_row_at_least(dense, t.pad_id, columns=True))
         last = tf.gather(hidden, _one_row_at_least(lengths, 1) - 1, batch_dims=1)
         log_probs = tf.cast(self.model.head.log_prob(last), tf.float32)[:n]
         # never <pad> or <s> (nor a subword tokenizer's <unk>), as in LanguageModel.generate
@@ -403,7 +403,7 @@ class Signatures:
         inputs, targets = ids[:, :-1], ids[:, 1:]
         scored = tf.maximum(lengths - 1, 0)
         mask = tf.sequence_mask(scored, tf.shape(targets)[1])
-        hidden = self.model(inputs, training=False, track_metrics=False)  # a served graph keeps no state
+        hidden = self.model.served_hidden(inputs)  # a served graph keeps no state
         log_probs = tf.cast(self.model.head.target_log_prob(hidden, targets), tf.float32)
         token_log_probs = tf.where(mask, log_probs, 0.0)
         total = tf.reduce_sum(token_log_probs, axis=1)

@@ -469,6 +469,7 @@ def test_track_metrics_false_in_the_call_stops_metric_updates_but_not_the_losses
         model(ids)
         count = int(moe.cv_importance_tracker.count.numpy())
         model(ids, track_metrics=False)
+        model.served_hidden(ids)  # what the exported signatures run
         model.generate([[3, 4]], max_new_tokens=2, jit_compile=False)
         model.decode_step([3], None)
         assert int(moe.cv_importance_tracker.count.numpy()) == count, family

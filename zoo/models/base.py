@@ -19,6 +19,9 @@ change only if `step` is overridden too; defining such a class warns). One that 
   never by running a forward pass. Parameter counts come from this (`zoo.registry.count_params`
   builds inside a `tf.Graph`, where nothing is allocated).
 - `call(token_ids, training=None)` → hidden states `[batch, time, hidden_dim]`, causal in time.
+  A family whose layers keep running statistics (a mixture of experts' balance metrics) may take
+  `track_metrics=True` as well; `served_hidden` passes `track_metrics=False` to a family that
+  takes it and nothing to one that does not.
 - `hidden_dim` (property): the width `call` returns, the output layer's input.
 - `stream_context` (property): tokens of left context a stream-protocol window needs.
 - `initial_state(batch_size)` → a nested list of tensors (batch first), and
@@ -40,6 +43,7 @@ What a model answers once trained lives beside this module, mixed into `Language
 from __future__ import annotations
 
 import functools
+import inspect
 import numbers
 import os
 import warnings
@@ -80,6 +84,12 @@ def _build_once(build):
 
     build_once.builds_once = True
     return build_once
+
+
+@functools.cache
+def _takes_track_metrics(cls):
+    parameters = inspect.signature(cls.call).parameters
+    return "track_metrics" in parameters or any(p.kind is p.VAR_KEYWORD for p in parameters.values())
 
 
 class LanguageModel(Inference, Generation, keras.Model):
@@ -241,6 +251,13 @@ class LanguageModel(Inference, Generation, keras.Model):
                 cache = getattr(attribute, "_descriptor_cache", None)
                 if cache is not None:
                     cache.pop(self, None)
+
+    def served_hidden(self, token_ids):
+        """`call` as a served graph runs it: not training, and no layer's running statistics
+        updated (`track_metrics=False`, for a family whose `call` takes it)."""
+        if _takes_track_metrics(type(self)):
+            return self(token_ids, training=False, track_metrics=False)
+        return self(token_ids, training=False)
 
     def state_name(self, path):
         """The serving name of the decoding-state tensor at `path` in `initial_state`'s nesting."""
