@@ -3,9 +3,9 @@
 `NoisyTopKRouter` is the noisy top-k gate of §2.1 (equations 3–5), flat or the two-level
 hierarchy of Appendix B (equations 12–14). It returns a `Routing`: one entry per (token, expert)
 assignment, and the batch-wide Importance and Load of §4 and Appendix A (equations 6 and 10, or
-13 and 14) from which `balance_losses` makes the balancing losses (equations 7 and 11). It holds
-no variables: the gate weights are passed in (`GateKernels`), so a layer owns them
-(`zoo.layers.SparseMoE`).
+13 and 14) from which `balance_losses` makes the balancing losses (equations 7 and 11). It is a
+Keras layer owning the gate weights, the router part of `zoo.layers.SparseMoE`; `route` also takes
+other weights (`GateKernels`), for tests that route by hand-made logits.
 
 Where the text leaves a choice, the authors' tensor2tensor code (`expert_utils.py`) is followed:
 the noise is drawn in training only (inference is deterministic), `noise_epsilon` is added to the
@@ -21,6 +21,7 @@ import keras
 import tensorflow as tf
 from keras import ops
 
+from zoo.layers.moe_parts import MixturePart
 from zoo.layers.segment_ops import segment_matmul, sort_by
 from zoo.layers.validation import check_int, check_number, is_int
 
@@ -233,8 +234,9 @@ def _gate_dtype(x) -> str:
     return "float64" if keras.backend.standardize_dtype(x.dtype) == "float64" else "float32"
 
 
-class NoisyTopKRouter:
-    """The noisy top-k gate of Shazeer et al. (2017), flat (§2.1) or hierarchical (Appendix B).
+class NoisyTopKRouter(MixturePart, keras.layers.Layer):
+    """The noisy top-k gate of Shazeer et al. (2017), flat (§2.1) or hierarchical (Appendix B): a
+    Keras layer that owns the gate's weights and returns a `Routing`.
 
     Flat: `H(x) = x·W_g + StandardNormal()·(Softplus(x·W_noise) + noise_epsilon)` (equation 4,
     noise in training only), keep the k largest entries of `H(x)`, softmax over those k
@@ -245,6 +247,15 @@ class NoisyTopKRouter:
     follow equations 6 and 10, or 13 and 14. Under a `tf.distribute` strategy they are summed over
     the replicas (`sum_over_replicas`).
 
+    Variables (built from the input width d, all starting at zero as in Appendix A, so that every
+    expert starts with the same expected load): `gate_kernel` (`W_g`, [d, E], or [d, G] when
+    hierarchical), `noise_kernel` (`W_noise`, noisy gating only), `secondary_gate_kernel` and
+    `secondary_noise_kernel` ([G, d, E/G]).
+
+    This is the router `zoo.layers.SparseMoE` makes by default. Any Keras layer whose
+    `call(x, training=None, noise=None)` takes tokens <float>[n, d] and returns a `Routing` can
+    take its place (`SparseMoE(..., router=...)`).
+
     Args:
         num_experts: the number of experts E.
         k: experts per token; an integer in [1, E], or with `groups` an integer (used at both
@@ -253,38 +264,76 @@ class NoisyTopKRouter:
         noisy_gating: add the Gaussian noise of equation 4 in training.
         noise_epsilon: added to the noise standard deviation.
         seed: an int or a `keras.random.SeedGenerator` for the noise draws (a new generator when
-            None); a layer passes its own, tracked generator.
+            None); a `SparseMoE` passes its own.
 
     Example:
 
     >>> router = NoisyTopKRouter(num_experts=4, k=2)
-    >>> routing = router.route(keras.ops.ones((3, 8)), GateKernels(gate=keras.ops.zeros((8, 4))))
+    >>> routing = router(keras.ops.ones((3, 8)))
     >>> routing["expert_ids"].numpy().tolist(), routing["gates"].numpy().tolist()
     ([0, 1, 0, 1, 0, 1], [0.5, 0.5, 0.5, 0.5, 0.5, 0.5])
     """
 
     def __init__(self, num_experts: int, k, groups: Optional[int] = None, noisy_gating: bool = True,
-                 noise_epsilon: float = 1e-2, seed: Union[int, keras.random.SeedGenerator, None] = None):
+                 noise_epsilon: float = 1e-2, seed: Union[int, keras.random.SeedGenerator, None] = None, **kwargs):
         check_positive_int("num_experts", num_experts)
         check_groups(num_experts, groups)
-        self.k_primary, self.k_secondary = check_k(k, num_experts, groups)
+        k_primary, k_secondary = check_k(k, num_experts, groups)
         check_noise(noisy_gating, noise_epsilon)
+        super().__init__(**kwargs)
+        self.k_primary, self.k_secondary = k_primary, k_secondary
         self.num_experts = num_experts
+        self.k = list(k) if isinstance(k, (list, tuple)) else k
         self.groups = groups
         self.noisy_gating = noisy_gating
         self.noise_epsilon = noise_epsilon
-        self.seed = keras.random.SeedGenerator() if seed is None else seed
+        self.seed_generator = seed if isinstance(seed, keras.random.SeedGenerator) else keras.random.SeedGenerator(seed)
+
+    @property
+    def experts_per_token(self) -> int:
+        return self.k_primary * (self.k_secondary or 1)
+
+    def build(self, input_shape):
+        dim = input_shape[-1]
+        # Appendix A: zero gate and noise weights, "no signal and some noise", balanced loads.
+        shape = (dim, self.groups or self.num_experts)
+        self.gate_kernel = self.add_weight(name="gate_kernel", shape=shape, initializer="zeros")
+        if self.noisy_gating:
+            self.noise_kernel = self.add_weight(name="noise_kernel", shape=shape, initializer="zeros")
+        if self.groups:
+            shape = (self.groups, dim, self.experts_per_group)
+            self.secondary_gate_kernel = self.add_weight(name="secondary_gate_kernel", shape=shape,
+                                                         initializer="zeros")
+            if self.noisy_gating:
+                self.secondary_noise_kernel = self.add_weight(name="secondary_noise_kernel", shape=shape,
+                                                              initializer="zeros")
+
+    def gate_kernels(self) -> GateKernels:
+        """The router's own weights (those it has: no noise kernels without noisy gating)."""
+        return GateKernels(self.gate_kernel, getattr(self, "noise_kernel", None),
+                           getattr(self, "secondary_gate_kernel", None), getattr(self, "secondary_noise_kernel", None))
+
+    def call(self, x, training=None, noise=None):
+        return self.route(x, None, bool(training), noise)
+
+    def get_config(self):
+        config = super().get_config()
+        config.update({"num_experts": self.num_experts, "k": self.k, "groups": self.groups,
+                       "noisy_gating": self.noisy_gating, "noise_epsilon": self.noise_epsilon})
+        return config
 
     @property
     def experts_per_group(self) -> int:
         return self.num_experts // (self.groups or 1)
 
-    def route(self, x: tf.Tensor, kernels: GateKernels, training: bool = False, noise=None) -> Routing:
-        """Who goes where, for tokens `x`.
+    def route(self, x: tf.Tensor, kernels: Optional[GateKernels] = None, training: bool = False,
+              noise=None) -> Routing:
+        """Who goes where, for tokens `x` (the layer's call, with the weights given or its own).
 
         Args:
             x: <float>[n, d], the tokens in the compute dtype (the kernels are cast to it).
-            kernels: the gate weights.
+            kernels: gate weights to use in place of the layer's own (None: its own, built from
+                `x`'s width if need be).
             training: draw (or use) the noise of a noisy gate.
             noise: replaces the standard-normal draws of a training call: <float>[n, E] for a flat
                 router; for a hierarchical one a pair `([n, G], [n, G, E/G])` of which only the
@@ -293,16 +342,26 @@ class NoisyTopKRouter:
         Returns:
             The `Routing`: assignments token by token, Importance, Load and counts.
         """
+        kernels = self._kernels(x, kernels)
         if self.groups:
             return self._route_hierarchical(x, kernels, training, noise)
         return self._route_flat(x, kernels, training, noise)
 
-    def gate_distribution(self, x: tf.Tensor, kernels: GateKernels) -> tf.Tensor:
+    def _kernels(self, x, kernels):
+        if kernels is not None:
+            return kernels
+        if not self.built:
+            self.build(tuple(x.shape))
+            self.built = True
+        return self.gate_kernels()
+
+    def gate_distribution(self, x: tf.Tensor, kernels: Optional[GateKernels] = None) -> tf.Tensor:
         """The full gate distribution before top-k, without noise: <float32>[n, E], each row
         `Softmax(x·W_g)` over every expert (flat), or over every (group, expert) pair
         `Softmax(x·W_g)_i · Softmax(x·W_i)_j` (hierarchical: every group's secondary gate on
         every token, which routing never computes). What the router's entropy is measured on
         (`zoo.layers.moe_statistics`); for inspection, not for the forward pass."""
+        kernels = self._kernels(x, kernels)
         primary = ops.softmax(self._gate_logits(x, kernels.gate), axis=-1)
         if not self.groups:
             return primary
@@ -324,7 +383,7 @@ class NoisyTopKRouter:
         raw = self._gate_logits(x, kernels.noise) if noisy else None  # no noise at inference
         clean = self._gate_logits(x, kernels.gate)
         kept, gates, probability, in_top = noisy_top_k(clean, self.k_primary, raw, self.noise_epsilon,
-                                                       noise if noisy else None, self.seed)
+                                                       noise if noisy else None, self.seed_generator)
         token_ids = tf.repeat(tf.range(n), self.k_primary)
         return token_ids, ops.reshape(kept, (-1,)), ops.reshape(gates, (-1,)), probability, in_top
 
@@ -352,7 +411,7 @@ class NoisyTopKRouter:
             pairs = ops.stack([token_ids, group_ids], axis=1)
             noise = tf.gather_nd(ops.convert_to_tensor(noise), pairs)
         return noisy_top_k(logits[:, :per_group], self.k_secondary, raw, self.noise_epsilon,
-                           noise if noisy else None, self.seed)
+                           noise if noisy else None, self.seed_generator)
 
     def _route_hierarchical(self, x, kernels, training, noise):
         """Appendix B: the primary gate picks groups, then each group's secondary gate picks its

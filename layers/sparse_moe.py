@@ -5,12 +5,13 @@ importance and load losses of §4 and Appendix A (equations 6–11), and optiona
 hierarchical mixture of Appendix B (equations 12–14). Only the k experts a token is sent to are
 evaluated on it.
 
-`SparseMoE` owns the variables and the balance metrics and composes two parts, each readable
-alone:
+`SparseMoE` owns the balance losses and metrics and composes two Keras layers, each owning its
+weights and usable alone, and each replaceable by a layer of one's own (`router=`, `experts=`):
 
-- the router (`zoo.layers.moe_router`): the noisy top-k gate, flat or hierarchical, with
-  Importance and Load and the balancing losses;
-- dispatch and combine (`zoo.layers.moe_dispatch`): the assignments sent to their experts and the
+- the router (`zoo.layers.moe_router.NoisyTopKRouter`): the noisy top-k gate, flat or
+  hierarchical, returning a `Routing` with Importance and Load;
+- the experts (`zoo.layers.moe_experts.FeedForwardExperts`): the experts' stacked weights, and
+  dispatch and combine (`zoo.layers.moe_dispatch`): the assignments sent to their experts and the
   gate-weighted outputs summed back, on one device or expert-parallel
   (`zoo.layers.expert_parallel`).
 
@@ -19,7 +20,6 @@ are still importable from it.
 """
 
 import contextlib
-import math
 import threading
 import warnings
 from typing import Optional, Union
@@ -31,8 +31,9 @@ from keras import ops
 from zoo.layers import expert_parallel as ep
 from zoo.layers import int8
 from zoo.layers import moe_statistics
-from zoo.layers.moe_dispatch import (ExpertParallelDispatch, ExpertWeights, dispatch_local, expert_capacity,
-                                     mark_expert_matrix)
+from zoo.layers.moe_dispatch import ExpertParallelDispatch, ExpertWeights, expert_capacity
+from zoo.layers.moe_experts import FeedForwardExperts, glorot_limit  # noqa: F401  (glorot_limit: this module's before)
+from zoo.layers.moe_parts import MixturePart
 from zoo.layers.moe_router import (  # noqa: F401  (the names below were this module's before the split)
     CV_EPSILON,
     GateKernels,
@@ -102,18 +103,31 @@ def placement(expert_parallel: Optional[bool], capacity_factor: Optional[float])
     return expert_parallel, ep.check_capacity_factor(capacity_factor)
 
 
-def glorot_limit(fan_in: int, fan_out: int) -> float:
-    """The Glorot-uniform limit of one expert's own 2-D matrix: Keras would compute the fans of
-    the stacked [E, a, b] tensor as E·a and E·b."""
-    return math.sqrt(6.0 / (fan_in + fan_out))
-
-
 class _Recorder:
     """Holds the list `SparseMoE.routing_recorded` yields (a plain object: Keras does not track
     it as layer state)."""
 
     def __init__(self, records):
         self.records = records
+
+
+def _check_part(part, what, num_experts, expected):
+    """A router or experts layer given to `SparseMoE`: a Keras layer of `num_experts` experts."""
+    if not isinstance(part, keras.layers.Layer):
+        raise ValueError(f"{what} must be a Keras layer ({expected}), got {type(part).__name__}.")
+    theirs = getattr(part, "num_experts", num_experts)
+    if theirs != num_experts:
+        raise ValueError(f"The {what} {part.name!r} has num_experts={theirs} but the SparseMoE has "
+                         f"num_experts={num_experts}; give both the same number of experts.")
+    return part
+
+
+def _VARIABLE(part, name):
+    def get(self):
+        return getattr(getattr(self, part), name)
+
+    get.__doc__ = f"`self.{part}.{name}` (the variable lives in the {part} layer)."
+    return property(get)
 
 
 @keras.saving.register_keras_serializable(package="layers")
@@ -137,10 +151,16 @@ class SparseMoE(keras.layers.Layer):
     expert actually receives). The per-expert slices have data-dependent sizes, so the layer sets
     `supports_jit = False`: a model holding it runs its steps as a `tf.function` without XLA.
 
-    Variables: `expert_kernel_in` [E, d, h], `expert_bias_in` [E, h], `expert_kernel_out`
-    [E, h, o], `expert_bias_out` [E, o] (every expert matrix a 2-D slice, for the factorised
-    optimiser of Appendix D); `gate_kernel` (`W_g`, the primary gate when grouped), `noise_kernel`
-    (`W_noise`), `secondary_gate_kernel` and `secondary_noise_kernel` ([G, d, E/G]).
+    Parts: `router` (a `moe_router.NoisyTopKRouter` by default) and `experts` (a
+    `moe_experts.FeedForwardExperts`), Keras layers that own their variables; either can be a
+    layer of one's own (`router=`, `experts=`). The default parts' variables are also reachable
+    here under the names the layer has always used: `expert_kernel_in` [E, d, h],
+    `expert_bias_in` [E, h], `expert_kernel_out` [E, h, o], `expert_bias_out` [E, o] (every expert
+    matrix a 2-D slice, for the factorised optimiser of Appendix D); `gate_kernel` (`W_g`, the
+    primary gate when grouped), `noise_kernel` (`W_noise`), `secondary_gate_kernel` and
+    `secondary_noise_kernel` ([G, d, E/G]). Their paths name the part (`<layer>/router/gate_kernel`,
+    `<layer>/experts/expert_kernel_in`); the order the layer saves them in is that of every
+    earlier release (`moe_parts`).
 
     Args:
         num_experts: number of experts E.
@@ -162,11 +182,21 @@ class SparseMoE(keras.layers.Layer):
             ceil(capacity_factor · tokens per replica · experts per token / num_experts)
             assignments a call (`capacity`); the rest are dropped and counted in the metric
             `<name>_dropped` (`moe_dispatch.ExpertParallelDispatch`). Default 2.0.
+        router: a Keras layer to route with in place of the noisy top-k gate: its
+            `call(x, training=None, noise=None)` takes tokens <float>[n, d] (`noise` only when a
+            caller gives it) and returns a `moe_router.Routing` over `num_experts` experts; the
+            losses and metrics are computed from that Routing. It is saved with the layer's
+            config (`keras.saving.serialize_keras_object`), so register it as serializable.
+        experts: a Keras layer to compute the experts with in place of `FeedForwardExperts`:
+            `call(x, routing)` takes tokens <float>[n, d] and the Routing and returns the
+            gate-weighted sums <float>[n, o]. Not with `expert_parallel`.
 
     Call arguments:
         inputs: <float32>[..., d] (any leading shape, e.g. [batch, time, d]).
         training: draw the gate noise and add the losses.
         noise: replaces the standard-normal draws of a training call (see `route`).
+        track_metrics: update the balance metrics (default: the layer's `track_metrics`, True);
+            the losses do not depend on it. A served graph passes False.
 
     Returns:
         <float32>[..., o], the leading shape of `inputs` (the compute dtype of the layer).
@@ -181,7 +211,9 @@ class SparseMoE(keras.layers.Layer):
     def __init__(self, num_experts: int, k: Union[int, list, tuple], hidden_units: int,
                  output_units: Optional[int] = None, importance_weight: float = 0.1, load_weight: float = 0.1,
                  groups: Optional[int] = None, noisy_gating: bool = True, noise_epsilon: float = 1e-2,
-                 expert_parallel: Optional[bool] = None, capacity_factor: Optional[float] = None, **kwargs):
+                 expert_parallel: Optional[bool] = None, capacity_factor: Optional[float] = None,
+                 router: Optional[keras.layers.Layer] = None, experts: Optional[keras.layers.Layer] = None,
+                 **kwargs):
         if kwargs.get("name") is None:
             # Keras would derive "sparse_mo_e" from the class name; the metrics carry this name.
             uid = keras.backend.get_uid("sparse_moe")
@@ -199,16 +231,31 @@ class SparseMoE(keras.layers.Layer):
         self.noisy_gating = noisy_gating
         self.noise_epsilon = noise_epsilon
         self.expert_parallel, self.capacity_factor = placement(expert_parallel, capacity_factor)
-        self.replicas = 1
+        self.k_primary, self.k_secondary = check_k(k, num_experts, groups)
         self.seed_generator = keras.random.SeedGenerator()
-        self.router = NoisyTopKRouter(num_experts, k, groups, noisy_gating, noise_epsilon, seed=self.seed_generator)
-        self.k_primary, self.k_secondary = self.router.k_primary, self.router.k_secondary
+        # The parts, experts first: the order the layer has always listed its variables in
+        # (the optimiser's slots of a training checkpoint are matched by that order).
+        self._given_parts = {"experts": experts is not None, "router": router is not None}
+        if experts is None:
+            experts = FeedForwardExperts(num_experts, hidden_units, output_units, self.expert_parallel,
+                                         dtype=self.dtype_policy, name="experts")
+        elif self.expert_parallel:
+            raise ValueError(f"{self.name}: expert_parallel shards the experts the layer makes itself; give "
+                             "experts=None, or expert_parallel=False with experts of your own.")
+        if router is None:
+            router = NoisyTopKRouter(num_experts, k, groups, noisy_gating, noise_epsilon, seed=self.seed_generator,
+                                     dtype=self.dtype_policy, name="router")
+        self.experts = _check_part(experts, "experts", num_experts, "call(x, routing) -> [n, output width]")
+        self.router = _check_part(router, "router", num_experts, "call(x, training=None, noise=None) -> Routing")
+        for part in (self.experts, self.router):
+            if isinstance(part, MixturePart):
+                part.hold(self.name)
+        self.replicas = 1
         self.dispatch = None  # an ExpertParallelDispatch, made by `build` when expert-parallel
         # Each expert's slice has a data-dependent number of rows, which XLA cannot compile; this
         # makes Keras' jit_compile="auto" (XLA on a GPU) fall back to plain tf.function.
         self.supports_jit = False
-        # Whether calls update the metrics below (also off, for every MoE layer, inside
-        # `balance_metrics_paused()`, which the SavedModel export traces its signatures in).
+        # Whether calls update the metrics below by default (a call's `track_metrics` decides).
         self.track_metrics = True
         self._recorder = None  # a list of RoutingRecords inside `routing_recorded()`
         self._make_trackers()
@@ -226,101 +273,75 @@ class SparseMoE(keras.layers.Layer):
     def experts_per_group(self) -> int:
         return self.num_experts // (self.groups or 1)
 
+    # the parts' variables, under the names the layer has always given them
+    expert_kernel_in = _VARIABLE("experts", "expert_kernel_in")
+    expert_bias_in = _VARIABLE("experts", "expert_bias_in")
+    expert_kernel_out = _VARIABLE("experts", "expert_kernel_out")
+    expert_bias_out = _VARIABLE("experts", "expert_bias_out")
+    gate_kernel = _VARIABLE("router", "gate_kernel")
+    noise_kernel = _VARIABLE("router", "noise_kernel")
+    secondary_gate_kernel = _VARIABLE("router", "secondary_gate_kernel")
+    secondary_noise_kernel = _VARIABLE("router", "secondary_noise_kernel")
+
     def build(self, input_shape):
         dim = input_shape[-1]
         if dim is None:
             raise ValueError(f"The last axis of the input must be known, got shape {input_shape}.")
         self.input_dim, self.output_dim = dim, self.output_units or dim
+        for part in (self.experts, self.router):
+            if not part.built:
+                part.build((None, dim))
+                part.built = True
         if self.expert_parallel:
-            self._build_expert_shards(dim, self.hidden_units, self.output_dim)
-        else:
-            self._build_experts(dim, self.hidden_units, self.output_dim)
-        self._build_gates(dim)
+            self.replicas = self.experts.replicas
+            self.dispatch = ExpertParallelDispatch(ep.ExpertExchange(tf.distribute.get_strategy()), self.num_experts,
+                                                   self.capacity_factor, self.k_primary * (self.k_secondary or 1),
+                                                   name=self.name)
 
-    def _build_experts(self, dim, hidden, out):
-        experts = self.num_experts
+    # ---- saving: the held parts' variables as the one list the layer has always written -------
+    def _held_variables(self):
+        parts = [p for p in (self.experts, self.router) if isinstance(p, MixturePart) and p.held]
+        return ([v for p in parts for v in p._trainable_variables]
+                + [v for p in parts for v in p._non_trainable_variables])
 
-        def glorot(fan_in, fan_out):
-            limit = glorot_limit(fan_in, fan_out)
-            return keras.initializers.RandomUniform(-limit, limit)
+    def save_own_variables(self, store):
+        for i, v in enumerate(self._held_variables()):
+            store[f"{i}"] = v
 
-        self.expert_kernel_in = self.add_weight(
-            name="expert_kernel_in", shape=(experts, dim, hidden), initializer=glorot(dim, hidden))
-        self.expert_bias_in = self.add_weight(name="expert_bias_in", shape=(experts, hidden), initializer="zeros")
-        self.expert_kernel_out = self.add_weight(
-            name="expert_kernel_out", shape=(experts, hidden, out), initializer=glorot(hidden, out))
-        self.expert_bias_out = self.add_weight(name="expert_bias_out", shape=(experts, out), initializer="zeros")
-        for kernel in (self.expert_kernel_in, self.expert_kernel_out):  # for the factorised Adam
-            mark_expert_matrix(kernel)
-
-    def _build_gates(self, dim):
-        # Appendix A: zero gate and noise weights, "no signal and some noise", balanced loads.
-        shape = (dim, self.groups or self.num_experts)
-        self.gate_kernel = self.add_weight(name="gate_kernel", shape=shape, initializer="zeros")
-        if self.noisy_gating:
-            self.noise_kernel = self.add_weight(name="noise_kernel", shape=shape, initializer="zeros")
-        if self.groups:
-            shape = (self.groups, dim, self.experts_per_group)
-            self.secondary_gate_kernel = self.add_weight(name="secondary_gate_kernel", shape=shape,
-                                                         initializer="zeros")
-            if self.noisy_gating:
-                self.secondary_noise_kernel = self.add_weight(name="secondary_noise_kernel", shape=shape,
-                                                              initializer="zeros")
-
-    def _build_expert_shards(self, dim, hidden, out):
-        """The expert variables of an expert-parallel layer: this replica's E/R experts, one
-        per-replica (sync-on-read) variable each, initialised per replica, and the dispatch."""
-        strategy = tf.distribute.get_strategy()
-        self.replicas = ep.check_strategy(strategy, self.num_experts, self.name)
-        local = self.num_experts // self.replicas
-        specs = [("expert_kernel_in", (local, dim, hidden), glorot_limit(dim, hidden)),
-                 ("expert_bias_in", (local, hidden), 0.0),
-                 ("expert_kernel_out", (local, hidden, out), glorot_limit(hidden, out)),
-                 ("expert_bias_out", (local, out), 0.0)]
-        created = []
-        with keras.name_scope(self.name, caller=self):
-            for name, shape, limit in specs:
-                variable = keras.Variable(
-                    initializer="zeros", shape=shape, dtype=self.variable_dtype, name=name,
-                    synchronization="on_read", aggregation="only_first_replica")
-                variable.expert_shard = True
-                if "kernel" in name:
-                    mark_expert_matrix(variable)
-                setattr(self, name, variable)  # tracked by the layer, trainable
-                created.append((variable, limit))
-        seed = int(tf.random.uniform([], maxval=2**30, dtype=tf.int32))
-        ep.init_shards(strategy, created, seed)
-        self.dispatch = ExpertParallelDispatch(ep.ExpertExchange(strategy), self.num_experts, self.capacity_factor,
-                                               self.k_primary * (self.k_secondary or 1), name=self.name)
+    def load_own_variables(self, store):
+        variables = self._held_variables()
+        if len(store.keys()) != len(variables):
+            raise ValueError(f"The weights file holds {len(store.keys())} variables for the mixture of experts "
+                             f"{self.name!r}, which has {len(variables)} ({', '.join(v.name for v in variables)}); "
+                             "was it saved from a layer of another configuration?")
+        for i, v in enumerate(variables):
+            v.assign(store[f"{i}"])
 
     # ---- the parts ---------------------------------------------------------------------
     def gate_kernels(self) -> GateKernels:
         """The router's weights (those the layer has: no noise kernels without noisy gating)."""
-        return GateKernels(self.gate_kernel, getattr(self, "noise_kernel", None),
-                           getattr(self, "secondary_gate_kernel", None), getattr(self, "secondary_noise_kernel", None))
+        return self.router.gate_kernels()
 
     def expert_weights(self) -> ExpertWeights:
         """The experts' weights (this replica's shard when expert-parallel), in the compute dtype;
         int8 kernels come with their scales (`quantize`)."""
-        kernel_in, scale_in = int8.quantized_and_scale(self, self.expert_kernel_in, self.compute_dtype)
-        kernel_out, scale_out = int8.quantized_and_scale(self, self.expert_kernel_out, self.compute_dtype)
-        return ExpertWeights(kernel_in, self.expert_bias_in, kernel_out, self.expert_bias_out, scale_in,
-                             scale_out).cast(self.compute_dtype)
+        return self.experts.expert_weights()
 
     def quantize(self, mode="int8", **kwargs):
         """The experts' kernels as int8, each with a float32 scale per expert and output channel
         (`[E, h]` and `[E, o]`, `zoo.layers.int8`), applied to each row's product; the gate (whose
         top-k decides the routing) and the biases stay float32."""
         int8.check_mode(mode)
-        int8.check_not_quantized(self)
         if self.expert_parallel:
             raise ValueError(f"{self.name} is expert-parallel; quantize a one-device model (zoo.load the preset "
                              "it saved) instead.")
-        self.expert_kernel_in = int8.replace(self, self.expert_kernel_in, axis=(0, -1))
-        self.expert_kernel_out = int8.replace(self, self.expert_kernel_out, axis=(0, -1))
+        if not hasattr(self.experts, "quantize"):
+            raise ValueError(f"{self.name}: its experts layer {type(self.experts).__name__} has no quantize method; "
+                             "int8 needs experts that quantize their own weights (FeedForwardExperts does).")
+        self.experts.quantize(mode)
 
     def route(self, flat_x: tf.Tensor, training: bool = False, noise=None) -> Routing:
-        """Who goes where, for tokens `flat_x` <float>[n, d] (`NoisyTopKRouter.route`).
+        """Who goes where, for tokens `flat_x` <float>[n, d]: the router's call.
 
         Returns:
             The `Routing`: `token_ids`, `expert_ids`, `gates` (one entry per (token, expert)
@@ -332,7 +353,9 @@ class SparseMoE(keras.layers.Layer):
         which only the groups each token is sent to are read.
         """
         flat_x = ops.cast(flat_x, self.compute_dtype)
-        return self.router.route(flat_x, self.gate_kernels(), training, noise)
+        if noise is None:  # a router of one's own need not take noise
+            return self.router(flat_x, training=training)
+        return self.router(flat_x, training=training, noise=noise)
 
     def gates(self, x: tf.Tensor, training: bool = False, noise=None) -> tf.Tensor:
         """The dense <float32>[tokens, num_experts] gate matrix (tokens = all leading positions of
@@ -367,6 +390,9 @@ class SparseMoE(keras.layers.Layer):
         """Within this block, every eager call of the layer appends the `RoutingRecord` of its
         batch (`zoo.layers.moe_statistics`: counts, Importance, Load, the router's entropy) to the
         list it yields; `moe_statistics.summarize` turns them into the balance statistics."""
+        if not hasattr(self.router, "gate_distribution"):
+            raise ValueError(f"{self.name}: recording the routing needs the router's full gate distribution; "
+                             f"{type(self.router).__name__} has no gate_distribution(x) method.")
         records, previous = [], self._recorder
         self._recorder = _Recorder(records)
         try:
@@ -382,14 +408,14 @@ class SparseMoE(keras.layers.Layer):
         flat = ops.reshape(inputs, (-1, self.input_dim))  # §3.1: every position is one token
         routing = self.route(flat, training, noise)
         if self._recorder is not None:
-            distribution = self.router.gate_distribution(ops.cast(flat, self.compute_dtype), self.gate_kernels())
+            distribution = self.router.gate_distribution(ops.cast(flat, self.compute_dtype))
             self._recorder.records.append(moe_statistics.record(routing, distribution))
         if self.expert_parallel:
             outputs, dropped = self.dispatch(flat, routing, self.expert_weights())
             if track:
                 self.dropped_tracker.update_state(dropped)
         else:
-            outputs = dispatch_local(flat, routing, self.expert_weights())
+            outputs = self.experts(ops.cast(flat, self.compute_dtype), routing)
         self._balance(routing, training, track)
         return ops.reshape(outputs, tuple(ops.shape(inputs)[:-1]) + (self.output_dim,))
 
@@ -411,4 +437,15 @@ class SparseMoE(keras.layers.Layer):
                 "noise_epsilon": self.noise_epsilon,
             }
         )
+        for name, given in self._given_parts.items():  # the default parts follow from the above
+            if given:
+                config[name] = keras.saving.serialize_keras_object(getattr(self, name))
         return config
+
+    @classmethod
+    def from_config(cls, config):
+        config = dict(config)
+        for name in ("router", "experts"):
+            if config.get(name) is not None:
+                config[name] = keras.saving.deserialize_keras_object(config[name])
+        return super().from_config(config)

@@ -69,7 +69,9 @@ def layer_results(layer, x, noise, weights):
     grads = tape.gradient(scalar, layer.trainable_variables)
     for v, g in zip(layer.trainable_variables, grads):
         out["grad_" + v.path.split("/")[-1]] = tf.convert_to_tensor(g).numpy()
-    out["variable_paths"] = np.array([v.path.split("/", 1)[-1] for v in layer.weights])
+    # the variables' names in their order (written as their paths below the layer, which were
+    # the names until the router and experts became layers: the paths now name the part)
+    out["variable_paths"] = np.array([v.name for v in layer.weights])
     return out
 
 

@@ -310,28 +310,33 @@ def test_config_round_trip():
 
 def test_default_selection_is_what_the_layer_marked_not_the_name():
     from zoo.layers import SparseMoE
+    from zoo.layers.moe_experts import FeedForwardExperts
 
     assert default_is_factored(mark_expert_matrix(keras.Variable(np.zeros((2, 3, 4)), name="w")))
     # a name alone says nothing: a dense layer's kernel called "expert_..." keeps ordinary Adam
     assert not default_is_factored(keras.Variable(np.zeros((2, 3, 4)), name="expert_kernel_in"))
     assert not default_is_factored(keras.Variable(np.zeros((3, 4)), name="kernel"))
 
-    class Model(keras.Model):  # an experts layer under a name without "expert" anywhere
+    class Model(keras.Model):  # experts layers under names without "expert": in a mixture, and alone
         def __init__(self):
             super().__init__(name="lm")
-            self.mixer = SparseMoE(num_experts=4, k=2, hidden_units=8, name="mixer")
+            self.mixer = SparseMoE(num_experts=4, k=2, hidden_units=8, name="mixer",
+                                   experts=FeedForwardExperts(4, 8, name="bank"))
+            self.alone = FeedForwardExperts(2, 6, name="ffn")
             self.out = keras.layers.Dense(3, name="expert_like_dense")
 
         def call(self, x):
             return self.out(self.mixer(x))
 
     model = Model()
+    model.alone.build((None, 5))  # built, not called: its variables are the model's all the same
     model(np.zeros((2, 5), "float32"))
     factored = sorted(v.path for v in model.trainable_variables if default_is_factored(v))
-    assert factored == ["lm/mixer/expert_kernel_in", "lm/mixer/expert_kernel_out"]
+    assert factored == ["ffn/expert_kernel_in", "ffn/expert_kernel_out",
+                        "lm/mixer/bank/expert_kernel_in", "lm/mixer/bank/expert_kernel_out"]
     optimizer = FactorizedAdam()
     optimizer.build(model.trainable_variables)
-    assert [v.path for v in model.trainable_variables if optimizer.uses_factored_state(v)] == factored
+    assert sorted(v.path for v in model.trainable_variables if optimizer.uses_factored_state(v)) == factored
     # a stacked bias [experts, hidden] is one vector per expert: ordinary Adam, not factored
     assert not default_is_factored(model.mixer.expert_bias_in)
 
