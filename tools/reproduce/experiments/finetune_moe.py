@@ -1,0 +1,145 @@
+"""finetune-moe of `zoo reproduce`: the transfer of the shipped mixture of experts, `gcnn-moe-en`,
+beside `gcnn-en`'s (`zoo reproduce finetune`).
+
+The protocol is finetune's (tools/reproduce/experiments/finetune.py), on the same four held-out
+sources, batches, data order, validation and test text, with the mixture in gcnn-en's place and
+two arms:
+
+- `zero-shot`: the trained gcnn-moe-en, not trained further (per-word validation and test).
+- `extended`: its tokenizer (gcnn-en's own) extended by up to `extend_ids` pieces of the domain's
+  training split, then `fit` with the preset's fine-tuning optimiser (FactorizedAdam: the experts'
+  matrices factored, as in Appendix D) for `minutes` of training time.
+
+The figures set each beside gcnn-en's figure of the same id in `results/finetune.json` (measured
+on the same kind of machine, 2 cores, for the same minutes), and say how far below (or above)
+gcnn-en's the mixture lands. Timed by minutes: the mixture's training step costs more than
+gcnn-en's (`zoo benchmark moe-cost`), so it makes fewer steps in them; the step counts are given.
+"""
+
+import json
+import os
+
+from zoo.tools.reproduce.experiments import finetune as base
+
+NAME = "finetune-moe"
+DESCRIPTION = ("gcnn-moe-en (the mixture of experts) fine-tuned with model.fit on finetune's held-out sources, "
+               "zero-shot beside it, each figure beside gcnn-en's in results/finetune.json")
+PAPER = "zoo: transfer of the shipped gcnn-moe-en beside gcnn-en's (not a paper figure)"
+TIMED_BY_MINUTES = True
+PRESET = "gcnn-moe-en"
+ARMS = ("zero-shot", base.EXTENDED)
+BESIDE = os.path.join("results", "finetune.json")  # gcnn-en's record, read when the figures are made
+LABELS = {"zero-shot": "zero-shot (trained gcnn-moe-en, no fine-tuning)",
+          base.EXTENDED: "gcnn-moe-en fine-tuned, its tokenizer extended"}
+
+
+def settings(quick=False, repeats=None, minutes=None):
+    import zoo
+
+    out = base.settings(quick, repeats, minutes)
+    out.update(preset=PRESET, arms=list(ARMS), fine_tune_optimizer=zoo.registry.fine_tune_optimizer(PRESET))
+    return out
+
+
+def units(settings):
+    return base.units(settings)
+
+
+def run(settings, pending, save, log, done=None):
+    base.run(settings, pending, save, log, done)
+
+
+def gcnn_en_figures(path=BESIDE):
+    """`{figure id: value}` of gcnn-en's finetune record (empty when there is none)."""
+    if not os.path.exists(path):
+        return {}
+    with open(path) as f:
+        return {fig["id"]: fig["ours"] for fig in json.load(f)["figures"]}
+
+
+def figures(settings, units, beside=None):
+    from zoo.tools.reproduce.curves import figure
+
+    beside = gcnn_en_figures() if beside is None else beside
+    out = []
+
+    def add(fid, label, value, **kwargs):
+        out.append(figure(fid, label, value, **kwargs))
+        theirs = beside.get(fid)
+        if theirs is not None and not settings["quick"]:
+            out.append(figure(f"{fid}/gcnn-en", f"{label.replace('gcnn-moe-en', 'gcnn-en')} (results/finetune.json)",
+                              theirs))
+            out.append(figure(f"{fid}/below-gcnn-en", f"{label}: below gcnn-en's (negative: above)",
+                              1 - value / theirs, unit="fraction"))
+
+    for domain in settings["domains"]:
+        zero = units[f"{domain}/zero-shot"]
+        add(f"{domain}/zero-shot", f"{domain}: {LABELS['zero-shot']}, validation perplexity per word",
+            zero["final_val_perplexity"], steps=0)
+        if "test_perplexity" in zero["curve"][0]:
+            add(f"{domain}/zero-shot/test", f"{domain}: {LABELS['zero-shot']}, test perplexity per word "
+                f"({base.test_text(settings)})", zero["curve"][0]["test_perplexity"], steps=0)
+        tuned = units[f"{domain}/{base.EXTENDED}"]
+        for minutes in base.report_minutes(settings):
+            end = f"@{minutes:g}min"
+            point = base.at(tuned, minutes)
+            add(f"{domain}/{base.EXTENDED}{end}", f"{domain}: {LABELS[base.EXTENDED]}, {minutes:g} min "
+                f"({point['step']:,} steps), validation perplexity per word", point["val_perplexity"],
+                steps=point["step"])
+            if point.get("kept_test_perplexity") is not None:
+                add(f"{domain}/{base.EXTENDED}/kept-test{end}", f"{domain}: {LABELS[base.EXTENDED]}, test perplexity "
+                    f"per word with the weights of its lowest validation within {minutes:g} min (step "
+                    f"{point['kept_step']:,})", point["kept_test_perplexity"], steps=point["kept_step"])
+    return out
+
+
+def extras(settings, units):
+    figs = {f["id"]: f["ours"] for f in figures(settings, units)}
+    notes = []
+    for domain in settings["domains"]:
+        parts = []
+        for fid, what in ((f"{domain}/zero-shot/test", "zero-shot test"),
+                          *((f"{domain}/{base.EXTENDED}/kept-test@{m:g}min", f"fine-tuned {m:g} min, test")
+                            for m in base.report_minutes(settings))):
+            if fid in figs:
+                theirs = figs.get(f"{fid}/gcnn-en")
+                parts.append(f"{what} {figs[fid]:.1f}" + ("" if theirs is None else
+                                                           f" (gcnn-en {theirs:.1f}, {1 - figs[fid] / theirs:+.1%} "
+                                                           "below)"))
+        notes.append(f"{domain} (per word): " + "; ".join(parts) + ".")
+    spec = settings["fine_tune_optimizer"]
+    notes.append(f"gcnn-moe-en fits with its fine-tuning optimizer ({spec['name']} at {spec['learning_rate']:g}: "
+                 "the experts' matrices factored); gcnn-en's figures are those of results/finetune.json "
+                 "(zoo reproduce finetune), same protocol, measured by minutes on the same kind of machine.")
+    return {"notes": notes}
+
+
+def plot(result, path):
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    settings, units_ = result["settings"], result["units"]
+    domains = settings["domains"]
+    fig, axes = plt.subplots(1, len(domains), figsize=(4 * len(domains), 3.4), squeeze=False)
+    for ax, domain in zip(axes[0], domains):
+        curve = units_[f"{domain}/{base.EXTENDED}"]["curve"]
+        ax.plot([c["seconds"] / 60 for c in curve], [c["val_perplexity"] for c in curve], color="#9467bd",
+                label="gcnn-moe-en, extended")
+        zero = units_[f"{domain}/zero-shot"]["final_val_perplexity"]
+        ax.axhline(zero, color="#7f7f7f", linestyle=":", label="gcnn-moe-en, zero-shot")
+        theirs = {f["id"]: f["ours"] for f in result["figures"]}
+        for m in base.report_minutes(settings):
+            value = theirs.get(f"{domain}/{base.EXTENDED}@{m:g}min/gcnn-en")
+            if value is not None:
+                ax.plot([m], [value], "o", color="#1f77b4", label="gcnn-en, extended" if m == base.report_minutes(
+                    settings)[0] else None)
+        ax.set_yscale("log")
+        ax.set_title(domain)
+        ax.set_xlabel("training minutes")
+    axes[0][0].set_ylabel("validation perplexity per word")
+    axes[0][0].legend(fontsize=7)
+    fig.tight_layout()
+    fig.savefig(path, dpi=110)
+    plt.close(fig)

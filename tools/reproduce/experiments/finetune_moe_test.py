@@ -1,0 +1,49 @@
+"""`zoo reproduce finetune-moe` (tools/reproduce/experiments/finetune_moe.py): its --quick run
+fine-tunes the shipped gcnn-moe-en with `model.fit` and FactorizedAdam on a made-up held-out
+corpus; its figures set each value beside gcnn-en's of the same id."""
+
+import os
+
+import pytest
+
+import zoo
+from tests.reproduce_checks import PNG_SIGNATURE, quick_result
+from zoo.tools.reproduce.experiments import finetune, finetune_moe
+
+
+@pytest.mark.ci
+def test_quick_run_fine_tunes_the_mixture_with_factorized_adam_and_extends_its_tokenizer(tmp_path):
+    out, result = quick_result("finetune-moe", tmp_path)
+    settings = result["settings"]
+    assert settings["preset"] == "gcnn-moe-en" and settings["arms"] == ["zero-shot", "extended"]
+    assert list(result["units"]) == [f"{d}/{a}" for d in finetune.DOMAINS for a in finetune_moe.ARMS]
+    figures = {f["id"]: f["ours"] for f in result["figures"]}
+    for domain in finetune.DOMAINS:
+        zero, tuned = (result["units"][f"{domain}/{a}"] for a in finetune_moe.ARMS)
+        assert tuned["optimizer"] == zoo.registry.fine_tune_optimizer("gcnn-moe-en") == settings["fine_tune_optimizer"]
+        assert tuned["optimizer"]["name"] == "factorized_adam"
+        assert zero["params"] == 25_250_002 and 16_000 < tuned["vocabulary"] <= 16_040
+        assert tuned["curve"][0]["val_perplexity"] == pytest.approx(zero["final_val_perplexity"], rel=0.05)
+        assert tuned["steps"] >= 1 and tuned["final_val_perplexity"] < tuned["curve"][0]["val_perplexity"]
+        assert figures[f"{domain}/zero-shot/test"] == zero["curve"][0]["test_perplexity"] > 1
+        point = finetune.at(tuned, 0.05)
+        assert figures[f"{domain}/extended@0.05min"] == point["val_perplexity"]
+        assert figures[f"{domain}/extended/kept-test@0.05min"] == point["kept_test_perplexity"]
+        assert not any(fid.endswith("/gcnn-en") for fid in figures)  # a quick run is not set beside the record
+    with open(os.path.join(out, "finetune-moe.png"), "rb") as f:
+        assert f.read(8) == PNG_SIGNATURE
+
+
+def test_each_figure_stands_beside_gcnn_ens_of_the_same_id():
+    settings = dict(finetune_moe.settings(), domains=["fortunes"], report_minutes=[4.0])
+    curve = [{"step": 0, "seconds": 0.0, "val_perplexity": 900.0},
+             {"step": 700, "seconds": 240.0, "val_perplexity": 600.0, "minutes": [4.0], "kept_step": 700,
+              "kept_test_perplexity": 500.0, "test_perplexity": 500.0}]
+    units = {"fortunes/zero-shot": {"final_val_perplexity": 900.0, "curve": [{"test_perplexity": 800.0}]},
+             "fortunes/extended": {"curve": curve}}
+    beside = {"fortunes/zero-shot/test": 1000.0, "fortunes/extended/kept-test@4min": 400.0}
+    figures = {f["id"]: f["ours"] for f in finetune_moe.figures(settings, units, beside=beside)}
+    assert figures["fortunes/zero-shot/test"] == 800.0 and figures["fortunes/zero-shot/test/gcnn-en"] == 1000.0
+    assert figures["fortunes/zero-shot/test/below-gcnn-en"] == pytest.approx(0.2)
+    assert figures["fortunes/extended/kept-test@4min/below-gcnn-en"] == pytest.approx(-0.25)
+    assert figures["fortunes/extended@4min"] == 600.0 and "fortunes/extended@4min/gcnn-en" not in figures
