@@ -76,7 +76,23 @@ def train(corpus, runs, variants, seeds):
                 subprocess.run(command, stdout=log, stderr=subprocess.STDOUT, check=True)
 
 
+FIGURES_FILE = "moe_en_figures.json"  # a run's figures, kept beside its best/ so that `record` scores it once
+
+
 def _run_figures(run, corpus, variant, seed):
+    """A run's figures (scored once: kept in RUN/moe_en_figures.json, made again when its best/
+    is newer)."""
+    cache = os.path.join(run, FIGURES_FILE)
+    best = os.path.join(run, "best", "model.weights.h5")
+    if os.path.exists(cache) and os.path.getmtime(cache) >= os.path.getmtime(best):
+        with open(cache) as f:
+            return json.load(f)
+    out = _score_run(run, corpus, variant, seed)
+    write_json(cache, out)
+    return out
+
+
+def _score_run(run, corpus, variant, seed):
     import zoo
     from zoo.models.compute import multiply_adds_per_token
     from zoo.tools.reproduce.model_card import evaluate
@@ -92,6 +108,10 @@ def _run_figures(run, corpus, variant, seed):
            "test": evaluate(model, corpus, "test")}
     out["tokens_seen"] = out["steps"] * 32 * 64
     if variant != "dense":
+        experts, k = model.moe_layers[0].num_experts, model.moe_layers[0].k
+        # assignments each expert receives a step on average (tokens × k over the experts), and over the run
+        out["tokens_per_expert_per_step"] = 32 * 64 * k / experts
+        out["tokens_per_expert"] = out["tokens_per_expert_per_step"] * out["steps"]
         out["balance"] = measure(os.path.join(run, "best"), corpus, out["steps"] - BALANCE_BATCHES, BALANCE_BATCHES,
                                  BALANCE_WINDOW, seed=seed, log=lambda *a: None)
         out["balance_during_training"] = {k: v for k, v in history[-1].items() if "moe" in k}
@@ -134,6 +154,11 @@ def record(corpus, runs, out_path):
                 s: [{"tokens": c["step"] * 32 * 64, "gain": 1 - c["val_perplexity"] / d["val_perplexity"]}
                     for c, d in zip(seeds[s]["curve"], dense[s]["curve"]) if c["step"] == d["step"]]
                 for s in seeds if s in dense}
+            units[variant]["tokens_per_expert_per_step"] = first["tokens_per_expert_per_step"]
+            figures.append({"id": f"tokens-per-expert/{variant}", "label": f"{label}: assignments an expert receives "
+                            f"a step (32 × 64 tokens × k / experts), {first['tokens_per_expert']:,.0f} over the run's "
+                            f"{first['steps']:,} steps", "unit": "", "ours": first["tokens_per_expert_per_step"],
+                            "paper": None})
             if gains:
                 units[variant]["gain_over_dense"] = gains
                 figures.append({"id": f"gain/{variant}", "label": f"{label}: % below the dense twin's test perplexity, "
@@ -173,7 +198,7 @@ def plot(result, path):
 
     from zoo.tools.reproduce.curve_plot import COLOURS
 
-    fig, (ax, gain_ax) = plt.subplots(1, 2, figsize=(12, 4.8))
+    fig, (ax, gain_ax, trend_ax) = plt.subplots(1, 3, figsize=(17, 4.8))
     for i, (variant, unit) in enumerate(result["units"].items()):
         colour = COLOURS[i % len(COLOURS)]
         for j, (seed, run) in enumerate(sorted(unit["seeds"].items(), key=lambda kv: int(kv[0]))):
@@ -185,6 +210,20 @@ def plot(result, path):
             if curve:
                 gain_ax.plot([c["tokens"] / 1e6 for c in curve], [100 * c["gain"] for c in curve], color=colour,
                              linestyle=style, marker="o", markersize=3, label=f"{unit['label']}, seed {seed}")
+    # the trend: test perplexity against the number of experts (dense at 1), each seed and the mean
+    counts = {v: 1 if v == "dense" else int(v[4:]) for v in result["units"]}
+    for variant, unit in result["units"].items():
+        tests = unit["test_per_word"]
+        trend_ax.plot([counts[variant]] * len(tests), tests, "o", color="#7f7f7f", markersize=4)
+    order = sorted(result["units"], key=counts.get)
+    trend_ax.plot([counts[v] for v in order], [statistics.mean(result["units"][v]["test_per_word"]) for v in order],
+                  "-s", color="#1f77b4", label="mean of the seeds (grey: each seed)")
+    trend_ax.set_xscale("log", base=2)
+    trend_ax.set_xticks([counts[v] for v in order], ["dense" if v == "dense" else v[4:] for v in order])
+    trend_ax.set_xlabel("experts (same computation per token)")
+    trend_ax.set_ylabel("test perplexity per word")
+    trend_ax.set_title("Perplexity against the number of experts")
+    trend_ax.legend(fontsize=7)
     ax.set_yscale("log")
     ax.set_xlabel("training tokens (millions)")
     ax.set_ylabel("validation perplexity per word")
@@ -194,7 +233,7 @@ def plot(result, path):
     gain_ax.set_xlabel("training tokens (millions)")
     gain_ax.set_ylabel("% below the dense twin (validation, same seed and step)")
     gain_ax.set_title("The mixture's gain against tokens seen")
-    for a in (ax, gain_ax):
+    for a in (ax, gain_ax, trend_ax):
         a.grid(True, which="both", alpha=0.3)
     ax.legend(fontsize=7)
     gain_ax.legend(fontsize=7)

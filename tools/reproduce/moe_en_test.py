@@ -35,3 +35,27 @@ def test_finished_runs_are_skipped_and_the_others_started_or_resumed(tmp_path, m
                                                           for n in ("moe-64-s0", "dense-s1", "moe-64-s1")]
     with pytest.raises(SystemExit):
         moe_en.main(["train", "--corpus", "c", "--variants", "dense,moe-two"])
+
+
+def test_a_runs_figures_are_scored_once_and_again_when_its_kept_weights_change(tmp_path, monkeypatch):
+    run = tmp_path / "moe-4-s0"
+    (run / "best").mkdir(parents=True)
+    weights = run / "best" / "model.weights.h5"
+    weights.write_bytes(b"w")
+    scored = []
+    monkeypatch.setattr(moe_en, "_score_run", lambda *args: scored.append(args) or {"n": len(scored)})
+    assert moe_en._run_figures(str(run), "c", "moe-4", 0) == {"n": 1}
+    assert moe_en._run_figures(str(run), "c", "moe-4", 0) == {"n": 1} and len(scored) == 1
+    later = os.path.getmtime(run / moe_en.FIGURES_FILE) + 10
+    os.utime(weights, (later, later))
+    assert moe_en._run_figures(str(run), "c", "moe-4", 0) == {"n": 2}
+
+
+def test_the_plot_draws_the_curves_the_gain_and_the_trend_over_the_experts(tmp_path):
+    curve = [{"step": 500, "val_perplexity": 600.0}, {"step": 1000, "val_perplexity": 500.0}]
+    units = {v: {"label": v, "test_per_word": tests, "seeds": {"0": {"curve": curve}, "1": {"curve": curve}},
+                 "gain_curve": {} if v == "dense" else {"0": [{"tokens": 1e6, "gain": 0.01}]}}
+             for v, tests in (("dense", [420.0, 424.0]), ("moe-4", [419.0, 421.0]), ("moe-64", [415.0, 418.0]))}
+    path = tmp_path / "moe-en.png"
+    moe_en.plot({"units": units}, str(path))
+    assert path.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
