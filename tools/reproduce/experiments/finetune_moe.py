@@ -67,8 +67,8 @@ def figures(settings, units, beside=None):
         out.append(figure(fid, label, value, **kwargs))
         theirs = beside.get(fid)
         if theirs is not None and not settings["quick"]:
-            out.append(figure(f"{fid}/gcnn-en", f"{label.replace('gcnn-moe-en', 'gcnn-en')} (results/finetune.json)",
-                              theirs))
+            out.append(figure(f"{fid}/gcnn-en", f"{label.replace('gcnn-moe-en', 'gcnn-en')} (results/finetune.json; "
+                              "its steps there)", theirs))
             out.append(figure(f"{fid}/below-gcnn-en", f"{label}: below gcnn-en's (negative: above)",
                               1 - value / theirs, unit="fraction"))
 
@@ -83,13 +83,12 @@ def figures(settings, units, beside=None):
         for minutes in base.report_minutes(settings):
             end = f"@{minutes:g}min"
             point = base.at(tuned, minutes)
-            add(f"{domain}/{base.EXTENDED}{end}", f"{domain}: {LABELS[base.EXTENDED]}, {minutes:g} min "
-                f"({point['step']:,} steps), validation perplexity per word", point["val_perplexity"],
-                steps=point["step"])
+            add(f"{domain}/{base.EXTENDED}{end}", f"{domain}: {LABELS[base.EXTENDED]}, {minutes:g} min, validation "
+                "perplexity per word", point["val_perplexity"], steps=point["step"])
             if point.get("kept_test_perplexity") is not None:
                 add(f"{domain}/{base.EXTENDED}/kept-test{end}", f"{domain}: {LABELS[base.EXTENDED]}, test perplexity "
-                    f"per word with the weights of its lowest validation within {minutes:g} min (step "
-                    f"{point['kept_step']:,})", point["kept_test_perplexity"], steps=point["kept_step"])
+                    f"per word with the weights of its lowest validation within {minutes:g} min",
+                    point["kept_test_perplexity"], steps=point["kept_step"])
     return out
 
 
@@ -103,9 +102,10 @@ def extras(settings, units):
                             for m in base.report_minutes(settings))):
             if fid in figs:
                 theirs = figs.get(f"{fid}/gcnn-en")
+                below = 1 - figs[fid] / theirs if theirs else None
                 parts.append(f"{what} {figs[fid]:.1f}" + ("" if theirs is None else
-                                                           f" (gcnn-en {theirs:.1f}, {1 - figs[fid] / theirs:+.1%} "
-                                                           "below)"))
+                                                           f" (gcnn-en {theirs:.1f}: {abs(below):.1%} "
+                                                           f"{'lower' if below >= 0 else 'higher'})"))
         notes.append(f"{domain} (per word): " + "; ".join(parts) + ".")
     spec = settings["fine_tune_optimizer"]
     notes.append(f"gcnn-moe-en fits with its fine-tuning optimizer ({spec['name']} at {spec['learning_rate']:g}: "
