@@ -50,11 +50,25 @@ def run(settings, pending, save, log, done=None):
 
 
 def gcnn_en_figures(path=BESIDE):
-    """`{figure id: value}` of gcnn-en's finetune record (empty when there is none)."""
+    """`{figure id: value}` of gcnn-en's finetune record, and its units' validation curves under
+    `"<unit>/curve"` (empty when there is no record)."""
     if not os.path.exists(path):
         return {}
     with open(path) as f:
-        return {fig["id"]: fig["ours"] for fig in json.load(f)["figures"]}
+        record = json.load(f)
+    out = {fig["id"]: fig["ours"] for fig in record["figures"]}
+    out.update({f"{key}/curve": unit["curve"] for key, unit in record["units"].items() if "curve" in unit})
+    return out
+
+
+def at_step(curve, step):
+    """A validation curve's perplexity at `step`, linear between the validations around it (None
+    past its end)."""
+    points = [(c["step"], c["val_perplexity"]) for c in curve]
+    for (s0, v0), (s1, v1) in zip(points, points[1:]):
+        if s0 <= step <= s1:
+            return v0 + (v1 - v0) * (step - s0) / max(s1 - s0, 1)
+    return None
 
 
 def figures(settings, units, beside=None):
@@ -85,6 +99,17 @@ def figures(settings, units, beside=None):
             point = base.at(tuned, minutes)
             add(f"{domain}/{base.EXTENDED}{end}", f"{domain}: {LABELS[base.EXTENDED]}, {minutes:g} min, validation "
                 "perplexity per word", point["val_perplexity"], steps=point["step"])
+            # at equal steps: the minutes compare the machines as much as the models
+            curve = beside.get(f"{domain}/{base.EXTENDED}/curve")
+            theirs = None if curve is None or settings["quick"] else at_step(curve, point["step"])
+            if theirs is not None:
+                out.append(figure(f"{domain}/{base.EXTENDED}{end}/gcnn-en-equal-steps", f"{domain}: gcnn-en fine-tuned, "
+                                  f"its tokenizer extended, validation perplexity per word at the mixture's "
+                                  f"{point['step']:,} steps (results/finetune.json, between its validations)", theirs,
+                                  steps=point["step"]))
+                out.append(figure(f"{domain}/{base.EXTENDED}{end}/below-gcnn-en-equal-steps", f"{domain}: "
+                                  f"{LABELS[base.EXTENDED]}, validation at {point['step']:,} steps below gcnn-en's at "
+                                  "as many (negative: above)", 1 - point["val_perplexity"] / theirs, unit="fraction"))
             if point.get("kept_test_perplexity") is not None:
                 add(f"{domain}/{base.EXTENDED}/kept-test{end}", f"{domain}: {LABELS[base.EXTENDED]}, test perplexity "
                     f"per word with the weights of its lowest validation within {minutes:g} min",
@@ -98,6 +123,8 @@ def extras(settings, units):
     for domain in settings["domains"]:
         parts = []
         for fid, what in ((f"{domain}/zero-shot/test", "zero-shot test"),
+                          *((f"{domain}/{base.EXTENDED}@{m:g}min", f"fine-tuned {m:g} min, validation")
+                            for m in base.report_minutes(settings)),
                           *((f"{domain}/{base.EXTENDED}/kept-test@{m:g}min", f"fine-tuned {m:g} min, test")
                             for m in base.report_minutes(settings))):
             if fid in figs:
@@ -106,6 +133,13 @@ def extras(settings, units):
                 parts.append(f"{what} {figs[fid]:.1f}" + ("" if theirs is None else
                                                            f" (gcnn-en {theirs:.1f}: {abs(below):.1%} "
                                                            f"{'lower' if below >= 0 else 'higher'})"))
+        for m in base.report_minutes(settings):
+            fid = f"{domain}/{base.EXTENDED}@{m:g}min/gcnn-en-equal-steps"
+            if fid in figs:
+                below = figs[f"{domain}/{base.EXTENDED}@{m:g}min/below-gcnn-en-equal-steps"]
+                parts.append(f"at the mixture's {units[f'{domain}/{base.EXTENDED}']['steps']:,} steps gcnn-en's "
+                             f"validation was {figs[fid]:.1f} ({abs(below):.1%} {'higher' if below >= 0 else 'lower'} "
+                             "than the mixture's)")
         notes.append(f"{domain} (per word): " + "; ".join(parts) + ".")
     spec = settings["fine_tune_optimizer"]
     notes.append(f"gcnn-moe-en fits with its fine-tuning optimizer ({spec['name']} at {spec['learning_rate']:g}: "

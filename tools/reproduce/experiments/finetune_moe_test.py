@@ -47,3 +47,17 @@ def test_each_figure_stands_beside_gcnn_ens_of_the_same_id():
     assert figures["fortunes/zero-shot/test/below-gcnn-en"] == pytest.approx(0.2)
     assert figures["fortunes/extended/kept-test@4min/below-gcnn-en"] == pytest.approx(-0.25)
     assert figures["fortunes/extended@4min"] == 600.0 and "fortunes/extended@4min/gcnn-en" not in figures
+
+
+def test_at_equal_steps_gcnn_ens_curve_is_read_between_its_validations():
+    settings = dict(finetune_moe.settings(), domains=["fortunes"], report_minutes=[4.0])
+    curve = [{"step": 0, "seconds": 0.0, "val_perplexity": 900.0},
+             {"step": 300, "seconds": 240.0, "val_perplexity": 600.0, "minutes": [4.0], "kept_step": 300}]
+    units = {"fortunes/zero-shot": {"final_val_perplexity": 900.0, "curve": [{}]}, "fortunes/extended": {"curve": curve}}
+    theirs = [{"step": 0, "val_perplexity": 1000.0}, {"step": 200, "val_perplexity": 700.0},
+              {"step": 400, "val_perplexity": 500.0}]
+    figures = {f["id"]: f["ours"] for f in finetune_moe.figures(settings, units,
+                                                                 beside={"fortunes/extended/curve": theirs})}
+    assert figures["fortunes/extended@4min/gcnn-en-equal-steps"] == pytest.approx(600.0)
+    assert figures["fortunes/extended@4min/below-gcnn-en-equal-steps"] == pytest.approx(0.0)
+    assert finetune_moe.at_step(theirs, 500) is None
