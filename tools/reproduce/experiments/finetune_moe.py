@@ -9,11 +9,14 @@ two arms:
 - `extended`: its tokenizer (gcnn-en's own) extended by up to `extend_ids` pieces of the domain's
   training split, then `fit` with the preset's fine-tuning optimiser (FactorizedAdam: the experts'
   matrices factored, as in Appendix D) for `minutes` of training time.
+- `gcnn-en-extended`: gcnn-en's own extended arm again, in the same run, so that the two are
+  timed on one machine (a record made on another machine of the same name ran twice as many
+  steps in its minutes).
 
-The figures set each beside gcnn-en's figure of the same id in `results/finetune.json` (measured
-on the same kind of machine, 2 cores, for the same minutes), and say how far below (or above)
-gcnn-en's the mixture lands. Timed by minutes: the mixture's training step costs more than
-gcnn-en's (`zoo benchmark moe-cost`), so it makes fewer steps in them; the step counts are given.
+The figures set each beside gcnn-en's of the same id (the fine-tuned ones from this run's
+`gcnn-en-extended`, the zero-shot ones from `results/finetune.json`), say how far below (or
+above) gcnn-en's the mixture lands, and compare the two at the mixture's step count too: the
+mixture's training step costs more than gcnn-en's, so it makes fewer steps in the same minutes.
 """
 
 import json
@@ -27,7 +30,8 @@ DESCRIPTION = ("gcnn-moe-en (the mixture of experts) fine-tuned with model.fit o
 PAPER = "zoo: transfer of the shipped gcnn-moe-en beside gcnn-en's (not a paper figure)"
 TIMED_BY_MINUTES = True
 PRESET = "gcnn-moe-en"
-ARMS = ("zero-shot", base.EXTENDED)
+BESIDE_ARM = "gcnn-en-extended"  # gcnn-en's extended arm again, in the same run: the same machine and minutes
+ARMS = ("zero-shot", base.EXTENDED, BESIDE_ARM)
 BESIDE = os.path.join("results", "finetune.json")  # gcnn-en's record, read when the figures are made
 LABELS = {"zero-shot": "zero-shot (trained gcnn-moe-en, no fine-tuning)",
           base.EXTENDED: "gcnn-moe-en fine-tuned, its tokenizer extended"}
@@ -46,7 +50,41 @@ def units(settings):
 
 
 def run(settings, pending, save, log, done=None):
-    base.run(settings, pending, save, log, done)
+    import shutil
+    import tempfile
+
+    root = tempfile.mkdtemp(prefix="zoo-finetune-moe-") if settings["quick"] else None
+    try:
+        corpus = base.quick_corpus(root, settings["domains"]) if settings["quick"] else settings["corpus"]
+        for key in units(settings):
+            if key not in pending:
+                continue
+            domain, arm = key.split("/")
+            log(f"finetune-moe: {key}" + ("" if arm == "zero-shot" else f", {settings['minutes']:g} minutes"))
+            if arm == BESIDE_ARM:
+                save(key, base.run_unit(f"{domain}/{base.EXTENDED}", dict(settings, preset="gcnn-en"), corpus, log))
+            else:
+                save(key, base.run_unit(key, settings, corpus, log))
+    finally:
+        if root:
+            shutil.rmtree(root, ignore_errors=True)
+
+
+def measured_beside(settings, units):
+    """gcnn-en's figures from its extended arm measured in this run (`BESIDE_ARM`), under the ids
+    of `figures`, and its curve; empty for a record without that arm."""
+    out = {}
+    for domain in settings["domains"]:
+        unit = units.get(f"{domain}/{BESIDE_ARM}")
+        if unit is None:
+            continue
+        out[f"{domain}/{base.EXTENDED}/curve"] = unit["curve"]
+        for minutes in base.report_minutes(settings):
+            point = base.at(unit, minutes)
+            out[f"{domain}/{base.EXTENDED}@{minutes:g}min"] = point["val_perplexity"]
+            if point.get("kept_test_perplexity") is not None:
+                out[f"{domain}/{base.EXTENDED}/kept-test@{minutes:g}min"] = point["kept_test_perplexity"]
+    return out
 
 
 def gcnn_en_figures(path=BESIDE):
@@ -74,15 +112,18 @@ def at_step(curve, step):
 def figures(settings, units, beside=None):
     from zoo.tools.reproduce.curves import figure
 
-    beside = gcnn_en_figures() if beside is None else beside
+    beside = dict(gcnn_en_figures() if beside is None else beside)
+    here = measured_beside(settings, units)
+    beside.update(here)  # measured in this run, on this machine, wins over the record
+    source = "measured beside it in this run" if here else "results/finetune.json; its steps there"
     out = []
 
     def add(fid, label, value, **kwargs):
         out.append(figure(fid, label, value, **kwargs))
         theirs = beside.get(fid)
         if theirs is not None and not settings["quick"]:
-            out.append(figure(f"{fid}/gcnn-en", f"{label.replace('gcnn-moe-en', 'gcnn-en')} (results/finetune.json; "
-                              "its steps there)", theirs))
+            where = source if fid in here else "results/finetune.json; its steps there"
+            out.append(figure(f"{fid}/gcnn-en", f"{label.replace('gcnn-moe-en', 'gcnn-en')} ({where})", theirs))
             out.append(figure(f"{fid}/below-gcnn-en", f"{label}: below gcnn-en's (negative: above)",
                               1 - value / theirs, unit="fraction"))
 
@@ -99,13 +140,17 @@ def figures(settings, units, beside=None):
             point = base.at(tuned, minutes)
             add(f"{domain}/{base.EXTENDED}{end}", f"{domain}: {LABELS[base.EXTENDED]}, {minutes:g} min, validation "
                 "perplexity per word", point["val_perplexity"], steps=point["step"])
+            if f"{domain}/{BESIDE_ARM}" in units:
+                out.append(figure(f"{domain}/steps{end}", f"{domain}: steps made in {minutes:g} min, gcnn-moe-en "
+                                  "against gcnn-en beside it", point["step"] / max(base.at(
+                                      units[f"{domain}/{BESIDE_ARM}"], minutes)["step"], 1), unit="ratio"))
             # at equal steps: the minutes compare the machines as much as the models
             curve = beside.get(f"{domain}/{base.EXTENDED}/curve")
             theirs = None if curve is None or settings["quick"] else at_step(curve, point["step"])
             if theirs is not None:
                 out.append(figure(f"{domain}/{base.EXTENDED}{end}/gcnn-en-equal-steps", f"{domain}: gcnn-en fine-tuned, "
                                   f"its tokenizer extended, validation perplexity per word at the mixture's "
-                                  f"{point['step']:,} steps (results/finetune.json, between its validations)", theirs,
+                                  f"{point['step']:,} steps ({source}, between its validations)", theirs,
                                   steps=point["step"]))
                 out.append(figure(f"{domain}/{base.EXTENDED}{end}/below-gcnn-en-equal-steps", f"{domain}: "
                                   f"{LABELS[base.EXTENDED]}, validation at {point['step']:,} steps below gcnn-en's at "
@@ -143,8 +188,9 @@ def extras(settings, units):
         notes.append(f"{domain} (per word): " + "; ".join(parts) + ".")
     spec = settings["fine_tune_optimizer"]
     notes.append(f"gcnn-moe-en fits with its fine-tuning optimizer ({spec['name']} at {spec['learning_rate']:g}: "
-                 "the experts' matrices factored); gcnn-en's figures are those of results/finetune.json "
-                 "(zoo reproduce finetune), same protocol, measured by minutes on the same kind of machine.")
+                 "the experts' matrices factored), gcnn-en with its own; gcnn-en's fine-tuned figures are its "
+                 f"extended arm measured in this run ({BESIDE_ARM}, the same machine and minutes) where the record has "
+                 "it, its zero-shot ones those of results/finetune.json (zoo reproduce finetune).")
     return {"notes": notes}
 
 

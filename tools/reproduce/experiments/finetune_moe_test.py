@@ -15,11 +15,13 @@ from zoo.tools.reproduce.experiments import finetune, finetune_moe
 def test_quick_run_fine_tunes_the_mixture_with_factorized_adam_and_extends_its_tokenizer(tmp_path):
     out, result = quick_result("finetune-moe", tmp_path)
     settings = result["settings"]
-    assert settings["preset"] == "gcnn-moe-en" and settings["arms"] == ["zero-shot", "extended"]
+    assert settings["preset"] == "gcnn-moe-en" and settings["arms"] == ["zero-shot", "extended", "gcnn-en-extended"]
     assert list(result["units"]) == [f"{d}/{a}" for d in finetune.DOMAINS for a in finetune_moe.ARMS]
     figures = {f["id"]: f["ours"] for f in result["figures"]}
     for domain in finetune.DOMAINS:
-        zero, tuned = (result["units"][f"{domain}/{a}"] for a in finetune_moe.ARMS)
+        zero, tuned, beside = (result["units"][f"{domain}/{a}"] for a in finetune_moe.ARMS)
+        assert beside["params"] < 10_000_000 < zero["params"]  # gcnn-en (extended), beside the mixture
+        assert beside["optimizer"] == zoo.registry.fine_tune_optimizer("gcnn-en")
         assert tuned["optimizer"] == zoo.registry.fine_tune_optimizer("gcnn-moe-en") == settings["fine_tune_optimizer"]
         assert tuned["optimizer"]["name"] == "factorized_adam"
         assert zero["params"] == 25_250_002 and 16_000 < tuned["vocabulary"] <= 16_040
@@ -29,7 +31,8 @@ def test_quick_run_fine_tunes_the_mixture_with_factorized_adam_and_extends_its_t
         point = finetune.at(tuned, 0.05)
         assert figures[f"{domain}/extended@0.05min"] == point["val_perplexity"]
         assert figures[f"{domain}/extended/kept-test@0.05min"] == point["kept_test_perplexity"]
-        assert not any(fid.endswith("/gcnn-en") for fid in figures)  # a quick run is not set beside the record
+        assert not any(fid.endswith("/gcnn-en") for fid in figures)  # a quick run sets nothing beside
+        assert figures[f"{domain}/steps@0.05min"] == tuned["steps"] / finetune.at(beside, 0.05)["step"]
     with open(os.path.join(out, "finetune-moe.png"), "rb") as f:
         assert f.read(8) == PNG_SIGNATURE
 
