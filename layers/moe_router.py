@@ -289,10 +289,6 @@ class NoisyTopKRouter(MixturePart, keras.layers.Layer):
         self.noise_epsilon = noise_epsilon
         self.seed_generator = seed if isinstance(seed, keras.random.SeedGenerator) else keras.random.SeedGenerator(seed)
 
-    @property
-    def experts_per_token(self) -> int:
-        return self.k_primary * (self.k_secondary or 1)
-
     def build(self, input_shape):
         dim = input_shape[-1]
         # Appendix A: zero gate and noise weights, "no signal and some noise", balanced loads.

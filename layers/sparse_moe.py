@@ -122,7 +122,7 @@ def _check_part(part, what, num_experts, expected):
     return part
 
 
-def _VARIABLE(part, name):
+def _part_variable(part, name):
     def get(self):
         return getattr(getattr(self, part), name)
 
@@ -232,6 +232,7 @@ class SparseMoE(keras.layers.Layer):
         self.noise_epsilon = noise_epsilon
         self.expert_parallel, self.capacity_factor = placement(expert_parallel, capacity_factor)
         self.k_primary, self.k_secondary = check_k(k, num_experts, groups)
+        self.experts_per_token = self.k_primary * (self.k_secondary or 1)
         self.seed_generator = keras.random.SeedGenerator()
         # The parts, experts first: the order the layer has always listed its variables in
         # (the optimiser's slots of a training checkpoint are matched by that order).
@@ -274,14 +275,14 @@ class SparseMoE(keras.layers.Layer):
         return self.num_experts // (self.groups or 1)
 
     # the parts' variables, under the names the layer has always given them
-    expert_kernel_in = _VARIABLE("experts", "expert_kernel_in")
-    expert_bias_in = _VARIABLE("experts", "expert_bias_in")
-    expert_kernel_out = _VARIABLE("experts", "expert_kernel_out")
-    expert_bias_out = _VARIABLE("experts", "expert_bias_out")
-    gate_kernel = _VARIABLE("router", "gate_kernel")
-    noise_kernel = _VARIABLE("router", "noise_kernel")
-    secondary_gate_kernel = _VARIABLE("router", "secondary_gate_kernel")
-    secondary_noise_kernel = _VARIABLE("router", "secondary_noise_kernel")
+    expert_kernel_in = _part_variable("experts", "expert_kernel_in")
+    expert_bias_in = _part_variable("experts", "expert_bias_in")
+    expert_kernel_out = _part_variable("experts", "expert_kernel_out")
+    expert_bias_out = _part_variable("experts", "expert_bias_out")
+    gate_kernel = _part_variable("router", "gate_kernel")
+    noise_kernel = _part_variable("router", "noise_kernel")
+    secondary_gate_kernel = _part_variable("router", "secondary_gate_kernel")
+    secondary_noise_kernel = _part_variable("router", "secondary_noise_kernel")
 
     def build(self, input_shape):
         dim = input_shape[-1]
@@ -295,8 +296,7 @@ class SparseMoE(keras.layers.Layer):
         if self.expert_parallel:
             self.replicas = self.experts.replicas
             self.dispatch = ExpertParallelDispatch(ep.ExpertExchange(tf.distribute.get_strategy()), self.num_experts,
-                                                   self.capacity_factor, self.k_primary * (self.k_secondary or 1),
-                                                   name=self.name)
+                                                   self.capacity_factor, self.experts_per_token, name=self.name)
 
     # ---- saving: the held parts' variables as the one list the layer has always written -------
     def _held_variables(self):
@@ -370,8 +370,7 @@ class SparseMoE(keras.layers.Layer):
         """Assignments each (replica, expert) pair can receive in one exchange:
         ceil(capacity_factor · tokens per replica · experts per token / num_experts), an int32
         tensor (tokens per replica: the mean over the replicas, so that every replica agrees)."""
-        return expert_capacity(self.capacity_factor, tokens_per_replica, self.k_primary * (self.k_secondary or 1),
-                               self.num_experts)
+        return expert_capacity(self.capacity_factor, tokens_per_replica, self.experts_per_token, self.num_experts)
 
     def _balance(self, routing: Routing, training: bool, track: bool):
         """The losses of equations 7 and 11 (training only) and, with `track`, Table 6's metrics."""
