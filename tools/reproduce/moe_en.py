@@ -16,7 +16,8 @@ over the run's steps), steps (3,000 of 32 × 64 tokens), tokens and data order (
 weights' seed and the data order's), a tokenizer learned from the corpus's training split as
 gcnn-en's (the same file: the same text and settings), validated every 500 steps. A run stopped
 in the middle (Ctrl-C, a kill, the end of a session) resumes from its last checkpoint (every 250
-steps) when `train` is run again; a finished run is skipped.
+steps) when `train` is run again; a finished run is skipped. `--steps N` trains every run of a
+runs directory for N steps instead (one count per directory: `record` refuses a mix).
 
 `record` scores every finished run's kept weights (`best/`, its lowest validation, as `zoo train`
 keeps them and as gcnn-en's card is measured) per word on the corpus's test split
@@ -42,7 +43,7 @@ TABLE6_PAPER = {"cv_importance": 0.06, "cv_load": 0.05, "max_load_ratio": 1.14} 
 BALANCE_BATCHES, BALANCE_WINDOW = 48, 12
 
 
-def variant_command(variant, seed, corpus, out):
+def variant_command(variant, seed, corpus, out, steps=STEPS):
     """The `zoo train` command of one run."""
     if variant == "dense":
         preset, overrides = "gcnn-wide-en", []
@@ -53,7 +54,7 @@ def variant_command(variant, seed, corpus, out):
         preset, overrides = "gcnn-moe-en", ["--set", "moe=" + json.dumps(moe, separators=(",", ":"))]
     else:
         raise ValueError(f"Unknown variant {variant!r}; expected dense or moe-N (N experts, e.g. moe-64).")
-    return (["zoo", "train", "--preset", preset, "--data", corpus, "--out", out, "--steps", str(STEPS),
+    return (["zoo", "train", "--preset", preset, "--data", corpus, "--out", out, "--steps", str(steps),
              "--steps-per-epoch", str(VALIDATE_EVERY), "--checkpoint-every", str(CHECKPOINT_EVERY),
              "--log-every", "100", "--seed", str(seed)] + overrides)
 
@@ -62,7 +63,7 @@ def finished(run):
     return os.path.isfile(os.path.join(run, "final", "config.json"))
 
 
-def train(corpus, runs, variants, seeds):
+def train(corpus, runs, variants, seeds, steps=STEPS):
     os.makedirs(runs, exist_ok=True)
     for seed in seeds:
         for variant in variants:
@@ -70,7 +71,7 @@ def train(corpus, runs, variants, seeds):
             if finished(run):
                 print(f"{run}: finished, skipped", flush=True)
                 continue
-            command = variant_command(variant, seed, corpus, run)
+            command = variant_command(variant, seed, corpus, run, steps)
             print("$ " + " ".join(command), flush=True)
             with open(run + ".log", "a") as log:
                 subprocess.run(command, stdout=log, stderr=subprocess.STDOUT, check=True)
@@ -131,6 +132,11 @@ def record(corpus, runs, out_path):
         print(f"scoring {name}", flush=True)
         by_variant.setdefault(variant, {})[int(seed)] = _run_figures(os.path.join(runs, name), corpus, variant,
                                                                         int(seed))
+    steps = {s["steps"] for seeds in by_variant.values() for s in seeds.values()}
+    if len(steps) > 1:
+        raise ValueError(f"The runs in {runs} were trained for different steps ({', '.join(map(str, sorted(steps)))}); "
+                         "keep one step count per runs directory.")
+    steps = steps.pop()
     order = sorted(by_variant, key=lambda v: 0 if v == "dense" else int(v[4:]))
     units, figures = {}, []
     dense = by_variant.get("dense", {})
@@ -174,12 +180,12 @@ def record(corpus, runs, out_path):
                                 "unit": "", "ours": window.get(name), "paper": TABLE6_PAPER[name]})
     result = {"experiment": "moe-en", "paper": "Shazeer et al. 2017, Appendix C, Tables 6 and 7, on gcnn-en",
               "description": "A sparse mixture of experts against its dense twin at the same computation per token "
-                             f"(4.8M multiply-adds), gcnn-en's network, corpus and tokenizer, {STEPS:,} steps of 32 × 64 "
+                             f"(4.8M multiply-adds), gcnn-en's network, corpus and tokenizer, {steps:,} steps of 32 × 64 "
                              "tokens each, per-word perplexity on gcnn-en's test documents, with Table 6's balance "
                              "statistics at about the paper's tokens a batch",
-              "quick": False, "command": "python -m zoo.tools.reproduce.moe_en record --corpus corpora/en --runs runs/moe-en",
+              "quick": False, "command": "python -m zoo.tools.reproduce.moe_en record --corpus corpora/en --runs " + runs,
               "git": git_state(), "machine": machine(), "sessions": [{"finished_at": now(), "git": git_state()}],
-              "settings": {"variants": {v: {} for v in order}, "steps": STEPS, "batch": [32, 64]},
+              "settings": {"variants": {v: {} for v in order}, "steps": steps, "batch": [32, 64]},
               "plot": "moe-en.png", "units": units, "figures": figures,
               "notes": ["Each variant's figure is the mean over its seeds of the per-word perplexity of its kept weights "
                         "(best/) on the corpus's test split; the paper's Table 7 figures are 1B Word after 10 epochs, "
@@ -250,6 +256,8 @@ def main(argv=None):
     t = sub.add_parser("train", help="train every (variant, seed) run not yet finished, resuming any cut short")
     t.add_argument("--variants", default="dense,moe-64", help="dense and moe-N, comma-separated")
     t.add_argument("--seeds", default="0,1")
+    t.add_argument("--steps", type=int, default=STEPS,
+                   help=f"steps of every run (default {STEPS:,}); keep one count per runs directory")
     r = sub.add_parser("record", help="score the finished runs and write the JSON and its plot")
     r.add_argument("--out", default=os.path.join("results", "moe-en.json"))
     for s in (t, r):
@@ -263,7 +271,10 @@ def main(argv=None):
                 variant_command(v, 0, args.corpus, "")
             except ValueError as e:
                 parser.error(str(e))
-        train(args.corpus, args.runs, variants, [int(s) for s in args.seeds.split(",")])
+        if args.steps < VALIDATE_EVERY:
+            parser.error(f"--steps {args.steps} is fewer than one validation ({VALIDATE_EVERY} steps); "
+                         f"give at least {VALIDATE_EVERY}.")
+        train(args.corpus, args.runs, variants, [int(s) for s in args.seeds.split(",")], args.steps)
     else:
         try:
             record(args.corpus, args.runs, args.out)

@@ -59,3 +59,20 @@ def test_the_plot_draws_the_curves_the_gain_and_the_trend_over_the_experts(tmp_p
     path = tmp_path / "moe-en.png"
     moe_en.plot({"units": units}, str(path))
     assert path.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+
+
+def test_steps_reach_every_run_and_runs_of_different_lengths_are_not_recorded_together(tmp_path, monkeypatch):
+    started = []
+    monkeypatch.setattr(moe_en.subprocess, "run", lambda command, **kwargs: started.append(command))
+    moe_en.main(["train", "--corpus", "c", "--runs", str(tmp_path / "long"), "--variants", "dense,moe-4", "--seeds", "0",
+                 "--steps", "10000"])
+    assert [c[c.index("--steps") + 1] for c in started] == ["10000", "10000"]
+    with pytest.raises(SystemExit):  # fewer steps than one validation
+        moe_en.main(["train", "--corpus", "c", "--variants", "dense", "--steps", "100"])
+    runs = tmp_path / "mixed"
+    for name, steps in (("dense-s0", 3000), ("moe-4-s0", 10000)):
+        (runs / name / "final").mkdir(parents=True)
+        (runs / name / "final" / "config.json").write_text("{}")
+    monkeypatch.setattr(moe_en, "_run_figures", lambda run, *a: {"steps": 3000 if "dense" in run else 10000})
+    with pytest.raises(ValueError, match=r"different steps \(3000, 10000\); keep one step count per runs directory"):
+        moe_en.record("c", str(runs), str(tmp_path / "out.json"))
