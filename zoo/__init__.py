@@ -6,7 +6,7 @@
 
 Subpackages: `zoo.layers` (the Keras layers), `zoo.models` (the model families and their
 presets), `zoo.data`, `zoo.training`, `zoo.export` (SavedModel export for TF Serving) and
-`zoo.tools` (the `zoo` command line and the benchmarks).
+`zoo.tools` (the `zoo` command line; with the workshop, the benchmarks and reproductions).
 """
 
 import os as _os

@@ -195,6 +195,10 @@ def _official_model(x, experts, sizes, seed):
     and its parameter count."""
     import tensorflow as tf
     import tf_keras
+
+    from zoo.tools.cli.workshop import dependency
+
+    dependency("official", "zoo benchmark moe --models official")  # one sentence if tf-models-official is missing
     from official.nlp.modeling.layers import ExpertsChooseMaskedRouter, FeedForwardExperts, MoeLayer
 
     tokens, d, h, k, group = (sizes[key] for key in ("tokens", "input_dim", "hidden", "k", "group_size"))

@@ -4,7 +4,7 @@ call `main`): one module per subcommand, each adding its parser with `add_parser
 import argparse
 import sys
 
-from zoo.tools.cli import benchmark, convert, evaluate, export, generate, presets, reproduce, score, train
+from zoo.tools.cli import benchmark, convert, evaluate, export, generate, presets, reproduce, score, train, workshop
 
 # In the order `zoo --help` lists them.
 COMMANDS = (presets, train, evaluate, score, generate, export, benchmark, reproduce, convert)
@@ -38,7 +38,7 @@ def main(argv=None):
         _subcommand_parser(p, args, argv, unknown[0]).error(f"unrecognized arguments: {' '.join(unknown)}")
     try:
         args.func(args)
-    except (ValueError, FileNotFoundError, FloatingPointError) as e:
+    except (ValueError, FileNotFoundError, FloatingPointError, workshop.WorkshopNotInstalled) as e:
         print(f"zoo: error: {e}", file=sys.stderr)
         return 2
     except KeyboardInterrupt:  # Ctrl-C: one line, not Python's traceback

@@ -1,7 +1,11 @@
 """`zoo reproduce`: the papers' experiments (tools/reproduce/), their RESULTS.md and `--list`."""
 
-from zoo.tools.reproduce import list_experiments, redraw, reproduce, write_results
-from zoo.tools.reproduce.record import DEFAULT_OUT, QUICK_OUT
+from zoo.tools.cli import workshop
+
+# where the reproductions write (zoo.tools.reproduce.record takes them from here, so that `zoo --help`
+# works without the workshop)
+DEFAULT_OUT = "results"
+QUICK_OUT = "runs/reproduce-quick"  # where `--quick` writes unless --out is given: never over the real results
 
 
 def add_parser(subparsers):
@@ -25,22 +29,23 @@ def add_parser(subparsers):
 
 
 def run(args):
+    experiments = workshop.room("reproduce", "zoo reproduce", needs=("matplotlib",))
     if args.out is None:
         args.out = QUICK_OUT if args.quick else DEFAULT_OUT
     if args.list:
-        for name, description, paper in list_experiments():
+        for name, description, paper in experiments.list_experiments():
             print(f"{name:12s}  {paper}: {description}")
         return
     if args.name:
         if args.repeats is not None and args.repeats < 1:
             raise ValueError(f"--repeats must be at least 1, got {args.repeats}.")
         if args.redraw:
-            redraw(args.name, out=args.out)
+            experiments.redraw(args.name, out=args.out)
         else:
             if args.minutes is not None and not args.minutes > 0:
                 raise ValueError(f"--minutes must be a number > 0, got {args.minutes:g}.")
-            reproduce(args.name, out=args.out, quick=args.quick, repeats=args.repeats, minutes=args.minutes)
+            experiments.reproduce(args.name, out=args.out, quick=args.quick, repeats=args.repeats, minutes=args.minutes)
     if args.results:
-        write_results(args.out, args.results_file)
+        experiments.write_results(args.out, args.results_file)
     if not args.name and not args.results:
         raise ValueError("Name an experiment (zoo reproduce --list), or give --list or --results.")

@@ -35,10 +35,10 @@ def test_bad_budgets_and_a_redraw_of_nothing_are_refused_before_anything_runs(ar
 def test_quick_writes_into_its_own_folder_unless_out_is_given(monkeypatch, tmp_path):
     """Before, `zoo reproduce table4 --quick` wrote its tiny run over results/table4.json, and the
     next `--results` put it into RESULTS.md."""
-    from zoo.tools.cli import reproduce as command
+    import zoo.tools.reproduce as experiments
 
     calls = []
-    monkeypatch.setattr(command, "reproduce", lambda name, out, **kw: calls.append((name, out, kw["quick"])))
+    monkeypatch.setattr(experiments, "reproduce", lambda name, out, **kw: calls.append((name, out, kw["quick"])))
     monkeypatch.chdir(tmp_path)
     assert cli.main(["reproduce", "table4", "--quick"]) == 0
     assert cli.main(["reproduce", "table4"]) == 0

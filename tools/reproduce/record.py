@@ -10,9 +10,7 @@ import subprocess
 import sys
 
 from zoo.tools.benchmarks.common import cpu_model, proc_kib
-
-DEFAULT_OUT = "results"
-QUICK_OUT = "runs/reproduce-quick"  # where `--quick` writes unless --out is given: never over the real results
+from zoo.tools.cli.reproduce import DEFAULT_OUT, QUICK_OUT  # noqa: F401  (the command line's defaults)
 
 
 def now():

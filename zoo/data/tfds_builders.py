@@ -18,11 +18,21 @@ stream and the order of lines is part of the data, so example *i* is line *i*.
 To stay off the network, pass `try_gcs=False` to `tfds.load` and
 `tfds.download.DownloadConfig(try_download_gcs=False, ...)` as its
 `download_and_prepare_kwargs["download_config"]`; none of these builders names a URL.
+
+TensorFlow Datasets is not among the library's own requirements: install it with the `tfds`
+extra (`pip install 'gcnn-moe-zoo[tfds]'`, or `pip install -e '.[tfds]'` in a checkout).
 """
 
 import os
 
-import tensorflow_datasets as tfds
+try:
+    import tensorflow_datasets as tfds
+except ModuleNotFoundError as _error:
+    if _error.name != "tensorflow_datasets":
+        raise
+    raise ModuleNotFoundError("zoo.data.tfds_builders needs TensorFlow Datasets, which the zoo installs only with its "
+                              "tfds extra: pip install 'gcnn-moe-zoo[tfds]' (pip install -e '.[tfds]' in a checkout).",
+                              name="tensorflow_datasets") from None
 
 from zoo.data.corpus import read_lines
 
