@@ -18,7 +18,7 @@ def exported(tmp_path_factory, tiny_model):
     out = {}
     for family, make in FAMILIES.items():
         model = make(tiny_model)
-        model.vocabulary = vocabulary()
+        model.tokenizer = vocabulary()
         discourage_end_of_sentence(model)
         path = export.export_saved_model(model, base, family)
         assert path == os.path.join(base, family, "1")

@@ -116,7 +116,7 @@ def fresh_process(exported, tmp_path_factory):
     work = tmp_path_factory.mktemp("fresh")
     plan = {family: {"path": path, "texts": TEXTS, "ids": IDS, "lengths": LENGTHS, "prefixes": PREFIXES,
                      "k": K, "decode_ids": DECODE_IDS, "max_length": STREAM_LENGTH, "never": [0, 1], "eos": 2,
-                     "prompt": model.vocabulary.encode(PROMPT, add_eos=False), "prompts": PROMPTS,
+                     "prompt": model.tokenizer.encode(PROMPT, add_eos=False), "prompts": PROMPTS,
                      "generate": GENERATE}
             for family, (model, path) in exported.items()}
     (work / "plan.json").write_text(json.dumps(plan))
@@ -177,7 +177,7 @@ def test_generate_signature_in_a_fresh_process_equals_lm_generate(family, export
 @pytest.mark.parametrize("family", sorted(FAMILIES))
 def test_streaming_decode_step_gives_greedy_generate(family, exported, fresh_process):
     model, _ = exported[family]
-    prompt = model.vocabulary.encode(PROMPT, add_eos=False)
+    prompt = model.tokenizer.encode(PROMPT, add_eos=False)
     generated = model.generate(prompt, max_new_tokens=STREAM_LENGTH, temperature=0)[len(prompt):]
     assert len(generated) == STREAM_LENGTH  # </s> is discouraged: 50 real tokens
     assert fresh_process[f"{family}/stream"].tolist() == generated

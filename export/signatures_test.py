@@ -55,10 +55,10 @@ def test_bad_text_generates_as_lm_generate_does(family, exported, loaded):
     got = loaded[family].signatures["generate"](text=tf.constant(BAD), **{k: tf.constant(v) for k, v in settings.items()})
     want = expected(model, "generate", {"text": texts, **settings})
     # the long line: the export keeps its last MAX_TOKENS words (after <s>), in-process reads it all
-    prompt = model.vocabulary.encode(texts[2], add_eos=False)
+    prompt = model.tokenizer.encode(texts[2], add_eos=False)
     cut = model.generate(prompt[:1] + prompt[1:][-MAX_TOKENS:], max_new_tokens=6, temperature=0, jit_compile=False)
     want["ids"][2] = cut[-6:]
-    want["text"][2] = model.vocabulary.decode(cut)
+    want["text"][2] = model.tokenizer.decode(cut)
     assert_same({k: v.numpy() for k, v in got.items()}, want, f"{family} generate on bad text")
 
 
@@ -215,12 +215,12 @@ def test_moe_export_is_the_noiseless_sparse_inference_path_without_metric_update
 def test_a_character_model_generates_through_the_export_as_in_process(tmp_path):
     """A character vocabulary (U+2581 for a space) detokenised in the graph: the signature's text
     is what `lm.generate` returns, greedy and seeded, with odd characters in the prompts."""
-    from zoo.data.vocab import CharacterVocabulary
+    from zoo.data.vocab import CharTokenizer
 
     chars = list("abcdefghijklmnopqrstuvwxyz") + ["\u2581", "é", "中"]
     keras.utils.set_random_seed(0)
     model = GCNNLanguageModel(vocabulary_size=len(SPECIALS) + len(chars), embedding_dim=8, blocks=[[[3, 16]]])
-    model.vocabulary = CharacterVocabulary(list(SPECIALS) + chars)
+    model.tokenizer = CharTokenizer(list(SPECIALS) + chars)
     discourage_end_of_sentence(model)
     path = export.export_saved_model(model, str(tmp_path), "chars")
     generate = tf.saved_model.load(path).signatures["generate"]

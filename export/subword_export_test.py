@@ -28,7 +28,7 @@ import pytest
 import zoo.export as export
 from zoo.data.tokenizers import NORMALIZATION, SubwordTokenizer
 from zoo.data.tokenizers_test import corpus as made_up_corpus
-from zoo.data.vocab import SPECIALS, Vocabulary
+from zoo.data.vocab import SPECIALS, WordTokenizer
 from tests.export_checks import pad
 
 # Every test here needs a whole export first (a module fixture): the capability tier.
@@ -145,9 +145,9 @@ def expected_scores(model, text, max_tokens):
     max_tokens pieces the scores of the words wholly within its first max_tokens pieces."""
     text = _text(text)
     scores = model.score([text])[0]
-    ids = model.vocabulary.encode(text)
+    ids = model.tokenizer.encode(text)
     if len(ids) - 2 > max_tokens:
-        kept = model.vocabulary.word_index(ids)[1 + max_tokens]  # the word of the first dropped piece
+        kept = model.tokenizer.word_index(ids)[1 + max_tokens]  # the word of the first dropped piece
         scores = scores[:kept]
     return scores
 
@@ -517,7 +517,7 @@ def test_readme_one_liner_lists_the_tensorflow_text_ops(exported, tiny_model, tm
     ops = _ops(command, exported["subword"][1], tmp_path)
     assert {"SentencepieceOp", "SentencepieceTokenizeOp", "NormalizeUTF8", "UnsortedSegmentSum"} <= ops
     # a word model's graph has none of them
-    words = tiny_model("gcnn", tokenizer=Vocabulary(list(SPECIALS) + ["the", "cat", "sat", "mat"]))
+    words = tiny_model("gcnn", tokenizer=WordTokenizer(list(SPECIALS) + ["the", "cat", "sat", "mat"]))
     path = export.export_saved_model(words, str(tmp_path / "exports"), "words")
     ops = _ops(command, path, tmp_path)
     assert "StringSplitV2" in ops and not {o for o in ops if o.startswith("Sentencepiece") or o == "NormalizeUTF8"}

@@ -6,6 +6,7 @@ import keras
 import tensorflow as tf
 from keras import ops
 
+from zoo.compat import sublayers
 from zoo.layers import int8
 from zoo.layers.validation import check_int
 
@@ -250,7 +251,7 @@ def weight_norm_folded(model):
     computing it from `v` and `g` at every request (an int8 layer folded it when quantized).
     Yields `(replaced, folded)`: the Keras variables `v` and `g` the traced functions no longer
     read, and the new `tf.Variable`s, which the export saves in their place."""
-    layers = [layer for layer in model._flatten_layers()
+    layers = [layer for layer in sublayers(model)
               if isinstance(layer, GatedConv1D) and layer.weight_norm and not int8.is_quantized(layer)]
     replaced, folded = [], []
     try:

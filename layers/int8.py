@@ -18,6 +18,8 @@ import contextlib
 import numpy as np
 from keras import ops
 
+from zoo.compat import sublayers, untrack_variable
+
 MODES = ("int8",)
 
 
@@ -63,15 +65,9 @@ def replace(layer, variable, values=None, axis=-1):
     values = ops.convert_to_numpy(variable if values is None else values)
     q, scale = quantize_array(values, axis)
     name = variable.name
-    layer._tracker.unlock()
-    try:
-        layer._untrack_variable(variable)
-        int8_variable = layer.add_weight(name=name, shape=q.shape, dtype="int8", initializer="zeros",
-                                         trainable=False)
-        scale_variable = layer.add_weight(name=f"{name}_scale", shape=scale.shape, initializer="ones",
-                                          trainable=False)
-    finally:
-        layer._tracker.lock()
+    int8_variable, scale_variable = untrack_variable(layer, variable, lambda: (
+        layer.add_weight(name=name, shape=q.shape, dtype="int8", initializer="zeros", trainable=False),
+        layer.add_weight(name=f"{name}_scale", shape=scale.shape, initializer="ones", trainable=False)))
     int8_variable.assign(q)
     scale_variable.assign(scale)
     scales = dict(getattr(layer, "_int8_scales", None) or {})
@@ -82,11 +78,7 @@ def replace(layer, variable, values=None, axis=-1):
 
 def untrack(layer, variable):
     """Drops a float weight that quantizing made unnecessary (weight normalisation's `g`)."""
-    layer._tracker.unlock()
-    try:
-        layer._untrack_variable(variable)
-    finally:
-        layer._tracker.lock()
+    untrack_variable(layer, variable)
 
 
 def is_quantized(layer):
@@ -158,7 +150,7 @@ def dequantized_once(model):
     keeps what an outer one computed."""
     # an embedding's whole matrix only where a tied output layer reads it (a lookup reads rows)
     tied = getattr(model, "tie_embeddings", False)
-    layers = [layer for layer in model._flatten_layers(include_self=False)
+    layers = [layer for layer in sublayers(model, include_self=False)
               if (is_quantized(layer) or (tied and getattr(layer, "quantization_mode", None) == "int8"))
               and getattr(layer, "_int8_cache", None) is None]
     for layer in layers:

@@ -21,13 +21,13 @@ are still importable from it.
 
 import contextlib
 import threading
-import warnings
 from typing import Optional, Union
 
 import keras
 import tensorflow as tf
 from keras import ops
 
+from zoo.compat import own_variables
 from zoo.layers import expert_parallel as ep
 from zoo.layers import int8
 from zoo.layers import moe_statistics
@@ -61,9 +61,10 @@ def balance_metrics_paused():
     """Deprecated: pass `track_metrics=False` to the call instead (a model's `call` takes it too;
     `step` and `prefill` never track). Within this block (in this thread), no `SparseMoE` call
     updates its balance metrics. The losses are unaffected."""
-    # (layers/ imports nothing of the core, zoo.deprecation included: the warning is written here)
-    warnings.warn("zoo.layers.sparse_moe.balance_metrics_paused() is deprecated; use track_metrics=False in the "
-                  "layer's (or the model's) call.", DeprecationWarning, stacklevel=3)
+    from zoo.deprecation import warn  # a leaf module: layers/ imports nothing else of the core
+
+    warn("zoo.layers.sparse_moe.balance_metrics_paused()", "track_metrics=False in the layer's (or the model's) "
+         "call", stacklevel=4)
     _metrics_pause.depth = getattr(_metrics_pause, "depth", 0) + 1
     try:
         yield
@@ -301,8 +302,8 @@ class SparseMoE(keras.layers.Layer):
     # ---- saving: the held parts' variables as the one list the layer has always written -------
     def _held_variables(self):
         parts = [p for p in (self.experts, self.router) if isinstance(p, MixturePart) and p.held]
-        return ([v for p in parts for v in p._trainable_variables]
-                + [v for p in parts for v in p._non_trainable_variables])
+        own = [own_variables(p) for p in parts]
+        return [v for trainable, _ in own for v in trainable] + [v for _, fixed in own for v in fixed]
 
     def save_own_variables(self, store):
         for i, v in enumerate(self._held_variables()):

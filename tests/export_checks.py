@@ -10,7 +10,7 @@ import numpy as np
 import tensorflow as tf
 
 import zoo.export as export
-from zoo.data.vocab import SPECIALS, Vocabulary
+from zoo.data.vocab import SPECIALS, WordTokenizer
 from zoo.export.state import StateLayout
 
 WORDS = ("the a cat dog sat on mat big small red ran to house is was and of in it he she saw "
@@ -29,7 +29,7 @@ TEXTS = ["the cat sat on the mat", "a big dog", "", "the zebra ate   fish\tat ho
 
 
 def vocabulary():
-    return Vocabulary(list(SPECIALS) + WORDS)
+    return WordTokenizer(list(SPECIALS) + WORDS)
 
 
 def discourage_end_of_sentence(model):
@@ -103,7 +103,7 @@ def _scores(rows):
 
 def expected(model, signature, inputs):
     """The in-process model's answer to a signature call (numpy inputs by name)."""
-    vocab = model.vocabulary
+    vocab = model.tokenizer
     if signature == "serving_default":
         rows = []
         for text in inputs["text"]:

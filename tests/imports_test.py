@@ -11,8 +11,9 @@ vocab` go to `zoo.data.vocab`; `from zoo.data import read_lines` goes to the pac
 imports; those are not edges (every module would otherwise depend on `zoo/__init__.py`, which
 imports the public API).
 
-The layers the edges must respect, lowest first: `zoo.compat` (the shims over TF/Keras internals,
-which import nothing of the zoo) → layers → the core (data, models, training, the registry,
+The layers the edges must respect, lowest first: the leaves `zoo.compat` (the shims over TF/Keras
+internals) and `zoo.deprecation` (the former names and their warning), which import nothing of the
+zoo → layers → the core (data, models, training, the registry,
 weights) → export → tools (with `zoo.__main__`, `python -m zoo`, the command line's other door);
 nothing imports upwards.
 """
@@ -151,8 +152,8 @@ def describe(cycle, graph, modules):
 
 
 def layer_of(module):
-    """-1 compat, 0 layers, 1 the core, 2 export, 3 tools."""
-    if module == "zoo.compat":
+    """-1 the leaves (compat, deprecation), 0 layers, 1 the core, 2 export, 3 tools."""
+    if module in ("zoo.compat", "zoo.deprecation"):
         return -1
     if module == "zoo.__main__":
         return 3

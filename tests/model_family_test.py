@@ -20,14 +20,14 @@ from keras import ops
 
 import zoo
 from zoo import registry
-from zoo.data.vocab import SPECIALS, Vocabulary
+from zoo.data.vocab import SPECIALS, WordTokenizer
 from zoo.export import export_saved_model
 from zoo.models import LanguageModel
 from zoo.models.base import CONTRACT
 from zoo.tools.cli import main
 
 WORDS = "the a cat dog sat on mat big small red ran to house is was and".split()
-VOCABULARY = Vocabulary(list(SPECIALS) + WORDS)  # 20 ids
+VOCABULARY = WordTokenizer(list(SPECIALS) + WORDS)  # 20 ids
 EMBEDDING, UNITS = 8, 16
 
 
@@ -103,7 +103,7 @@ def family():
 def model(family):
     keras.utils.set_random_seed(3)
     lm = zoo.load("gru-tiny")
-    lm.vocabulary = VOCABULARY
+    lm.tokenizer = VOCABULARY
     return lm
 
 
@@ -143,7 +143,7 @@ def test_save_to_preset_and_load_give_the_same_model(family, model, tmp_path):
     directory = model.save_to_preset(str(tmp_path / "gru"))
     assert json.load(open(os.path.join(directory, "config.json")))["class_name"] == "GRULanguageModel"
     again = zoo.load(directory)
-    assert type(again) is family and again.vocabulary == VOCABULARY
+    assert type(again) is family and again.tokenizer == VOCABULARY
     np.testing.assert_array_equal(again.log_probs(IDS), model.log_probs(IDS))
 
 
@@ -205,6 +205,7 @@ def test_it_exports_for_tf_serving_and_a_tensorflow_only_process_serves_it(model
     ({"description": "x", "config": {}, "vocabulary": "bytes"}, "vocabulary 'bytes'; expected one of"),
     ({"description": "x", "config": {}, "train": {"epochs": 3}}, r"train field\(s\) \['epochs'\]"),
 ])
+@pytest.mark.filterwarnings("ignore::zoo.deprecation.ZooDeprecationWarning")  # the former field, refused
 def test_a_bad_preset_is_refused_in_one_sentence(family, spec, message):
     with pytest.raises(ValueError, match=message):
         zoo.register_presets({"gru-bad": spec}, family)

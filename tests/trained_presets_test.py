@@ -111,7 +111,7 @@ def test_gcnn_en_loads_by_name_with_its_tokenizer_and_gives_the_card_s_figures()
     from zoo.data.tokenizers import SubwordTokenizer
 
     model = zoo.load("gcnn-en", weights="trained")
-    assert isinstance(model.vocabulary, SubwordTokenizer) and len(model.vocabulary) == 16_000
+    assert isinstance(model.tokenizer, SubwordTokenizer) and len(model.tokenizer) == 16_000
     assert model.count_params() == card()["params"]
     probe = card()["probe"]
     assert model.perplexity(probe["text"], mode="sentence", per="word") == pytest.approx(probe["per_word"], rel=1e-4)

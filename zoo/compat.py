@@ -6,6 +6,8 @@ rather than silently doing nothing), and has a test in `zoo/compat_test.py` that
 naming the Keras version, if the internal changes meaning. This module imports nothing of the zoo.
 """
 
+import contextlib
+
 import keras
 import tensorflow as tf
 
@@ -61,6 +63,89 @@ def disable_gradient_all_reduce(optimizer):
             )
         target._all_reduce_sum_gradients = _identity
     return optimizer
+
+
+def sublayers(layer, include_self=True):
+    """Every layer under `layer`, however deep (attributes, lists and dicts of layers included),
+    each once, `layer` itself first unless `include_self=False`.
+
+    Why: quantizing, exporting and the weight-norm folding of the zoo must reach every layer of a
+    model, including those a family keeps in its own attributes; Keras 3 has no public recursive
+    listing (a `Model`'s `layers` is one level deep, and a `Layer` has none).
+
+    Internal: Keras 3's `Layer._flatten_layers(include_self, recursive)`, the walk over tracked
+    layers that `Layer.weights` itself uses.
+    """
+    walk = getattr(layer, "_flatten_layers", None)
+    if not callable(walk):
+        raise KerasInternalsChanged(
+            f"Keras {keras.version()}: {type(layer).__name__} has no method _flatten_layers, which "
+            "zoo.compat.sublayers walks; update the shim for this Keras version.")
+    return list(walk(include_self=include_self, recursive=True))
+
+
+def _require(owner, attribute, shim):
+    """`owner.attribute`, or KerasInternalsChanged naming the Keras version and the shim."""
+    if not hasattr(owner, attribute):
+        raise KerasInternalsChanged(
+            f"Keras {keras.version()}: {type(owner).__name__} has no {attribute}, which zoo.compat.{shim} "
+            "relies on; update the shim for this Keras version.")
+    return getattr(owner, attribute)
+
+
+def own_variables(layer):
+    """`(trainable, non_trainable)`: the variables `layer` created itself (not its sublayers'), in
+    creation order, whether or not the layer is trainable now.
+
+    Why: a `SparseMoE` saves the variables of the router and experts it holds as one list in the
+    order it always wrote (`MixturePart`); `trainable_weights` would move every variable of a
+    frozen part to the other list, and both lists take in sublayers.
+
+    Internal: Keras 3's `Layer._trainable_variables` and `Layer._non_trainable_variables`.
+    """
+    return (list(_require(layer, "_trainable_variables", "own_variables")),
+            list(_require(layer, "_non_trainable_variables", "own_variables")))
+
+
+@contextlib.contextmanager
+def _unlocked(layer):
+    tracker = _require(layer, "_tracker", "untrack_variable")
+    tracker.unlock()
+    try:
+        yield
+    finally:
+        tracker.lock()
+
+
+def untrack_variable(layer, variable, replace_with=None):
+    """Drops `variable` from a built `layer`'s weights (quantizing made it unnecessary); with
+    `replace_with`, a function of no argument that adds the weights taking its place (by
+    `layer.add_weight`), returning what it returns. Keras 3 refuses `add_weight` on a built layer.
+
+    Internal: Keras 3's `Layer._tracker` (`unlock()` / `lock()`) and `Layer._untrack_variable`.
+    """
+    untrack = _require(layer, "_untrack_variable", "untrack_variable")
+    with _unlocked(layer):
+        untrack(variable)
+        return replace_with() if replace_with is not None else None
+
+
+def optimizer_variable_index(optimizer, variable):
+    """The index of `variable` among those `optimizer` was built for, the index of its slots.
+
+    Internal: Keras 3's `BaseOptimizer._get_variable_index`, which every built-in optimiser's
+    `update_step` uses to find a variable's slots (`FactorizedAdam` does as they do)."""
+    return _require(optimizer, "_get_variable_index", "optimizer_variable_index")(variable)
+
+
+def optimizer_model_variables(optimizer):
+    """The model variables `optimizer` was built for, in its slots' order, and the moving averages
+    it keeps of them (`use_ema`; None when it keeps none).
+
+    Internal: Keras 3's `BaseOptimizer._trainable_variables` and
+    `BaseOptimizer._model_variables_moving_average`."""
+    return (list(_require(optimizer, "_trainable_variables", "optimizer_model_variables")),
+            getattr(optimizer, "_model_variables_moving_average", None))
 
 
 class TensorFlowInternalsChanged(RuntimeError):

@@ -3,6 +3,7 @@ version, if the internal it relies on is gone or no longer does what the shim as
 
 import json
 import os
+import re
 import subprocess
 import sys
 import textwrap
@@ -165,3 +166,59 @@ def test_framework_op_stats_refuses_a_missing_internal_with_the_tensorflow_versi
         compat.framework_op_stats(str(tmp_path))
     with pytest.raises(FileNotFoundError, match="No tf.profiler trace"):
         compat.framework_op_stats(str(tmp_path / "empty"))
+
+
+def test_sublayers_reaches_layers_kept_in_attributes_lists_and_dicts_and_refuses_a_missing_internal(monkeypatch):
+    class Holder(keras.layers.Layer):
+        def __init__(self):
+            super().__init__()
+            self.one = keras.layers.Dense(2)
+            self.many = [keras.layers.Dense(3), keras.layers.Dense(4)]
+            self.named = {"inner": keras.Sequential([keras.layers.Dense(5)])}
+
+    holder = Holder()
+    found = compat.sublayers(holder, include_self=False)
+    units = sorted(layer.units for layer in found if isinstance(layer, keras.layers.Dense))
+    assert units == [2, 3, 4, 5] and holder not in found and compat.sublayers(holder)[0] is holder
+    monkeypatch.delattr(keras.layers.Layer, "_flatten_layers")
+    with pytest.raises(compat.KerasInternalsChanged, match=r"has no method _flatten_layers"):
+        compat.sublayers(holder)
+
+
+def test_the_variable_shims_give_a_layer_s_own_variables_untrack_and_index_an_optimiser_s_slots():
+    dense = keras.layers.Dense(3)
+    dense.build((None, 2))
+    dense.trainable = False  # a frozen layer's own lists keep their order and kind
+    trainable, fixed = compat.own_variables(dense)
+    assert [v.name for v in trainable] == ["kernel", "bias"] and fixed == []
+    added = compat.untrack_variable(dense, dense.bias, lambda: dense.add_weight(name="extra", shape=(1,)))
+    assert [v.name for v in dense.weights] == ["kernel", "extra"] and added.name == "extra"
+    with pytest.raises(ValueError):  # the tracker is locked again after the shim
+        dense.add_weight(name="late", shape=(1,))
+    optimizer = keras.optimizers.Adam(use_ema=True)
+    variables = [keras.Variable([0.0, 0.0], name="a"), keras.Variable([0.0, 0.0, 0.0], name="b")]
+    optimizer.build(variables)
+    assert [compat.optimizer_variable_index(optimizer, v) for v in variables] == [0, 1]
+    built, averages = compat.optimizer_model_variables(optimizer)
+    assert built == variables and [tuple(a.shape) for a in averages] == [(2,), (3,)]
+    assert compat.optimizer_model_variables(keras.optimizers.Adam())[1] is None
+
+
+KERAS_INTERNALS = re.compile(r"\._(flatten_layers|tracker|untrack_variable|trainable_variables|non_trainable_variables|"
+                             r"get_variable_index|model_variables_moving_average|all_reduce_sum_gradients|losses)\b"
+                             r"|\bkeras\.src\b")
+
+
+def test_no_library_module_but_this_one_reaches_the_keras_internals_it_shims():
+    root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+    found = []
+    for room in ("zoo", "layers", "export"):
+        for folder, _, files in os.walk(os.path.join(root, room)):
+            for name in files:
+                path = os.path.join(folder, name)
+                if not name.endswith(".py") or name.endswith("_test.py") or path.endswith(os.path.join("zoo", "compat.py")):
+                    continue
+                with open(path) as f:
+                    found += [f"{os.path.relpath(path, root)}:{i}" for i, line in enumerate(f, 1)
+                              if KERAS_INTERNALS.search(line.split("#")[0])]
+    assert not found, found

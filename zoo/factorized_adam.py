@@ -64,6 +64,7 @@ import keras
 import numpy as np
 from keras import ops
 
+from zoo import compat
 from zoo.layers.moe_dispatch import is_expert_matrix
 
 try:  # the TensorFlow backend only: IndexedSlices gradients
@@ -234,7 +235,7 @@ class FactorizedAdam(keras.optimizers.Optimizer):
 
     def uses_factored_state(self, variable):
         """Whether the (built) optimiser keeps factored row/column state for ``variable``."""
-        return self._get_variable_index(variable) in self._factored_indices
+        return compat.optimizer_variable_index(self, variable) in self._factored_indices
 
     # ----------------------------------------------------------------- update
 
@@ -251,7 +252,7 @@ class FactorizedAdam(keras.optimizers.Optimizer):
     def update_step(self, gradient, variable, learning_rate):
         """One update of ``variable`` with the (already all-reduced and clipped) gradient."""
         gradient = _densify(gradient)  # see "Sparse gradients" in the module docstring
-        index = self._get_variable_index(variable)
+        index = compat.optimizer_variable_index(self, variable)
         lr = ops.cast(learning_rate, variable.dtype)
         gradient = ops.cast(gradient, variable.dtype)
         step = ops.cast(self.iterations + 1, variable.dtype)

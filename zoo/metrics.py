@@ -31,8 +31,5 @@ class PerplexityMetric(keras.metrics.Metric):
         return ops.exp(self.total / ops.maximum(self.count, 1.0))
 
 
-DEPRECATED = {"Perplexity": ("zoo.metrics.PerplexityMetric", PerplexityMetric)}
-
-
-def __getattr__(name):
-    return former_name(__name__, name, DEPRECATED)
+def __getattr__(name):  # former names (zoo.deprecation.FORMER_NAMES)
+    return former_name(__name__, name)

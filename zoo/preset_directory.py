@@ -304,8 +304,5 @@ def _saved_tokenizer(directory):
 
 
 # Former names, kept for one release: each warns, naming the new one.
-DEPRECATED = {"load_vocabulary": ("zoo.preset_directory.resolve_tokenizer(directory=)", _saved_tokenizer)}
-
-
-def __getattr__(name):
-    return former_name(__name__, name, DEPRECATED)
+def __getattr__(name):  # former names (zoo.deprecation.FORMER_NAMES)
+    return former_name(__name__, name)

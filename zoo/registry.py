@@ -303,10 +303,5 @@ def _default_tokenizer(preset, vocabulary_size):
 
 
 # Former names, kept for one release: each warns, naming the new one.
-DEPRECATED = {"VOCABULARIES": ("zoo.registry.TOKENIZERS", TOKENIZERS),
-              "default_vocabulary": ("zoo.preset_directory.resolve_tokenizer(preset=, vocabulary_size=)",
-                                     _default_tokenizer)}
-
-
-def __getattr__(name):
-    return former_name(__name__, name, DEPRECATED)
+def __getattr__(name):  # former names (zoo.deprecation.FORMER_NAMES)
+    return former_name(__name__, name)

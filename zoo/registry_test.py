@@ -79,6 +79,7 @@ def test_the_former_vocabulary_field_still_registers_and_warns():
      "Preset 'registry-test-bad' of GCNNLanguageModel has both 'tokenizer' and its former name "
      "'vocabulary'; keep 'tokenizer'."),
 ])
+@pytest.mark.filterwarnings("ignore::zoo.deprecation.ZooDeprecationWarning")  # the former field, refused
 def test_a_bad_tokenizer_field_is_refused_in_one_sentence(spec, message):
     with pytest.raises(ValueError) as error:
         registry.register_presets({"registry-test-bad": spec}, GCNNLanguageModel)

@@ -4,7 +4,7 @@ found as a local file or directory by `fetch`.
 `weights` is one of:
 
 - None (the default): a preset name gets random weights, and says so once per name per process
-  on stderr (`notice_random_weights`); a preset directory gets its own `model.weights.h5`.
+  (a warning of the `zoo.weights` logger, `notice_random_weights`); a preset directory gets its own `model.weights.h5`.
 - "random": random weights, silently (a preset directory still brings its tokenizer).
 - "trained": the preset's trained weights that ship inside the package (`TRAINED` below),
   checked against their SHA-256 before loading.
@@ -16,8 +16,9 @@ found as a local file or directory by `fetch`.
 - An `https://` (or `http://`) address of a `.weights.h5` file, with `weights_sha256` (required:
   an address alone says nothing about what arrives). The file is downloaded once into the cache
   directory (`$ZOO_CACHE_DIR`, default `~/.cache/zoo/weights`) as `<12 hex of the URL's
-  SHA-256>-<the URL's file name>`, so two addresses with the same file name never collide. It is
-  written to a temporary file in that directory, checked, and renamed into place (atomic), so the
+  SHA-256>-<the URL's file name>`, so two addresses with the same file name never collide.
+  `keras.utils.get_file` downloads it into a scratch folder of that directory; it is checked, and
+  renamed into place (atomic), so the
   cache never holds a partial or unchecked file: a wrong checksum leaves nothing behind. A cached
   file whose checksum matches is used without any request; one that does not match is
   downloaded again.
@@ -46,10 +47,11 @@ present and matching it).
 import contextlib
 import hashlib
 import http.client
+import logging
 import os
 import re
 import shutil
-import sys
+import socket
 import tempfile
 import typing
 import urllib.error
@@ -108,9 +110,10 @@ def _which_have_trained():
 
 
 def notice_random_weights(preset):
-    """One line on stderr, once per preset name per process, when a preset is loaded by name
-    without `weights`: its weights are random. Printed (not logged) so a notebook shows it with no
-    logging set up; `weights="random"` asks for random weights without it."""
+    """One warning of the `zoo.weights` logger, once per preset name per process, when a preset is
+    loaded by name without `weights`: its weights are random. With no logging set up, Python
+    writes a warning to stderr, so a notebook shows it; `weights="random"` asks for random weights
+    without it."""
     if preset in _NOTICED:
         return
     _NOTICED.add(preset)
@@ -118,7 +121,7 @@ def notice_random_weights(preset):
         hint = 'weights="trained" loads the trained ones that ship for this preset'
     else:
         hint = 'no trained weights ship for this preset; weights="trained" lists the ones that do'
-    print(f"{preset}: random weights ({hint}).", file=sys.stderr, flush=True)
+    logging.getLogger(__name__).warning(f"{preset}: random weights ({hint}).")
 
 
 def file_sha256(path):
@@ -155,8 +158,9 @@ def cache_path(url):
 
 def download(url, sha256):
     """A local copy of the file at `url` whose SHA-256 is `sha256`: the cached one if it matches,
-    else a fresh download (to a temporary file in the cache directory, checked, then renamed into
-    place; on any failure the temporary file is removed and nothing is kept)."""
+    else a fresh download by `keras.utils.get_file` into a scratch folder of the cache directory,
+    checked, then renamed into place; on any failure the scratch folder is removed and nothing is
+    kept (get_file keeps a file whose checksum is wrong, so the check is made here)."""
     sha256 = _checked_sha256(sha256)
     name = os.path.basename(urllib.parse.unquote(urllib.parse.urlsplit(url).path))
     if not name.endswith(URL_SUFFIX):
@@ -167,35 +171,42 @@ def download(url, sha256):
     directory = os.path.dirname(path)
     try:
         os.makedirs(directory, exist_ok=True)
-        fd, part = tempfile.mkstemp(dir=directory, prefix="." + os.path.basename(path) + ".", suffix=".part")
+        scratch = tempfile.mkdtemp(dir=directory, prefix="." + os.path.basename(path) + ".", suffix=".part")
     except OSError as e:
         raise ValueError(f"Cannot write to the weights cache {directory!r} ({reason(e)}); "
                          "set ZOO_CACHE_DIR to a writable directory.") from None
     try:
-        digest = hashlib.sha256()
-        with os.fdopen(fd, "wb") as out:
-            try:
-                request = urllib.request.Request(url, headers={"User-Agent": "zoo"})
-                with urllib.request.urlopen(request, timeout=DOWNLOAD_TIMEOUT_S) as response:
-                    for chunk in iter(lambda: response.read(_CHUNK), b""):
-                        digest.update(chunk)
-                        out.write(chunk)
-            except urllib.error.HTTPError as e:
-                raise ValueError(f"Could not download {url}: HTTP {e.code} {reason(e.reason)}.") from None
-            except urllib.error.URLError as e:
-                raise ValueError(f"Could not download {url}: {reason(e.reason)}.") from None
-            except (OSError, ValueError, http.client.HTTPException) as e:  # timeouts, resets, truncation, a full disk
-                raise ValueError(f"Could not download {url}: {reason(e)}.") from None
-        actual = digest.hexdigest()
+        part = _get_file(url, os.path.basename(path), scratch)
+        actual = file_sha256(part)
         if actual != sha256:
             raise ValueError(f"The file at {url} has SHA-256 {actual}, not the expected {sha256}, "
                              "so it was not kept.")
         os.replace(part, path)
-    except BaseException:
-        with contextlib.suppress(FileNotFoundError):
-            os.remove(part)
-        raise
+    finally:
+        shutil.rmtree(scratch, ignore_errors=True)
     return path
+
+
+def _get_file(url, name, directory):
+    """`keras.utils.get_file` of `url` into `directory/name`, with a socket timeout (get_file sets
+    none) and its failures as one sentence naming the address."""
+    import keras
+
+    previous = socket.getdefaulttimeout()
+    socket.setdefaulttimeout(DOWNLOAD_TIMEOUT_S)
+    try:
+        return keras.utils.get_file(fname=name, origin=url, cache_dir=directory, cache_subdir="")
+    except Exception as e:  # get_file raises a bare Exception whose context is urllib's error
+        cause = e.__context__ if isinstance(e.__context__, Exception) else e
+        if isinstance(cause, urllib.error.HTTPError):
+            raise ValueError(f"Could not download {url}: HTTP {cause.code} {reason(cause.reason)}.") from None
+        if isinstance(cause, urllib.error.URLError):
+            raise ValueError(f"Could not download {url}: {reason(cause.reason)}.") from None
+        if isinstance(cause, (OSError, ValueError, http.client.HTTPException)):  # timeouts, resets, truncation, a full disk
+            raise ValueError(f"Could not download {url}: {reason(cause)}.") from None
+        raise
+    finally:
+        socket.setdefaulttimeout(previous)
 
 
 def trained_file(preset):

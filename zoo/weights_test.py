@@ -302,17 +302,31 @@ def test_every_shipped_trained_entry_is_complete():
         assert sha256(os.path.join(sources.PACKAGE_DIR, path)) == digest, preset
 
 
-def test_random_weights_are_announced_once_per_preset(tmp_path, monkeypatch, capsys):
+def test_random_weights_are_announced_once_per_preset(tmp_path, monkeypatch, caplog):
     monkeypatch.setattr(sources, "_NOTICED", set())
     monkeypatch.setattr(sources, "TRAINED", {})
+    caplog.set_level("WARNING", logger="zoo.weights")
     tiny(weights="random")
-    assert capsys.readouterr().err == ""
+    assert caplog.messages == []
     model = tiny(weights=None)
     tiny(weights=None)
-    assert capsys.readouterr().err == ('gcnn-ptb: random weights (no trained weights ship for this preset; '
-                                       'weights="trained" lists the ones that do).\n')
+    assert [(r.name, r.levelname) for r in caplog.records] == [("zoo.weights", "WARNING")]
+    assert caplog.messages == ['gcnn-ptb: random weights (no trained weights ship for this preset; '
+                               'weights="trained" lists the ones that do).']
+    caplog.clear()
     zoo.load(model.save_to_preset(str(tmp_path / "preset")))  # a preset directory: its own weights
-    assert capsys.readouterr().err == ""
+    assert caplog.messages == []
+
+
+def test_with_no_logging_set_up_the_notice_still_reaches_stderr(tmp_path):
+    """A notebook or a script that never configures logging still sees the random-weights line."""
+    import subprocess
+    import sys
+
+    code = ("import zoo; zoo.load('gcnn-ptb', embedding_dim=8, blocks=[[[4, 8]]], vocabulary_size=50)")
+    result = subprocess.run([sys.executable, "-c", code], cwd=str(tmp_path), capture_output=True, text=True)
+    assert result.returncode == 0, result.stderr
+    assert "gcnn-ptb: random weights (" in result.stderr and result.stdout == ""
 
 
 
@@ -325,3 +339,15 @@ def test_save_float16_halves_the_file_and_loads_back(tmp_path):
     for a, b in zip(model.get_weights(), back.get_weights(), strict=True):
         assert b.dtype == np.float32
         np.testing.assert_array_equal(b, a.astype(np.float16).astype(np.float32))
+
+
+def test_the_download_is_keras_get_file_s_into_a_scratch_folder_of_the_cache(served, cache, monkeypatch):
+    import keras
+
+    calls, real = [], keras.utils.get_file
+    monkeypatch.setattr(keras.utils, "get_file", lambda **kw: calls.append(kw) or real(**kw))
+    url = served["base"] + "/other/tiny.weights.h5"
+    tiny(weights=url, weights_sha256=sha256(served["root"] / "other" / "tiny.weights.h5"))
+    assert [c["origin"] for c in calls] == [url]
+    assert os.path.dirname(calls[0]["cache_dir"]) == str(cache)  # the scratch folder, gone afterwards
+    assert cached_files(cache) == [os.path.basename(sources.cache_path(url))]

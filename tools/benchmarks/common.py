@@ -127,9 +127,9 @@ def with_stand_in_vocabulary(model):
     preset of the paper's size, whose vocabulary comes with weights that do not ship here, can
     then be exported and served for its speed and size."""
     if getattr(model, "tokenizer", None) is None:
-        from zoo.data.vocab import SPECIALS, Vocabulary
+        from zoo.data.vocab import SPECIALS, WordTokenizer
 
-        model.vocabulary = Vocabulary(list(SPECIALS) + [f"w{i}" for i in range(model.vocabulary_size - len(SPECIALS))])
+        model.tokenizer = WordTokenizer(list(SPECIALS) + [f"w{i}" for i in range(model.vocabulary_size - len(SPECIALS))])
     return model
 
 

@@ -27,7 +27,7 @@ def test_previous_generate_without_its_stop_writes_what_generate_writes_greedy(b
         assert len(old) == len(row) == len(prompt) + 15
         assert old == row
         # with its stop (the previous behaviour): the same ids, cut after the first </s> if any
-        eos = model.vocabulary.eos_id
+        eos = model.tokenizer.eos_id
         cut = row[:row.index(eos, len(prompt)) + 1] if eos in row[len(prompt):] else row
         assert bench.previous_generate(model, prompt, 15, 0, None, 0) == cut
     # sampling (numpy draws, reproducible): at temperature 3 </s> comes early, and only the flag
@@ -42,7 +42,7 @@ def test_prompts_are_the_treebank_test_stream_or_the_vocabulary_cycled(bench, ti
     from zoo.data.corpus import read_lines
 
     model = tiny["gcnn-ptb"]
-    vocabulary = model.vocabulary
+    vocabulary = model.tokenizer
     ids, source = bench.text_ids(model, 300)
     assert "Penn Treebank" in source and len(ids) == 300 and ids[0] == vocabulary.bos_id
     lines = read_lines("ptb", "test")

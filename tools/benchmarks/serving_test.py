@@ -4,7 +4,7 @@ import itertools
 
 import numpy as np
 import pytest
-from zoo.data.vocab import SPECIALS, Vocabulary
+from zoo.data.vocab import SPECIALS, WordTokenizer
 
 
 @pytest.fixture(scope="module")
@@ -15,7 +15,7 @@ def bench():
 
 
 def test_sentences_are_20_vocabulary_words_and_reproducible(bench):
-    vocabulary = Vocabulary(list(SPECIALS) + [f"w{i}" for i in range(46)])
+    vocabulary = WordTokenizer(list(SPECIALS) + [f"w{i}" for i in range(46)])
     lines = bench.sentences(vocabulary, 64)
     assert len(lines) == 64 and all(len(line.split()) == 20 for line in lines)
     assert all(vocabulary.unk_id not in vocabulary.encode(line) for line in lines)

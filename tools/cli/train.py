@@ -85,7 +85,8 @@ def run(args):
     from zoo.training import distribute
 
     model, history = train(args.preset, data=args.data, out_dir=args.out, strategy=args.strategy,
-                           config=train_config(args), overrides=overrides(args.set), weights=args.weights)
+                           config=train_config(args), overrides=overrides(args.set), weights=args.weights,
+                           log=lambda message: print(message, flush=True))  # the library logs; the command prints
     if not distribute.is_chief(model.distribute_strategy):  # its history is not the run's: the chief's is
         task_type, task_id = distribute.task(model.distribute_strategy)
         print(f"Done: {task_type} {task_id} of the cluster; the chief wrote {os.path.join(args.out, 'best')} and "

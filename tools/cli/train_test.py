@@ -28,7 +28,7 @@ def test_train_writes_history_best_preset_and_logs(trained, capsys):
     assert os.path.isdir(os.path.join(trained, "logs"))
     best = min(history, key=lambda h: h["val_perplexity"])
     model = zoo.load(os.path.join(trained, "best"))
-    assert model.vocabulary is not None and len(model.vocabulary) == model.vocabulary_size
+    assert model.tokenizer is not None and len(model.tokenizer) == model.vocabulary_size
     assert best["best"] is True
 
 

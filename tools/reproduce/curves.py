@@ -83,7 +83,7 @@ def batches_per_pass(settings, variant=None):
         from zoo.training.data import TrainingWindows, load_corpus
 
         lines, _, vocabulary = load_corpus(settings["data"], max_vocabulary=t.get("max_vocabulary"),
-                                           tokenizer=t.get("tokenizer"), log=lambda *a: None)
+                                           tokenizer_kind=t.get("tokenizer"), log=lambda *a: None)
         _PASSES[key] = TrainingWindows.from_lines(lines, vocabulary, t["seq_len"], t["global_batch_size"],
                                                   t["seed"]).batches_per_pass
     return _PASSES[key]

@@ -30,10 +30,10 @@ dict.txt, `</s>` and `<unk>` keep fairseq's id.
 """
 
 import ast
+import logging
 import math
 import os
 import shutil
-import sys
 import tempfile
 
 import numpy as np
@@ -236,6 +236,16 @@ def build_model(checkpoint):
     else:  # fairseq's fc2 (to decoder_embed_dim), then fc3 (a full softmax)
         model = GCNNLanguageModel(**common, output_projection=int(embedding_dim))
     sd = _StateDict(state)
+    _assign_trunk(model, sd, closing)
+    _assign_head(model, sd, adaptive, rows)
+    if sd.left():
+        raise ValueError(f"The checkpoint holds {sd.left()[0]}, which the architecture from its args "
+                         f"({arch}: {len(layers)} layers) has no place for.")
+    return model
+
+
+def _assign_trunk(model, sd, closing):
+    """The embedding, fc1 and the convolutions (with their blocks' projections) from `sd`."""
     model.embedding.embeddings.assign(_swap_01(sd.take("embed_tokens.weight"), 0))
     _linear(model.input_projection_layer, sd, "fc1")
     i = 0
@@ -248,24 +258,24 @@ def build_model(checkpoint):
             i += 1
         if block.projection is not None:
             _linear(block.projection, sd, f"projections.{last}")
+
+
+def _assign_head(model, sd, adaptive, rows):
+    """The output layer from `sd`: the adaptive softmax's head and tails, or fc2 and fc3."""
     head = model.head
     if adaptive:
         head.head_kernel.assign(_swap_01(sd.take("adaptive_softmax.head.weight", head.head_kernel.shape[::-1]).T, 1))
         for t, (projection, kernel) in enumerate(zip(head.tail_projections, head.tail_kernels)):
             projection.assign(sd.take(f"adaptive_softmax.tail.{t}.0.weight", projection.shape[::-1]).T)
             kernel.assign(sd.take(f"adaptive_softmax.tail.{t}.2.weight", kernel.shape[::-1]).T)
-    else:
-        _linear(model.output_projection_layer, sd, "fc2")
-        # fc3, weight-normalised: its weight g · v / ‖v‖ (row-wise) is the softmax's kernel
-        n_in = head.kernel.shape[0]
-        v = sd.take("fc3.weight_v", (rows, n_in)).astype(np.float64)
-        g = sd.take("fc3.weight_g", (rows, 1)).astype(np.float64)
-        head.kernel.assign(_swap_01((g * v / np.linalg.norm(v, axis=1, keepdims=True)).T.astype(np.float32), 1))
-        head.bias.assign(_swap_01(sd.take("fc3.bias", (rows,)), 0))
-    if sd.left():
-        raise ValueError(f"The checkpoint holds {sd.left()[0]}, which the architecture from its args "
-                         f"({arch}: {len(layers)} layers) has no place for.")
-    return model
+        return
+    _linear(model.output_projection_layer, sd, "fc2")
+    # fc3, weight-normalised: its weight g · v / ‖v‖ (row-wise) is the softmax's kernel
+    n_in = head.kernel.shape[0]
+    v = sd.take("fc3.weight_v", (rows, n_in)).astype(np.float64)
+    g = sd.take("fc3.weight_g", (rows, 1)).astype(np.float64)
+    head.kernel.assign(_swap_01((g * v / np.linalg.norm(v, axis=1, keepdims=True)).T.astype(np.float32), 1))
+    head.bias.assign(_swap_01(sd.take("fc3.bias", (rows,)), 0))
 
 
 def read_checkpoint(checkpoint):
@@ -337,8 +347,9 @@ def load_as_preset(checkpoint, cls, config, label):
     if os.path.isfile(dictionary):
         model.tokenizer = read_dictionary(dictionary, model.vocabulary_size)
     else:  # the model still scores and generates ids; text needs the dictionary
-        print(f"{checkpoint}: no dict.txt beside it, so the model has no tokenizer (it reads and writes ids); put "
-              "fairseq's dict.txt beside the checkpoint to read text.", file=sys.stderr, flush=True)
+        logging.getLogger(__name__).warning(
+            f"{checkpoint}: no dict.txt beside it, so the model has no tokenizer (it reads and writes ids); put "
+            "fairseq's dict.txt beside the checkpoint to read text.")
     return model
 
 

@@ -52,7 +52,7 @@ def test_the_preset_directory_loads_with_fairseqs_words_and_scores(tmp_path):
     golden = np.load(os.path.join(TESTDATA, "gbw_2018.npz"))
     fairseq.convert(os.path.join(TESTDATA, "gbw_2018.legacy.pt"), DICT, tmp_path / "preset")
     model = zoo.load(str(tmp_path / "preset"))
-    tokenizer = getattr(model, "tokenizer", None) or model.vocabulary
+    tokenizer = model.tokenizer
     # every word of dict.txt has fairseq's id (4 + its line), </s> and <unk> too
     assert tokenizer.encode("w00 w59 zzz", add_bos=False) == [4, 63, 3, 2]
     tokens = zoo_ids(golden["tokens"])
@@ -131,7 +131,7 @@ def test_a_short_dictionary_is_padded_with_fairseqs_madeupwords(tmp_path):
     short = tmp_path / "dict.txt"
     short.write_text("".join(open(DICT).readlines()[:57]))  # 61 ids, padded to 64
     model = fairseq.convert(os.path.join(TESTDATA, "gbw.pt"), short, tmp_path / "out")
-    tokenizer = getattr(model, "tokenizer", None) or model.vocabulary
+    tokenizer = model.tokenizer
     assert tokenizer.tokens[-3:] == ["madeupword0000", "madeupword0001", "madeupword0002"]
 
 
@@ -354,11 +354,11 @@ def test_every_entry_point_reads_a_converted_preset(tmp_path, capsys):
     assert not (tmp_path / "run2").exists()
 
 
-def test_a_checkpoint_without_dict_txt_beside_it_loads_without_a_tokenizer_and_says_so(tmp_path, capsys):
+def test_a_checkpoint_without_dict_txt_beside_it_loads_without_a_tokenizer_and_says_so(tmp_path, caplog):
     import shutil
 
     shutil.copy(os.path.join(TESTDATA, "wikitext103_2018.legacy.pt"), tmp_path / "model.pt")
     blocks = [[[6, 16]], [[6, 16]], [[1, 16]], [[5, 16]], [[4, 24]], [[4, 32]]]
     model = zoo.load("gcnn-14", weights=str(tmp_path / "model.pt"), embedding_dim=12, cutoffs=[12, 24], blocks=blocks)
     assert model.tokenizer is None
-    assert "model.pt: no dict.txt beside it, so the model has no tokenizer" in capsys.readouterr().err
+    assert "model.pt: no dict.txt beside it, so the model has no tokenizer" in caplog.text

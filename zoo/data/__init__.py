@@ -11,10 +11,6 @@ __all__ = ["read_lines", "build_vocabulary", "ptb_vocabulary", "sentence_dataset
            "stream_dataset", "CharTokenizer", "SubwordTokenizer",
            "WordTokenizer", "load_tokenizer", "normalize_subword"]
 
-# Former names, kept for one release: each warns, naming the new one.
-DEPRECATED = {"Vocabulary": ("zoo.data.WordTokenizer", WordTokenizer),
-              "CharacterVocabulary": ("zoo.data.CharTokenizer", CharTokenizer)}
 
-
-def __getattr__(name):
-    return former_name(__name__, name, DEPRECATED)
+def __getattr__(name):  # former names (zoo.deprecation.FORMER_NAMES)
+    return former_name(__name__, name)

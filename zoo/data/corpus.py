@@ -3,6 +3,8 @@
 import os
 import unicodedata
 
+from zoo.deprecation import renamed_keywords
+
 SPLITS = ("train", "valid", "test")
 _SPLIT_ALIASES = {"validation": "valid", "dev": "valid"}
 
@@ -144,20 +146,21 @@ def scored_words(lines):
     return sum(len(line.split()) for line in lines) + len(lines)
 
 
-def unknown_share(lines, vocabulary):
+@renamed_keywords(vocabulary="tokenizer")
+def unknown_share(lines, tokenizer):
     """The share of the words of `lines` that a closed word vocabulary reads as `<unk>` (words it
     does not hold, and `<unk>` written in the text, as the treebank does), or None for a
-    vocabulary with no `<unk>` to fall back on (subwords with byte fallback) or whose tokens are
+    tokenizer with no `<unk>` to fall back on (subwords with byte fallback) or whose tokens are
     not words (characters). A word model's per-word perplexity scores each such word as the one
     token `<unk>`, which is easier to predict than the word itself: the lower the share, the
     closer its figure is to an open-vocabulary model's."""
-    if getattr(vocabulary, "kind", None) != "word" or getattr(vocabulary, "unk_id", None) is None:
+    if getattr(tokenizer, "kind", None) != "word" or getattr(tokenizer, "unk_id", None) is None:
         return None
     words = unknown = 0
     for line in lines:
-        ids = vocabulary.encode(line, add_bos=False, add_eos=False)
+        ids = tokenizer.encode(line, add_bos=False, add_eos=False)
         words += len(ids)
-        unknown += sum(1 for i in ids if i == vocabulary.unk_id)
+        unknown += sum(1 for i in ids if i == tokenizer.unk_id)
     return unknown / words if words else 0.0
 
 

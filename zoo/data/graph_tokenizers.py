@@ -28,7 +28,6 @@ Serving's model server links them in; in Python, `import tensorflow_text` before
 
 import functools
 import sys
-import warnings
 
 import numpy as np
 import tensorflow as tf
@@ -303,11 +302,7 @@ class SubwordGraphTokenizer:
         return tf.gather(tf.constant(self._starts_word), tf.where(inside, ids, 0)) & inside
 
 
-def __getattr__(name):
-    # The former name of `normalize_subword_in_graph`, kept for one release (zoo.deprecation's
-    # convention; this module imports nothing of the zoo).
-    if name == "normalize_subword":
-        warnings.warn(f"{__name__}.normalize_subword is deprecated; use {__name__}.normalize_subword_in_graph.",
-                      DeprecationWarning, stacklevel=2)
-        return normalize_subword_in_graph
-    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+def __getattr__(name):  # former names (zoo.deprecation.FORMER_NAMES)
+    from zoo.deprecation import former_name
+
+    return former_name(__name__, name)

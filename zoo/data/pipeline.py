@@ -17,32 +17,37 @@ import numpy as np
 import tensorflow as tf
 
 from zoo.data.corpus import check_lines
+from zoo.deprecation import renamed_keywords
 
 
-def encode(lines, vocabulary):
-    return [vocabulary.encode(line) for line in lines]
+@renamed_keywords(vocabulary="tokenizer")
+def encode(lines, tokenizer):
+    return [tokenizer.encode(line) for line in lines]
 
 
-def stream_ids(lines, vocabulary):
+@renamed_keywords(vocabulary="tokenizer")
+def stream_ids(lines, tokenizer):
     """All lines as one id stream, each wrapped in `<s> … </s>`. With a tokenizer whose line
     start is `</s>` (`bos_id == eos_id`, fairseq's convention) one `</s>` opens the stream and
     each line's `</s>` opens the next, as in fairseq's streams."""
-    if vocabulary.bos_id == vocabulary.eos_id:
-        encoded = (vocabulary.encode(line, add_bos=i == 0) for i, line in enumerate(lines))
+    if tokenizer.bos_id == tokenizer.eos_id:
+        encoded = (tokenizer.encode(line, add_bos=i == 0) for i, line in enumerate(lines))
     else:
-        encoded = vocabulary.encode_batch(lines) if hasattr(vocabulary, "encode_batch") else map(vocabulary.encode, lines)
+        encoded = tokenizer.encode_batch(lines) if hasattr(tokenizer, "encode_batch") else map(tokenizer.encode, lines)
     return np.fromiter((i for ids in encoded for i in ids), dtype=np.int32)
 
 
-def unscored_id(vocabulary):
+@renamed_keywords(vocabulary="tokenizer")
+def unscored_id(tokenizer):
     """The id a stream's targets never score: the line start `<s>` (no model predicts it), or
     None when the line start is `</s>`, which is scored as each line's end."""
-    return None if vocabulary.bos_id == vocabulary.eos_id else vocabulary.bos_id
+    return None if tokenizer.bos_id == tokenizer.eos_id else tokenizer.bos_id
 
 
-def stream_arrays(lines, vocabulary, seq_len, context=0):
+@renamed_keywords(vocabulary="tokenizer")
+def stream_arrays(lines, tokenizer, seq_len, context=0):
     """`stream_windows` of the stream of `lines`: `(inputs, targets, weights)`."""
-    return stream_windows(stream_ids(lines, vocabulary), seq_len, context, unscored_id(vocabulary))
+    return stream_windows(stream_ids(lines, tokenizer), seq_len, context, unscored_id(tokenizer))
 
 
 def stream_windows(ids, seq_len, context=0, bos_id=1):
@@ -73,10 +78,11 @@ def stream_windows(ids, seq_len, context=0, bos_id=1):
     return inputs, targets, weights
 
 
-def stream_dataset(lines, vocabulary, batch_size, seq_len, context=0, shuffle=False, seed=0,
+@renamed_keywords(vocabulary="tokenizer")
+def stream_dataset(lines, tokenizer, batch_size, seq_len, context=0, shuffle=False, seed=0,
                    repeat=False):
     check_lines(lines)
-    inputs, targets, weights = stream_arrays(lines, vocabulary, seq_len, context)
+    inputs, targets, weights = stream_arrays(lines, tokenizer, seq_len, context)
     ds = tf.data.Dataset.from_tensor_slices((inputs, targets, weights))
     if shuffle:
         ds = ds.shuffle(len(inputs), seed=seed, reshuffle_each_iteration=True)
@@ -85,11 +91,12 @@ def stream_dataset(lines, vocabulary, batch_size, seq_len, context=0, shuffle=Fa
     return ds.batch(batch_size, drop_remainder=shuffle).prefetch(tf.data.AUTOTUNE)
 
 
-def sentence_dataset(lines, vocabulary, batch_size, shuffle=False, seed=0, max_length=None,
+@renamed_keywords(vocabulary="tokenizer")
+def sentence_dataset(lines, tokenizer, batch_size, shuffle=False, seed=0, max_length=None,
                      boundaries=(8, 16, 24, 32, 48, 64, 96, 128)):
     """One sentence per row: inputs `<s> w1 … wn`, targets `w1 … wn </s>`, padded with 0."""
     check_lines(lines)
-    sequences = encode(lines, vocabulary)
+    sequences = encode(lines, tokenizer)
     if max_length:
         sequences = [s[: max_length + 1] for s in sequences]
     lengths = np.array([len(s) - 1 for s in sequences], dtype=np.int32)

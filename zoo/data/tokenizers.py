@@ -182,6 +182,44 @@ class SubwordTokenizer:
 
     # -- extension ------------------------------------------------------------------------------
 
+    def _check_extension(self, lines, max_new_ids):
+        """`lines` as a list, after `extend`'s refusals (see its docstring)."""
+        check_lines(lines)
+        if self.added_pieces:
+            were = "ids were" if self.added_pieces != 1 else "id was"
+            raise ValueError(f"This tokenizer was extended already (its last {self.added_pieces:,} {were} added); "
+                             "extend the tokenizer as trained, once, with the number of ids you want.")
+        if isinstance(max_new_ids, bool) or not isinstance(max_new_ids, (int, np.integer)) or max_new_ids < 1:
+            raise ValueError(f"The number of ids to add must be a whole number of at least 1, got {max_new_ids!r}.")
+        if len(self) + int(max_new_ids) > MAX_IDS:
+            raise ValueError(f"Adding {int(max_new_ids):,} ids to this tokenizer's {len(self):,} would exceed the "
+                             f"{MAX_IDS:,} ids an export's int32 ids can hold; add at most {MAX_IDS - len(self):,}.")
+        lines = list(lines)
+        if not any(normalize_subword(line) for line in lines):
+            raise ValueError(f"There is no text to learn new pieces from: the {len(lines):,} lines given hold nothing "
+                             "but whitespace.")
+        return lines
+
+    def _worth(self, domain, proto):
+        """The pieces of the tokenizer `domain` (learned from the new text) that this one (its
+        `proto`) lacks, most pieces saved first: `(-saved, piece, its spelling in this tokenizer's
+        pieces, its score, its count)` (see `extend`)."""
+        normal = {p.piece: p.score for p in proto.pieces if p.type == proto.SentencePiece.NORMAL}
+        unknown = min(normal.values(), default=0.0) - UNKNOWN_PENALTY
+        worth = []
+        for zoo_id in range(len(RESERVED), len(domain)):
+            sp_id = int(domain.id_to_sentencepiece[zoo_id])
+            piece = domain.pieces[zoo_id]
+            if piece in normal or domain._sp.is_byte(sp_id) or domain._sp.is_unknown(sp_id):
+                continue
+            spelling, score = self._spelling(piece, normal, unknown)
+            saved = int(domain.counts[zoo_id - len(RESERVED)]) * (len(spelling) - 1)
+            if saved > 0:
+                # a margin per old piece saved: of two splits, the one of fewer pieces wins
+                score += EXTENSION_MARGIN * (len(spelling) - 1)
+                worth.append((-saved, piece, spelling, score, int(domain.counts[zoo_id - len(RESERVED)])))
+        return sorted(worth)
+
     def extend(self, lines, max_new_ids, candidates=None, seed=0, log=None):
         """`(extended tokenizer, replaced)`: this tokenizer with up to `max_new_ids` pieces of
         `lines` that it lacks, as new ids after its own, which keep their ids and pieces.
@@ -207,21 +245,8 @@ class SubwordTokenizer:
         empty."""
         from sentencepiece import sentencepiece_model_pb2
 
-        check_lines(lines)
-        if self.added_pieces:
-            were = "ids were" if self.added_pieces != 1 else "id was"
-            raise ValueError(f"This tokenizer was extended already (its last {self.added_pieces:,} {were} added); "
-                             "extend the tokenizer as trained, once, with the number of ids you want.")
-        if isinstance(max_new_ids, bool) or not isinstance(max_new_ids, (int, np.integer)) or max_new_ids < 1:
-            raise ValueError(f"The number of ids to add must be a whole number of at least 1, got {max_new_ids!r}.")
-        if len(self) + int(max_new_ids) > MAX_IDS:
-            raise ValueError(f"Adding {int(max_new_ids):,} ids to this tokenizer's {len(self):,} would exceed the "
-                             f"{MAX_IDS:,} ids an export's int32 ids can hold; add at most {MAX_IDS - len(self):,}.")
+        lines = self._check_extension(lines, max_new_ids)
         log = log or (lambda line: None)
-        lines = list(lines)
-        if not any(normalize_subword(line) for line in lines):
-            raise ValueError(f"There is no text to learn new pieces from: the {len(lines):,} lines given hold nothing "
-                             "but whitespace.")
         size = len(self) if candidates is None else int(candidates)
         try:
             domain = SubwordTokenizer.train(lines, size, seed=seed)
@@ -229,21 +254,7 @@ class SubwordTokenizer:
             domain = SubwordTokenizer.train(lines, e.largest, seed=seed)
         proto = sentencepiece_model_pb2.ModelProto()
         proto.ParseFromString(self.model_proto)
-        normal = {p.piece: p.score for p in proto.pieces if p.type == proto.SentencePiece.NORMAL}
-        unknown = min(normal.values(), default=0.0) - UNKNOWN_PENALTY
-        worth = []
-        for zoo_id in range(len(RESERVED), len(domain)):
-            sp_id = int(domain.id_to_sentencepiece[zoo_id])
-            piece = domain.pieces[zoo_id]
-            if piece in normal or domain._sp.is_byte(sp_id) or domain._sp.is_unknown(sp_id):
-                continue
-            spelling, score = self._spelling(piece, normal, unknown)
-            saved = int(domain.counts[zoo_id - len(RESERVED)]) * (len(spelling) - 1)
-            if saved > 0:
-                # a margin per old piece saved: of two splits, the one of fewer pieces wins
-                score += EXTENSION_MARGIN * (len(spelling) - 1)
-                worth.append((-saved, piece, spelling, score, int(domain.counts[zoo_id - len(RESERVED)])))
-        worth.sort()
+        worth = self._worth(domain, proto)
         # Twice as many as asked, added together, then kept by what they save when this
         # tokenizer's Viterbi actually uses them on `lines` (a piece the model of `lines` liked
         # may lose to this tokenizer's own pieces, or to another new one).
@@ -423,6 +434,33 @@ class SubwordTokenizer:
     def load(cls, directory):
         config_path = os.path.join(directory, CONFIG_FILE)
         model_path = os.path.join(directory, MODEL_FILE)
+        config = cls._read_config(config_path)
+        try:
+            with open(model_path, "rb") as f:
+                model_proto = f.read()
+        except FileNotFoundError:
+            raise ValueError(f"The tokenizer file {model_path} is missing (it goes with {config_path}).") from None
+        except OSError as e:
+            raise ValueError(f"The tokenizer file {model_path} is not readable ({reason(e)}).") from None
+        if hashlib.sha256(model_proto).hexdigest() != config["model_sha256"]:
+            raise ValueError(f"The tokenizer file {model_path} does not match {config_path} (its SHA-256 "
+                             f"differs, so one was changed or they come from different tokenizers).")
+        pieces = config["sentencepiece_size"]
+        try:
+            import sentencepiece as spm
+
+            n = spm.SentencePieceProcessor(model_proto=model_proto).get_piece_size()
+        except Exception as e:  # sentencepiece raises RuntimeError / OSError on a bad proto
+            raise ValueError(f"The tokenizer file {model_path} is not a SentencePiece model "
+                             f"({reason(e)}).") from None
+        if n != pieces:
+            raise ValueError(f"The tokenizer file {model_path} has {n} pieces but {config_path} "
+                             f"says {pieces}.")
+        return cls(model_proto, config["order"], config.get("counts"), config.get("added_pieces", 0))
+
+    @classmethod
+    def _read_config(cls, config_path):
+        """The tokenizer's JSON config, each field checked (one sentence naming the file if not)."""
         try:
             with open(config_path, encoding="utf-8") as f:
                 config = json.load(f)
@@ -446,16 +484,6 @@ class SubwordTokenizer:
             raise bad(f"normalization {config['normalization']!r} is not the supported {NORMALIZATION!r}")
         if config["reserved"] != list(RESERVED):
             raise bad(f"reserved ids {config['reserved']!r} are not {list(RESERVED)!r}")
-        try:
-            with open(model_path, "rb") as f:
-                model_proto = f.read()
-        except FileNotFoundError:
-            raise ValueError(f"The tokenizer file {model_path} is missing (it goes with {config_path}).") from None
-        except OSError as e:
-            raise ValueError(f"The tokenizer file {model_path} is not readable ({reason(e)}).") from None
-        if hashlib.sha256(model_proto).hexdigest() != config["model_sha256"]:
-            raise ValueError(f"The tokenizer file {model_path} does not match {config_path} (its SHA-256 "
-                             f"differs, so one was changed or they come from different tokenizers).")
         order, counts = config["order"], config.get("counts")
         size, pieces = config["vocabulary_size"], config["sentencepiece_size"]
         if not (isinstance(order, list) and all(isinstance(i, int) for i in order)
@@ -469,17 +497,7 @@ class SubwordTokenizer:
         added = config.get("added_pieces", 0)
         if not isinstance(added, int) or not 0 <= added < len(order):
             raise bad(f"added_pieces {added!r} is not a count of pieces below {len(order)}")
-        try:
-            import sentencepiece as spm
-
-            n = spm.SentencePieceProcessor(model_proto=model_proto).get_piece_size()
-        except Exception as e:  # sentencepiece raises RuntimeError / OSError on a bad proto
-            raise ValueError(f"The tokenizer file {model_path} is not a SentencePiece model "
-                             f"({reason(e)}).") from None
-        if n != pieces:
-            raise ValueError(f"The tokenizer file {model_path} has {n} pieces but {config_path} "
-                             f"says {pieces}.")
-        return cls(model_proto, order, counts, added)
+        return config
 
     def graph_tokenizer(self, asset_dir=None):
         """`zoo.data.graph_tokenizers.SubwordGraphTokenizer`: the model's bytes are embedded in
@@ -586,10 +604,5 @@ def load_tokenizer(directory):
         raise ValueError(f"The tokenizer file {path} is not a vocabulary ({reason(e)}).") from None
 
 
-# Former names, kept for one release (zoo.deprecation).
-DEPRECATED = {"Vocabulary": ("zoo.data.WordTokenizer", WordTokenizer),
-              "CharacterVocabulary": ("zoo.data.CharTokenizer", CharTokenizer)}
-
-
-def __getattr__(name):
-    return former_name(__name__, name, DEPRECATED)
+def __getattr__(name):  # former names (zoo.deprecation.FORMER_NAMES)
+    return former_name(__name__, name)

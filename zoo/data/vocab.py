@@ -231,10 +231,5 @@ def load_word_or_char(directory):
 
 
 # Former names, kept for one release: each warns, naming the new one.
-DEPRECATED = {"Vocabulary": ("zoo.data.WordTokenizer", WordTokenizer),
-              "CharacterVocabulary": ("zoo.data.CharTokenizer", CharTokenizer),
-              "load_vocabulary": ("zoo.data.tokenizers.load_tokenizer", load_word_or_char)}
-
-
-def __getattr__(name):
-    return former_name(__name__, name, DEPRECATED)
+def __getattr__(name):  # former names (zoo.deprecation.FORMER_NAMES)
+    return former_name(__name__, name)

@@ -205,7 +205,7 @@ class LanguageModel(Inference, Generation, keras.Model):
         if self.quantization is not None:
             raise ValueError(f"This model is already quantized to {self.quantization}; quantize a float32 model "
                              "once (load it again to start from its float32 weights).")
-        for layer in self._flatten_layers(include_self=False):
+        for layer in compat.sublayers(self, include_self=False):
             if isinstance(layer, keras.layers.Embedding):
                 layer.quantize(mode)
             elif isinstance(layer, (GatedConv1D, FullSoftmax, AdaptiveSoftmax, ProjectedLSTMCell, SparseMoE)):

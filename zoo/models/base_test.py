@@ -41,7 +41,7 @@ def test_save_to_preset_round_trip(tiny_model, word_tokenizer, tiny_lines, tmp_p
     keras.utils.set_random_seed(123)  # the reloaded model starts from different random weights
     loaded = zoo.load(directory)
     assert type(loaded) is type(model)
-    assert loaded.vocabulary == vocab
+    assert loaded.tokenizer == vocab
     ids = [vocab.encode(line) for line in tiny_lines][0]
     np.testing.assert_array_equal(loaded.log_probs(ids), model.log_probs(ids))
     for a, b in zip(loaded.score(tiny_lines), model.score(tiny_lines)):

@@ -77,6 +77,28 @@ class GCNNLanguageModel(LanguageModel):
         **kwargs,
     ):
         super().__init__(vocabulary_size=vocabulary_size, optimizer=optimizer, **kwargs)
+        self._set_options(blocks, embedding_dim, activation, weight_norm, dropout, cutoffs, residual, residual_scale,
+                          input_projection, output_projection, head_bias, adaptive_softmax_2018)
+        # the layers, in the order they have always been made (their weights' order in a saved file)
+        self._make_trunk(vocabulary_size)
+        self._make_branches(moe, feed_forward)
+        self.output_dropout = keras.layers.Dropout(dropout) if dropout else None
+        self.tie_embeddings = _check_tie(tie_embeddings, cutoffs, embedding_dim, self.hidden_dim)
+        if self.tie_embeddings:
+            self.head = TiedSoftmax(vocabulary_size, embeddings=lambda: int8.embedding_matrix(self.embedding), name="head")
+        elif not head_bias or adaptive_softmax_2018:
+            self.head = AdaptiveSoftmax(vocabulary_size, list(cutoffs), use_bias=head_bias,
+                                        fairseq_2018=adaptive_softmax_2018, name="head")
+        else:
+            self.head = self.make_head(cutoffs)
+        self.embedding_dropout = check_rate("embedding_dropout", embedding_dropout)
+        self.embedding_dropout_layer = keras.layers.Dropout(embedding_dropout) if embedding_dropout else None
+        # Every weight now, so that a fresh model can be saved, counted and stepped.
+        self.build()
+
+    def _set_options(self, blocks, embedding_dim, activation, weight_norm, dropout, cutoffs, residual, residual_scale,
+                     input_projection, output_projection, head_bias, adaptive_softmax_2018):
+        """Checks and keeps the network's options (the blocks, the projections, the output layer's)."""
         if not isinstance(blocks, (list, tuple)):
             raise ValueError("blocks must be a list of residual blocks, each a list of [kernel_size, width] pairs "
                              f"(e.g. [[[4, 128]], [[4, 128]]]), got {blocks!r}.")
@@ -106,22 +128,29 @@ class GCNNLanguageModel(LanguageModel):
         self.output_projection = output_projection
         self.head_bias = head_bias
         self.adaptive_softmax_2018 = adaptive_softmax_2018
-        self.embedding = keras.layers.Embedding(vocabulary_size, embedding_dim, name="embedding")
+
+    def _make_trunk(self, vocabulary_size):
+        """The embedding, the optional projections and the residual blocks."""
+        weight_norm = self.weight_norm
+        self.embedding = keras.layers.Embedding(vocabulary_size, self.embedding_dim, name="embedding")
         self.input_projection_layer = None
-        if input_projection:
+        if self.input_projection:
             self.input_projection_layer = GatedConv1D(self.blocks_config[0][0][1], 1, activation="linear",
                                                       weight_norm=weight_norm, name="input_projection")
         self.output_projection_layer = None
-        if output_projection is not None:
-            self.output_projection_layer = GatedConv1D(output_projection, 1, activation="linear",
+        if self.output_projection is not None:
+            self.output_projection_layer = GatedConv1D(self.output_projection, 1, activation="linear",
                                                        weight_norm=weight_norm, name="output_projection")
         self.blocks = [
-            ResidualBlock(spec, activation=activation, weight_norm=weight_norm, dropout=dropout,
+            ResidualBlock(spec, activation=self.activation, weight_norm=weight_norm, dropout=self.dropout,
                           name=f"block_{i}",
                           **({} if self.residual[i] else {"residual": False}),
-                          **({} if residual_scale == 1.0 else {"residual_scale": residual_scale}))
+                          **({} if self.residual_scale == 1.0 else {"residual_scale": self.residual_scale}))
             for i, spec in enumerate(self.blocks_config)
         ]
+
+    def _make_branches(self, moe, feed_forward):
+        """The mixtures of experts and feed-forward layers after the blocks their configs name."""
         self.moe = dict(moe) if moe else None
         self.moe_layers = []
         self._moe_after = {}  # block index -> position in self.moe_layers
@@ -141,19 +170,6 @@ class GCNNLanguageModel(LanguageModel):
                 self._feed_forward_after[i] = len(self.feed_forward_layers)
                 self.feed_forward_layers.append(FeedForward([self.feed_forward["hidden_units"]],
                                                             self.blocks_config[i][-1][1], name=f"feed_forward_{i}"))
-        self.output_dropout = keras.layers.Dropout(dropout) if dropout else None
-        self.tie_embeddings = _check_tie(tie_embeddings, cutoffs, embedding_dim, self.hidden_dim)
-        if self.tie_embeddings:
-            self.head = TiedSoftmax(vocabulary_size, embeddings=lambda: int8.embedding_matrix(self.embedding), name="head")
-        elif not head_bias or adaptive_softmax_2018:
-            self.head = AdaptiveSoftmax(vocabulary_size, list(cutoffs), use_bias=head_bias,
-                                        fairseq_2018=adaptive_softmax_2018, name="head")
-        else:
-            self.head = self.make_head(cutoffs)
-        self.embedding_dropout = check_rate("embedding_dropout", embedding_dropout)
-        self.embedding_dropout_layer = keras.layers.Dropout(embedding_dropout) if embedding_dropout else None
-        # Every weight now, so that a fresh model can be saved, counted and stepped.
-        self.build()
 
     def build(self, input_shape=None):
         super().build(input_shape)  # the output layer first (see LanguageModel.build)

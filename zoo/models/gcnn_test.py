@@ -69,7 +69,7 @@ def test_stream_windows_after_the_first_are_exact_for_a_gcnn(tiny_model, tiny_li
     """Every target whose left context lies inside the stream gets exactly the whole-stream
     log-probability: the `stream_context` tokens of left context are enough (and needed)."""
     model, lines = vocab_model(tiny_model, tiny_lines)
-    vocab = model.vocabulary
+    vocab = model.tokenizer
     ids = np.array([i for line in lines for i in vocab.encode(line)])
     lp = model.log_probs(ids[:-1])[0]
     full = lp[np.arange(len(ids) - 1), ids[1:]]

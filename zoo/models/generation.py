@@ -13,7 +13,6 @@ write `<pad>` while the others go on; the loop ends when every row has stopped.
 import contextlib
 import numbers
 import os
-import warnings
 
 import numpy as np
 import tensorflow as tf
@@ -439,8 +438,9 @@ def _new_tokens(max_new_tokens, max_length):
         if max_new_tokens is not None:
             raise ValueError("Give the number of new tokens once, as max_new_tokens (max_length is its "
                              "deprecated name), not both.")
-        warnings.warn("generate(max_length=...) is deprecated: use max_new_tokens=... (the same number of new "
-                      "tokens).", DeprecationWarning, stacklevel=3)
+        from zoo.deprecation import warn
+
+        warn("generate(max_length=...)", "max_new_tokens=... (the same number of new tokens)", stacklevel=4)
         return max_length
     return 20 if max_new_tokens is None else max_new_tokens
 

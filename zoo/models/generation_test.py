@@ -14,7 +14,7 @@ import pytest
 import tensorflow as tf
 
 import zoo
-from zoo.data.vocab import SPECIALS, Vocabulary
+from zoo.data.vocab import SPECIALS, WordTokenizer
 from zoo.layers import AdaptiveSoftmax, FullSoftmax
 from zoo.models import GCNNLanguageModel, generation, samplers
 
@@ -286,7 +286,7 @@ def test_on_the_trained_presets_beam_search_finds_likelier_text_than_greedy(name
     model = zoo.load(name, weights="trained")
     prompts = ["the company said", "in new york stock exchange composite trading", "mr. smith", "",
                "the dollar fell against the yen", "analysts expected"]
-    ids = [model.vocabulary.encode(p, add_eos=False) for p in prompts]
+    ids = [model.tokenizer.encode(p, add_eos=False) for p in prompts]
     greedy = model.generate(ids, max_new_tokens=10, temperature=0, stop=None)
     beams = model.generate(ids, max_new_tokens=10, sampler="beam", num_beams=4, length_penalty=0.0, stop=None)
     gains = [sequence_log_prob(model, b, len(p)) - sequence_log_prob(model, g, len(p))
@@ -311,10 +311,10 @@ def test_beam_search_ranks_finished_beams_by_length_penalty():
 
 
 def vocabulary_model():
-    vocab = Vocabulary(list(SPECIALS) + WORDS)
+    vocab = WordTokenizer(list(SPECIALS) + WORDS)
     keras.utils.set_random_seed(0)
     model = GCNNLanguageModel(vocabulary_size=len(vocab), embedding_dim=8, blocks=[[[3, 16]], [[3, 16]]])
-    model.vocabulary = vocab
+    model.tokenizer = vocab
     bias = model.head.bias.numpy()
     bias[2] -= 6.0  # </s> unlikely: greedy rows run their whole length
     model.head.bias.assign(bias)
@@ -408,7 +408,7 @@ def test_the_gcnn_reads_a_prompt_longer_than_its_receptive_field_and_only_the_la
 # ---- bad input -----------------------------------------------------------------------------------
 def test_an_empty_prompt_starts_from_the_start_of_sentence():
     model, _ = vocabulary_model()
-    assert model.generate("", max_new_tokens=5, temperature=0) == model.vocabulary.decode(
+    assert model.generate("", max_new_tokens=5, temperature=0) == model.tokenizer.decode(
         greedy_by_hand(model, [1], 5, eos=2))
     assert model.generate([[], [1, 4]], max_new_tokens=3, temperature=0)[0] == greedy_by_hand(model, [1], 3, eos=2)
 
@@ -529,7 +529,7 @@ def test_sampling_is_seeded(tiny_model):
 
 def test_text_generation_stops_at_end_of_sentence(tiny_model, tiny_lines):
     model, _ = vocab_model(tiny_model, tiny_lines)
-    vocab = model.vocabulary
+    vocab = model.tokenizer
     text = model.generate("a b", max_new_tokens=25, temperature=0)
     ids = greedy_by_hand(model, vocab.encode("a b", add_eos=False), 25)
     if vocab.eos_id in ids[3:]:

@@ -71,7 +71,7 @@ def test_sentence_perplexity_matches_score(tiny_model, tiny_lines, kind):
 @pytest.mark.parametrize("kind", ["gcnn", "gcnn-adaptive"])
 def test_score_of_text_equals_log_probs_of_ids(tiny_model, tiny_lines, kind):
     model, lines = vocab_model(tiny_model, tiny_lines, kind)
-    ids = model.vocabulary.encode(lines[0])
+    ids = model.tokenizer.encode(lines[0])
     lp = model.log_probs(ids[:-1])[0]
     expected = lp[np.arange(len(ids) - 1), ids[1:]]
     np.testing.assert_allclose(model.score(lines[0])[0], expected, rtol=1e-6, atol=1e-6)
@@ -116,10 +116,10 @@ def test_score_of_many_rows_equals_each_row_scored_alone(tiny_model, kind, monke
 def test_stream_perplexity_is_exact_for_a_gcnn(tiny_model, tiny_lines):
     model, lines = vocab_model(tiny_model, tiny_lines)
     assert model.stream_context == 3
-    ids = np.array([i for line in lines for i in model.vocabulary.encode(line)])
+    ids = np.array([i for line in lines for i in model.tokenizer.encode(line)])
     lp = model.log_probs(ids[:-1])[0]
     target_lp = lp[np.arange(len(ids) - 1), ids[1:]]
-    scored = ids[1:] != model.vocabulary.bos_id
+    scored = ids[1:] != model.tokenizer.bos_id
     expected = math.exp(-target_lp[scored].sum() / scored.sum())
     for seq_len, batch_size in [(5, 3), (16, 2), (200, 1)]:
         got = model.perplexity(lines, mode="stream", batch_size=batch_size, seq_len=seq_len)

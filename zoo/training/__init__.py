@@ -6,6 +6,9 @@
                            config=TrainConfig(global_batch_size=64, epochs=10),
                            overrides={"dropout": 0.1})
 
+Its progress lines go to the `zoo.training` loggers at INFO (`logging.basicConfig(level="INFO")`
+shows them), or to any function given as `log=` (`log=print`, as `zoo train` does).
+
 One loop serves every strategy (`zoo.training.distribute`): one device, `MirroredStrategy` on one
 machine, `MultiWorkerMirroredStrategy` across machines, where Keras 3's `fit` does not work
 (keras-team/keras#20585). It is put together the way Model Garden's `base_trainer` and Orbit put

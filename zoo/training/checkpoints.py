@@ -1,11 +1,14 @@
 """Checkpoints of a run: what one holds, listing them, restoring the newest that reads back, and
 saving with keep-N.
 
-This is where a loop of our own does what Orbit delegates to `tf.train.CheckpointManager`: a
-restart resumes from the newest checkpoint that reads back, falling back past a corrupt or
-half-written one with a message; the data position (the step) is part of the checkpoint; and in
-a multi-worker job every worker takes part in a save (reading synchronised variables is a
-collective) while only the chief's copy is kept.
+`tf.train.CheckpointManager` saves and keeps the newest N (with its state file,
+`checkpoints/checkpoint`), as Orbit's loops use it. Around it, what the zoo adds: a restart
+resumes from the newest checkpoint that reads back, falling back past a corrupt or half-written
+one with a message, found from the checkpoint files themselves (the manager's state lags a save
+cut before its state update, and a run written before the zoo used the manager has none); the
+data position (the step) is part of the checkpoint; and in a multi-worker job every worker takes
+part in a save (reading synchronised variables is a collective) while only the chief's copy is
+kept.
 """
 
 import glob
@@ -43,7 +46,9 @@ def training_checkpoint(model, optimizer, step, experts=()):
 
 def checkpoint_steps(directory):
     """Steps of the checkpoints in `directory` whose index file exists, newest first (a save
-    killed before its index was written is not a checkpoint)."""
+    killed before its index was written is not a checkpoint). Read from the files, not from the
+    `CheckpointManager`'s state, which lags a save cut between its write and its state update and
+    does not exist in a run written before the zoo used the manager."""
     steps = []
     for path in glob.glob(os.path.join(directory, f"{CHECKPOINT_PREFIX}-*.index")):
         match = _CHECKPOINT_INDEX.match(os.path.basename(path))
@@ -77,18 +82,21 @@ def restore_latest(checkpoint, directory, log):
 
 
 def save_checkpoint(checkpoint, directory, step, keep, chief):
-    """Writes `ckpt-<step>` and deletes all but the newest `keep`. Every worker of a job must
-    call this (the save reads synchronised variables); a non-chief writes to a scratch
+    """Writes `ckpt-<step>` with a `tf.train.CheckpointManager` that keeps the newest `keep`, and
+    deletes any other checkpoint files it does not list (see the module docstring). Every worker of
+    a job must call this (the save reads synchronised variables); a non-chief writes to a scratch
     directory and deletes it."""
     target = directory if chief else os.path.join(directory, f".worker-{os.getpid()}")
-    os.makedirs(target, exist_ok=True)
-    checkpoint.write(checkpoint_path(target, step))
+    manager = tf.train.CheckpointManager(checkpoint, target, max_to_keep=keep, checkpoint_name=CHECKPOINT_PREFIX)
+    manager.save(checkpoint_number=step)
     if not chief:
         shutil.rmtree(target, ignore_errors=True)
         return
-    for old in checkpoint_steps(directory)[keep:]:
-        for path in glob.glob(checkpoint_path(directory, old) + ".*"):
-            os.remove(path)
+    kept = {os.path.basename(p) for p in manager.checkpoints}
+    for old in checkpoint_steps(directory):
+        if os.path.basename(checkpoint_path(directory, old)) not in kept:
+            for path in glob.glob(checkpoint_path(directory, old) + ".*"):
+                os.remove(path)
 
 
 # ---- which run a directory's checkpoints belong to ----------------------------------------------

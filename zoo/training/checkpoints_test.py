@@ -1,6 +1,8 @@
 """Training checkpoints: which steps a folder holds, keeping the newest, falling back past a
 corrupt one."""
 
+import os
+
 import numpy as np
 import tensorflow as tf
 
@@ -55,3 +57,21 @@ def test_an_empty_folder_starts_from_step_0_silently(tmp_path):
     logged = []
     assert checkpoints.restore_latest(checkpoint, str(tmp_path), log=logged.append) == 0
     assert logged == []
+
+
+def test_the_manager_keeps_its_state_and_a_run_written_before_it_resumes_and_is_swept(tmp_path):
+    variable, checkpoint = variable_checkpoint(0.0)
+    for step in (1, 2):  # as the zoo wrote checkpoints before it used tf.train.CheckpointManager
+        variable.assign(float(step))
+        checkpoint.write(checkpoints.checkpoint_path(str(tmp_path), step))
+    fresh, checkpoint = variable_checkpoint(-1.0)
+    assert checkpoints.restore_latest(checkpoint, str(tmp_path), log=print) == 2 and float(fresh.numpy()) == 2.0
+    fresh.assign(3.0)
+    checkpoints.save_checkpoint(checkpoint, str(tmp_path), 3, keep=2, chief=True)
+    assert checkpoints.checkpoint_steps(str(tmp_path)) == [3]  # the old ones beyond the manager's list: gone
+    state = tf.train.get_checkpoint_state(str(tmp_path))
+    assert [os.path.basename(p) for p in state.all_model_checkpoint_paths] == ["ckpt-3"]
+    (tmp_path / "ckpt-4.index").write_bytes(b"cut")  # a save cut after its index, before the state update
+    logged = []
+    assert checkpoints.restore_latest(variable_checkpoint(0.0)[1], str(tmp_path), log=logged.append) == 3
+    assert "ckpt-4 is unreadable" in logged[0]

@@ -1,6 +1,7 @@
 """The training data: the corpus, and its windows served in an order that is a pure function of
 the step, each worker and replica taking its slice of every global batch."""
 
+import logging
 import os
 import time
 
@@ -11,6 +12,7 @@ from zoo.data import pipeline
 from zoo.data.corpus import read_lines
 from zoo.data.datasets import build_vocabulary
 from zoo.data.tokenizers import SubwordTokenizer, VocabularySizeError
+from zoo.deprecation import renamed_keywords, warn
 
 
 # Corpora whose published protocol fixes a word vocabulary (their perplexities are only
@@ -54,40 +56,52 @@ def choose_tokenizer(data, preset_kind, tokenizer=None, vocabulary_size=None):
     return kind
 
 
-def load_corpus(data, vocabulary=None, vocabulary_kind="word", min_count=1, max_vocabulary=None,
-                tokenizer=None, vocabulary_size=None, log=print):
-    """`(train_lines, valid_lines, vocabulary)` of the corpus `data`: `vocabulary` if given (a
-    preset directory's own tokenizer; a `tokenizer` flag must then agree with it), else a
-    tokenizer learned from the training split (`choose_tokenizer`)."""
+@renamed_keywords(vocabulary="tokenizer")
+def load_corpus(data, tokenizer=None, vocabulary_kind="word", min_count=1, max_vocabulary=None,
+                tokenizer_kind=None, vocabulary_size=None, log=None):
+    """`(train_lines, valid_lines, tokenizer)` of the corpus `data`: `tokenizer` if given (a
+    preset directory's own tokenizer; a `tokenizer_kind` flag must then agree with it), else a
+    tokenizer learned from the training split (`choose_tokenizer`).
+
+    Until 0.2.0, a string given as `tokenizer` is the former keyword of `tokenizer_kind` (it warns).
+    `log` takes its notes (by default the `zoo.training.data` logger, at INFO).
+    """
+    log = log or logging.getLogger(__name__).info
+    if isinstance(tokenizer, str):
+        if tokenizer_kind is not None:
+            raise TypeError("load_corpus() got tokenizer_kind= and the former keyword of it, tokenizer= as a string; "
+                            "give tokenizer_kind= only.")
+        warn(f"load_corpus(tokenizer={tokenizer!r})", f"tokenizer_kind={tokenizer!r}")
+        tokenizer, tokenizer_kind = None, tokenizer
     train_lines = read_lines(data, "train")
     valid_lines = read_lines(data, "valid")
-    if vocabulary is not None:
-        kind = getattr(vocabulary, "kind", "word")
-        if tokenizer not in (None, kind) or vocabulary_size is not None:
+    if tokenizer is not None:
+        kind = getattr(tokenizer, "kind", "word")
+        if tokenizer_kind not in (None, kind) or vocabulary_size is not None:
             raise ValueError(f"The preset directory's model reads {kind} ids with its own saved tokenizer "
-                             f"({len(vocabulary):,} ids); drop --tokenizer/--vocabulary-size to fine-tune it.")
-        return train_lines, valid_lines, vocabulary
-    kind = choose_tokenizer(data, vocabulary_kind, tokenizer, vocabulary_size)
+                             f"({len(tokenizer):,} ids); drop --tokenizer/--vocabulary-size to fine-tune it.")
+        return train_lines, valid_lines, tokenizer
+    kind = choose_tokenizer(data, vocabulary_kind, tokenizer_kind, vocabulary_size)
     if kind != "subword":
         return train_lines, valid_lines, build_vocabulary(data, kind, min_count, max_vocabulary)
     began = time.monotonic()
     try:
-        vocabulary = SubwordTokenizer.train(train_lines, vocabulary_size or DEFAULT_SUBWORD_SIZE)
+        tokenizer = SubwordTokenizer.train(train_lines, vocabulary_size or DEFAULT_SUBWORD_SIZE)
     except VocabularySizeError as e:
         if vocabulary_size is not None:  # asked for: say so rather than train something else
             raise
         log(f"The corpus is too small for the default {DEFAULT_SUBWORD_SIZE:,} subword ids; using {e.largest:,}, "
             "the most it supplies.")
-        vocabulary = SubwordTokenizer.train(train_lines, e.largest)
-    summary = vocabulary.training_summary
+        tokenizer = SubwordTokenizer.train(train_lines, e.largest)
+    summary = tokenizer.training_summary
     cut = (f"; {summary['long_lines']:,} lines longer than the trainer takes were cut at whitespace"
            if summary["long_lines"] else "")
     sampled = ("" if summary["sampled_sentences"] == summary["sentences"] else
                f", a random {summary['sampled_sentences']:,} of its {summary['sentences']:,} sentences")
-    log(f"Learned a subword vocabulary of {len(vocabulary):,} ids (SentencePiece, byte fallback: no "
+    log(f"Learned a subword vocabulary of {len(tokenizer):,} ids (SentencePiece, byte fallback: no "
         f"unknown token) from {summary['lines']:,} training lines, {summary['sampled_words']:,} of their "
         f"{summary['words']:,} words{sampled}{cut}, in {time.monotonic() - began:.1f} s.")
-    return train_lines, valid_lines, vocabulary
+    return train_lines, valid_lines, tokenizer
 
 
 class TrainingWindows:
@@ -113,9 +127,10 @@ class TrainingWindows:
             )
 
     @classmethod
-    def from_lines(cls, lines, vocabulary, seq_len, global_batch_size, seed=0):
+    @renamed_keywords(vocabulary="tokenizer")
+    def from_lines(cls, lines, tokenizer, seq_len, global_batch_size, seed=0):
         """The windows of `seq_len` tokens (no unscored context) of the stream of `lines`."""
-        return cls(*pipeline.stream_arrays(lines, vocabulary, seq_len), global_batch_size, seed)
+        return cls(*pipeline.stream_arrays(lines, tokenizer, seq_len), global_batch_size, seed)
 
     def _order(self, p):
         n = len(self.arrays[0])
@@ -149,11 +164,12 @@ def shard_rows(index_batches, arrays, global_batch_size, context):
     return ds.with_options(options).prefetch(tf.data.AUTOTUNE)
 
 
-def evaluation_windows(lines, vocabulary, seq_len, context, global_batch_size):
+@renamed_keywords(vocabulary="tokenizer")
+def evaluation_windows(lines, tokenizer, seq_len, context, global_batch_size):
     """Stream windows with `context` tokens of unscored left context, padded with weight-0
     windows to a whole number of global batches, so every replica sees the same number of
     batches (a collective step needs every worker)."""
-    inputs, targets, weights = pipeline.stream_arrays(lines, vocabulary, seq_len, context)
+    inputs, targets, weights = pipeline.stream_arrays(lines, tokenizer, seq_len, context)
     pad = -len(inputs) % global_batch_size
     if pad:
         inputs, targets, weights = (

@@ -66,7 +66,7 @@ def test_raw_text_trains_with_a_learned_subword_vocabulary_end_to_end(tmp_path):
     model, history = train("gcnn-ptb", data=data, out_dir=out, log=log.append, overrides=TINY,
                            config=TrainConfig(steps=8, steps_per_epoch=4, global_batch_size=4, seq_len=16,
                                               vocabulary_size=320))
-    tokenizer = model.vocabulary
+    tokenizer = model.tokenizer
     assert tokenizer.kind == "subword" and len(tokenizer) == 320 == model.vocabulary_size
     assert any(line.startswith("Learned a subword vocabulary of 320 ids") for line in log)
     # per-word perplexity is printed and recorded beside the per-token one, and is higher
@@ -74,7 +74,7 @@ def test_raw_text_trains_with_a_learned_subword_vocabulary_end_to_end(tmp_path):
     assert all(h["val_perplexity_per_word"] > h["val_perplexity"] for h in history)
     assert any("per word" in line for line in log if line.startswith("epoch"))
     best = zoo.load(os.path.join(out, "best"))
-    assert best.vocabulary == tokenizer
+    assert best.tokenizer == tokenizer
     text = "Juliet greets TYBALT tonight."
     scores = best.score(text)[0]
     assert len(scores) == len(text.split()) + 1  # one score per word, and </s>
@@ -89,7 +89,7 @@ def test_a_corpus_too_small_for_the_default_size_gets_the_most_it_supplies(tmp_p
     log = []
     model, _ = train("gcnn-ptb", data=data, out_dir=str(tmp_path / "run"), log=log.append, overrides=TINY,
                      config=TrainConfig(steps=1, global_batch_size=2, seq_len=8))
-    size = len(model.vocabulary)
+    size = len(model.tokenizer)
     assert size < DEFAULT_SUBWORD_SIZE
     assert any(f"too small for the default {DEFAULT_SUBWORD_SIZE:,} subword ids; using {size:,}" in line
                for line in log)
@@ -125,7 +125,7 @@ def test_fine_tuning_a_saved_model_keeps_its_tokenizer(tmp_path):
     preset = os.path.join(str(tmp_path / "first"), "final")
     again, _ = train(preset, data=new_text, out_dir=str(tmp_path / "second"), log=lambda m: None,
                      config=TrainConfig(steps=2, global_batch_size=4, seq_len=16))
-    assert again.vocabulary == first.vocabulary
+    assert again.tokenizer == first.tokenizer
     with pytest.raises(ValueError, match="reads subword ids with its own saved tokenizer"):
         train(preset, data=new_text, out_dir=str(tmp_path / "third"), log=lambda m: None,
               config=TrainConfig(steps=1, global_batch_size=4, seq_len=16, tokenizer="word"))
@@ -141,12 +141,12 @@ def test_keras_fit_fine_tunes_a_saved_subword_model_with_its_tokenizer(tmp_path)
     lm = zoo.load(str(tmp_path / "run" / "final"))
     lm.compile()
     lines = zoo.data.read_lines(raw_corpus(tmp_path / "new", seed=2), "train")
-    ds = zoo.data.stream_dataset(lines, lm.vocabulary, batch_size=4, seq_len=16, shuffle=True)
+    ds = zoo.data.stream_dataset(lines, lm.tokenizer, batch_size=4, seq_len=16, shuffle=True)
     before = lm.perplexity(lines[:40], per="word")
     lm.fit(ds, epochs=2, verbose=0)
     assert lm.perplexity(lines[:40], per="word") < before
     tuned = lm.save_to_preset(str(tmp_path / "tuned"))
-    assert zoo.load(tuned).vocabulary == lm.vocabulary
+    assert zoo.load(tuned).vocabulary == lm.tokenizer
 
 
 @pytest.mark.ci
@@ -214,9 +214,9 @@ def test_lines_of_200k_characters_train_score_and_export_whole(tmp_path):
     words = sum(len(line.split()) for line in train_lines)
     assert any(f"from 3 training lines, {words:,} of their {words:,} words; 3 lines longer than the trainer takes "
                "were cut at whitespace" in line for line in log), log
-    assert model.vocabulary.training_summary["long_lines"] == 3
+    assert model.tokenizer.training_summary["long_lines"] == 3
     line = valid_lines[0]
-    ids = np.array(model.vocabulary.encode(line))  # <s> pieces </s>
+    ids = np.array(model.tokenizer.encode(line))  # <s> pieces </s>
     assert len(ids) > 50_000
     log_probs = model.log_probs(ids[None, :-1])[0]
     total = float(np.take_along_axis(np.asarray(log_probs), ids[1:, None], 1).sum())
@@ -235,15 +235,15 @@ def test_long_lines_each_alone_are_scored_whole_and_sequences_past_the_cap_are_r
     """mode="sentence" scores a line of more than LONG_LINE_CHARS alone (windows for a GCNN, one
     sequence for a recurrent model), exactly as the whole line; `score` and `generate` refuse a
     text past MAX_SEQUENCE_TOKENS in one sentence instead of running out of memory."""
-    from zoo.data import Vocabulary
+    from zoo.data import WordTokenizer
     from zoo.models.inference import LONG_LINE_CHARS, MAX_SEQUENCE_TOKENS
 
     lines = long_lines(2, LONG_LINE_CHARS + 3_000, 2) + ["Romeo loves Juliet tonight."]
-    vocab = Vocabulary.build(lines)
+    vocab = WordTokenizer.build(lines)
     for preset, overrides in (("gcnn-ptb", TINY),
                               ("lstm-ptb", {"embedding_dim": 8, "layers": [{"type": "lstm", "units": 8}]})):
         model = zoo.load(preset, weights="random", vocabulary_size=len(vocab), **overrides)
-        model.vocabulary = vocab
+        model.tokenizer = vocab
         total = 0.0
         for line in lines:
             ids = np.array(vocab.encode(line))

@@ -9,6 +9,7 @@ step (`zoo.training.steps`) and the checkpoints are separate pieces, as in Model
 import contextlib
 import dataclasses
 import json
+import logging
 import math
 import os
 import shutil
@@ -16,7 +17,7 @@ import shutil
 import keras
 import tensorflow as tf
 
-from zoo import preset_directory, registry
+from zoo import compat, preset_directory, registry
 from zoo.training import distribute
 import zoo.weights
 from zoo.data.corpus import scored_words, unknown_note, unknown_share
@@ -26,6 +27,7 @@ from zoo.training.checkpoints import (CHECKPOINT_DIR, batch_change_note, checkpo
                                       run_directory_refusal, run_identity, save_checkpoint, write_json,
                                       write_run_record, training_checkpoint)
 from zoo.training.config import TrainConfig
+from zoo.deprecation import renamed_keywords
 from zoo.training.data import TrainingWindows, evaluation_windows, load_corpus, shard_rows
 from zoo.training.extension import DIRECTORY as EXTENDED_DIR, check_start, extended_start
 from zoo.training.precision import dtype_policy, mixed_precision_policy
@@ -35,8 +37,13 @@ from zoo.training.steps import step_functions
 from zoo.training.workers import any_worker, min_max
 
 
-def _print(message):
-    print(message, flush=True)
+logger = logging.getLogger(__name__)
+
+
+def _log(message):
+    """Where the run's progress lines go by default: the `zoo.training.trainer` logger, at INFO
+    (`logging.basicConfig(level="INFO")` shows them; `zoo train` and `log=print` print them)."""
+    logger.info(message)
 
 
 class Callback:
@@ -88,7 +95,7 @@ class Trainer:
     """
 
     def __init__(self, model, optimizer, strategy, config, train_data, valid_data, out_dir,
-                 log=_print, callbacks=(), valid_words=None, valid_unknown_share=None, run_record=None):
+                 log=_log, callbacks=(), valid_words=None, valid_unknown_share=None, run_record=None):
         self.model, self.optimizer, self.strategy = model, optimizer, strategy
         self.config = config
         self.train_data, self.valid_data = train_data, valid_data
@@ -195,8 +202,9 @@ class Trainer:
     def _swap_averaged_weights(self):
         """Exchanges the model's trainable weights with the optimizer's moving averages of them
         (a second call swaps them back); nothing when the optimizer keeps no averages."""
-        averages = getattr(self.optimizer, "_model_variables_moving_average", None) if self.averaged else None
-        for variable, average in zip(self.optimizer._trainable_variables, averages or (), strict=bool(averages)):
+        variables, averages = compat.optimizer_model_variables(self.optimizer)
+        averages = averages if self.averaged else None
+        for variable, average in zip(variables, averages or (), strict=bool(averages)):
             if average is not None:
                 current = tf.identity(variable.value)
                 variable.assign(average.value)
@@ -323,7 +331,8 @@ def default_cutoffs(vocabulary_size):
     return [2_000, 10_000] if vocabulary_size > 10_000 else [vocabulary_size // 4]
 
 
-def build_model(preset, overrides, vocabulary, strategy, policy=None, capacity_factor=None):
+@renamed_keywords(vocabulary="tokenizer")
+def build_model(preset, overrides, tokenizer, strategy, policy=None, capacity_factor=None):
     """`(model, optimizer)`: the preset's model with `overrides` and the optimiser its config
     names, built in `strategy`'s scope under the dtype `policy` (a `mixed_float16` optimiser
     scales the loss). With a `capacity_factor`, every `SparseMoE` is expert-parallel
@@ -344,7 +353,7 @@ def build_model(preset, overrides, vocabulary, strategy, policy=None, capacity_f
                                  "has none (drop --expert-parallel).")
             if plain is not None:
                 load_unsharded(model, plain, strategy)
-        model.tokenizer = vocabulary
+        model.tokenizer = tokenizer
         optimizer = model.make_optimizer()
         if policy == "mixed_float16" and not isinstance(optimizer, keras.optimizers.LossScaleOptimizer):
             optimizer = keras.optimizers.LossScaleOptimizer(optimizer)
@@ -352,7 +361,7 @@ def build_model(preset, overrides, vocabulary, strategy, policy=None, capacity_f
     return model, optimizer
 
 
-def starting_point(preset, weights, log=_print):
+def starting_point(preset, weights, log=_log):
     """`(preset, PresetInfo, weights file or None)` of `train`'s `preset` and `weights`."""
     if weights not in (None, "random", "trained"):
         if not isinstance(weights, (str, os.PathLike)) or not os.path.isfile(
@@ -404,8 +413,44 @@ def check_not_quantized(preset):
                          "gradient; train from the float32 model it was quantized from, then quantize the result.")
 
 
+def _corpus(data, preset, info, weights_file, config, overrides, out_dir, log):
+    """`(preset, info, weights_file, (train_lines, valid_lines, tokenizer))` of a run: the corpus,
+    the tokenizer (extended first with `config.extend_tokenizer`) and, in `overrides`, the
+    vocabulary size and the adaptive softmax a large vocabulary gets."""
+    train_lines, valid_lines, tokenizer = load_corpus(data, info.tokenizer, info.vocabulary_kind,
+                                                      config.min_count, config.max_vocabulary,
+                                                      config.tokenizer, config.vocabulary_size, log=log)
+    if config.extend_tokenizer is not None:
+        preset, info, tokenizer, weights_file = extended_start(preset, info, weights_file, train_lines,
+                                                               config.extend_tokenizer, out_dir, log)
+    overrides.setdefault("vocabulary_size", len(tokenizer))
+    if len(tokenizer) > ADAPTIVE_THRESHOLD and "cutoffs" not in overrides and not info.fixes_head:
+        overrides["cutoffs"] = default_cutoffs(len(tokenizer))
+        log(f"The vocabulary has {len(tokenizer):,} ids (more than {ADAPTIVE_THRESHOLD:,}): the output layer is "
+            f"an adaptive softmax with cutoffs {overrides['cutoffs']} (--set cutoffs=... to choose others, "
+            "--set cutoffs=null for a full softmax).")
+    return preset, info, weights_file, (train_lines, valid_lines, tokenizer)
+
+
+def _claim_run_directory(out_dir, model, tokenizer, strategy, config, extended_here, log):
+    """The run's identity (`run.json`), after refusing, on every worker alike, a run directory
+    holding another run's checkpoints (the directory left as it was)."""
+    identity = run_identity(model, tokenizer)
+    refusal = run_directory_refusal(out_dir, identity)
+    if any_worker(strategy)(refusal is not None):  # every worker refuses, or none
+        if extended_here:
+            shutil.rmtree(os.path.join(out_dir, EXTENDED_DIR), ignore_errors=True)
+        raise ValueError(refusal or f"Another worker found that {out_dir} holds the checkpoints of another run; give "
+                                    "a new --out.")
+    identity.update(global_batch_size=config.global_batch_size, seq_len=config.seq_len)  # recorded, not refused
+    note = batch_change_note(out_dir, identity)
+    if note:
+        log(note)
+    return identity
+
+
 def train(preset, data="ptb", out_dir="runs/model", strategy="default", config=None, overrides=None,
-          log=_print, callbacks=(), weights=None):
+          log=_log, callbacks=(), weights=None):
     """Train `preset` (a name or a preset directory) on `data` into `out_dir`; returns
     `(model, history)`.
 
@@ -445,19 +490,9 @@ def train(preset, data="ptb", out_dir="runs/model", strategy="default", config=N
     if config.extend_tokenizer is not None:
         check_start(preset, weights, info, config.extend_tokenizer)
 
-    train_lines, valid_lines, vocabulary = load_corpus(data, info.tokenizer, info.vocabulary_kind,
-                                                       config.min_count, config.max_vocabulary,
-                                                       config.tokenizer, config.vocabulary_size, log=log)
     extended_here = config.extend_tokenizer is not None and not os.path.exists(os.path.join(out_dir, EXTENDED_DIR))
-    if config.extend_tokenizer is not None:
-        preset, info, vocabulary, weights_file = extended_start(preset, info, weights_file, train_lines,
-                                                                config.extend_tokenizer, out_dir, log)
-    overrides.setdefault("vocabulary_size", len(vocabulary))
-    if len(vocabulary) > ADAPTIVE_THRESHOLD and "cutoffs" not in overrides and not info.fixes_head:
-        overrides["cutoffs"] = default_cutoffs(len(vocabulary))
-        log(f"The vocabulary has {len(vocabulary):,} ids (more than {ADAPTIVE_THRESHOLD:,}): the output layer is "
-            f"an adaptive softmax with cutoffs {overrides['cutoffs']} (--set cutoffs=... to choose others, "
-            "--set cutoffs=null for a full softmax).")
+    preset, info, weights_file, (train_lines, valid_lines, vocabulary) = _corpus(
+        data, preset, info, weights_file, config, overrides, out_dir, log)
     keras.utils.set_random_seed(config.seed)
     model, optimizer = build_model(preset, overrides, vocabulary, strategy,
                                    mixed_precision_policy(config.mixed_precision),
@@ -472,17 +507,7 @@ def train(preset, data="ptb", out_dir="runs/model", strategy="default", config=N
     if share is not None:
         log(f"Validation: {unknown_note(share)}; its per-word perplexity is not comparable with an "
             "open-vocabulary (subword) model's (docs/data-and-tokenizers.md).")
-    identity = run_identity(model, vocabulary)
-    refusal = run_directory_refusal(out_dir, identity)  # another run's checkpoints: refused, the directory as it was
-    if any_worker(strategy)(refusal is not None):  # every worker refuses, or none
-        if extended_here:
-            shutil.rmtree(os.path.join(out_dir, EXTENDED_DIR), ignore_errors=True)
-        raise ValueError(refusal or f"Another worker found that {out_dir} holds the checkpoints of another run; give "
-                                    "a new --out.")
-    identity.update(global_batch_size=config.global_batch_size, seq_len=config.seq_len)  # recorded, not refused
-    note = batch_change_note(out_dir, identity)
-    if note:
-        log(note)
+    identity = _claim_run_directory(out_dir, model, vocabulary, strategy, config, extended_here, log)
     trainer = Trainer(model, optimizer, strategy, config, windows, valid, out_dir, log=log, callbacks=callbacks,
                       valid_words=scored_words(valid_lines), valid_unknown_share=share, run_record=identity)
     return model, trainer.fit()

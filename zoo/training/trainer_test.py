@@ -6,7 +6,7 @@ import tensorflow as tf
 
 from zoo.training import Callback, TrainConfig, TrainingWindows, evaluation_windows, random_states, train
 from zoo.training.config import UNBOUNDED
-from zoo.data.vocab import WordTokenizer as Vocabulary
+from zoo.data.vocab import WordTokenizer
 
 
 def _windows(n=23, length=5, batch=4, seed=0):
@@ -57,7 +57,7 @@ def test_too_little_data_for_one_global_batch_is_refused():
 
 
 def test_evaluation_windows_are_padded_with_weightless_windows():
-    vocab = Vocabulary.build(["a b c d e f g"] * 3)
+    vocab = WordTokenizer.build(["a b c d e f g"] * 3)
     inputs, targets, weights = evaluation_windows(["a b c d e f g"] * 3, vocab, seq_len=4, context=2,
                                                   global_batch_size=4)
     assert len(inputs) % 4 == 0

@@ -1,0 +1,26 @@
+"""Conventions of the library (zoo/, layers/, export/; not tests/ and not the tools): it logs and
+never prints (the `zoo` command prints), so that an application decides where its lines go."""
+
+import ast
+import os
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+LIBRARY = ("zoo", "layers", "export")
+
+
+def library_modules():
+    for room in LIBRARY:
+        for folder, dirs, files in os.walk(os.path.join(ROOT, room)):
+            dirs[:] = [d for d in dirs if not d.startswith((".", "__")) and d != "testdata"]
+            for name in sorted(files):
+                if name.endswith(".py") and not name.endswith("_test.py") and name != "conftest.py":
+                    path = os.path.join(folder, name)
+                    with open(path) as f:
+                        yield os.path.relpath(path, ROOT), ast.parse(f.read())
+
+
+def test_the_library_logs_and_never_prints():
+    printing = [f"{path}:{node.lineno}" for path, tree in library_modules() for node in ast.walk(tree)
+                if isinstance(node, ast.Call) and isinstance(node.func, ast.Name) and node.func.id == "print"
+                or isinstance(node, ast.keyword) and isinstance(node.value, ast.Name) and node.value.id == "print"]
+    assert not printing, printing
