@@ -222,11 +222,11 @@ class Signatures:
 
         return generate
 
-    def generate(self, text, max_new_tokens, temperature, top_k, top_p, seed, num_beams=None):
-        t, v, cap = self.tokenizer, self.vocabulary_size, self.max_new_tokens
-        num_beams = tf.constant(1, tf.int32) if num_beams is None else num_beams
+    def _request_checks(self, max_new_tokens, temperature, top_k, top_p, num_beams):
+        """The assertions on a `generate` request's parameters, each failing with one sentence."""
+        v, cap = self.vocabulary_size, self.max_new_tokens
         beams = f"num_beams must be in [1, {MAX_BEAMS}] (1: no beam search)"
-        checks = [
+        return [
             tf.debugging.assert_greater_equal(max_new_tokens, 1, message=f"max_new_tokens must be in [1, {cap}] "
                                               "(the export's cap, zoo export --max-new-tokens)"),
             tf.debugging.assert_less_equal(max_new_tokens, cap, message=f"max_new_tokens must be in [1, {cap}] "
@@ -240,7 +240,11 @@ class Signatures:
             tf.debugging.assert_greater_equal(num_beams, 1, message=beams),
             tf.debugging.assert_less_equal(num_beams, MAX_BEAMS, message=beams),
         ]
-        with tf.control_dependencies(checks):
+
+    def generate(self, text, max_new_tokens, temperature, top_k, top_p, seed, num_beams=None):
+        t = self.tokenizer
+        num_beams = tf.constant(1, tf.int32) if num_beams is None else num_beams
+        with tf.control_dependencies(self._request_checks(max_new_tokens, temperature, top_k, top_p, num_beams)):
             max_new_tokens = tf.identity(max_new_tokens)
         words = t.encode(text)
         words = tf.gather(words, tf.ragged.range(self._prompt_start(words), words.row_lengths()), batch_dims=1)

@@ -1,5 +1,6 @@
 """Conventions of the library (zoo/, layers/, export/; not tests/ and not the tools): it logs and
-never prints (the `zoo` command prints), so that an application decides where its lines go."""
+never prints (the `zoo` command prints), so that an application decides where its lines go; and
+each function does one job, in at most 50 lines besides its docstring."""
 
 import ast
 import os
@@ -24,3 +25,9 @@ def test_the_library_logs_and_never_prints():
                 if isinstance(node, ast.Call) and isinstance(node.func, ast.Name) and node.func.id == "print"
                 or isinstance(node, ast.keyword) and isinstance(node.value, ast.Name) and node.value.id == "print"]
     assert not printing, printing
+
+
+def test_no_library_function_is_longer_than_50_lines_without_its_docstring():
+    from tests.function_length import LIMIT, long_functions
+
+    assert not long_functions(), f"over {LIMIT} lines: {long_functions()}"

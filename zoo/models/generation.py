@@ -343,17 +343,9 @@ def beam_search(model, token_ids, lengths, max_new_tokens, num_beams, length_pen
     keep_going = lambda step, done, *_: (step < max_new_tokens) & ~tf.reduce_all(done)
     loop = (tf.constant(0), tf.zeros_like(lengths, tf.bool), lengths, buffer, scores, hidden, state)
     _, _, ends, buffer, scores, _, _ = tf.while_loop(keep_going, body, loop)
-    new = tf.reshape(tf.cast(tf.maximum(ends - lengths, 1), tf.float32), [batch, n])
-    ranked = beams.rank(scores, new)
     if all_beams:
-        order = tf.reshape(tf.argsort(ranked, axis=1, direction="DESCENDING", stable=True)
-                           + tf.range(batch)[:, None] * n, [-1])
-        return (tf.gather(buffer, order), tf.gather(ends, order), tf.gather(tf.reshape(scores, [-1]), order),
-                tf.gather(tf.reshape(ranked, [-1]), order))
-    best = tf.argmax(ranked, axis=1, output_type=tf.int32)
-    ranked_best = tf.gather(ranked, best, batch_dims=1)
-    best += tf.range(batch) * n
-    ids, ends, score = tf.gather(buffer, best), tf.gather(ends, best), tf.gather(tf.reshape(scores, [-1]), best)
+        return _ranked_beams(beams, buffer, ends, scores, lengths, batch, n, every=True)
+    ids, ends, score, ranked_best = _ranked_beams(beams, buffer, ends, scores, lengths, batch, n)
     if not against_greedy:  # the beams alone (tests)
         return ids, ends, score
     prompt_lengths = tf.reshape(lengths[::n], [-1])  # a rank the stride of a request's beams leaves unknown
@@ -363,6 +355,24 @@ def beam_search(model, token_ids, lengths, max_new_tokens, num_beams, length_pen
     greedy_wins = g_ranked > ranked_best
     return (tf.where(greedy_wins[:, None], g_ids, ids), tf.where(greedy_wins, g_ends, ends),
             tf.where(greedy_wins, g_score, score))
+
+
+def _ranked_beams(beams, buffer, ends, scores, lengths, batch, n, every=False):
+    """The beams ranked by `beams.rank` (log-probability / new tokens ** length_penalty): the best
+    of each prompt, `(ids, ends, log-probability, ranking score)`, or with `every` all of them,
+    best first within each prompt (`beam_search`'s `all_beams`)."""
+    new = tf.reshape(tf.cast(tf.maximum(ends - lengths, 1), tf.float32), [batch, n])
+    ranked = beams.rank(scores, new)
+    if every:
+        order = tf.reshape(tf.argsort(ranked, axis=1, direction="DESCENDING", stable=True)
+                           + tf.range(batch)[:, None] * n, [-1])
+        return (tf.gather(buffer, order), tf.gather(ends, order), tf.gather(tf.reshape(scores, [-1]), order),
+                tf.gather(tf.reshape(ranked, [-1]), order))
+    best = tf.argmax(ranked, axis=1, output_type=tf.int32)
+    ranked_best = tf.gather(ranked, best, batch_dims=1)
+    best += tf.range(batch) * n
+    return (tf.gather(buffer, best), tf.gather(ends, best), tf.gather(tf.reshape(scores, [-1]), best),
+            ranked_best)
 
 
 def compiled(model, sampler, ngram, stop_sequences, eos_id, jit_compile, room=None, all_beams=False):
@@ -432,6 +442,21 @@ class _Groups:
 
 
 # ---- the user's side -------------------------------------------------------------------------------
+def _padded_rows(rows, new_tokens, xla):
+    """`(padded [batch, width], lengths, room)` of the prompt rows; under XLA, in shape buckets
+    (XLA compiles once per bucket, not once per prompt length): widths rounded up to a multiple of
+    32 and `room` for the new tokens to a power of two, at least 16 (None off XLA)."""
+    width = max(len(r) for r in rows)
+    room = None
+    if xla:
+        width = -(-width // 32) * 32
+        room = max(16, 1 << (new_tokens - 1).bit_length())
+    padded = np.full((len(rows), width), PAD_ID, np.int32)
+    for i, r in enumerate(rows):
+        padded[i, :len(r)] = r
+    return padded, np.array([len(r) for r in rows], np.int32), room
+
+
 def _new_tokens(max_new_tokens, max_length):
     """`generate`'s number of new tokens from `max_new_tokens` or its deprecated name `max_length`."""
     if max_length is not None:
@@ -451,6 +476,39 @@ def _is_int(value):
 
 class Generation:
     """`LanguageModel.generate`, on the model's `prefill`, `step`, output layer and vocabulary."""
+
+    def _generation_options(self, new_tokens, temperature, top_k, top_p, num_beams, length_penalty,
+                            no_repeat_ngram_size, seed, sampler, jit_compile, return_all_beams):
+        """`generate`'s options checked (one sentence each): `(new_tokens, the sampler,
+        no_repeat_ngram_size, seed, the names of the layers XLA cannot compile)`."""
+        new_tokens, temperature, top_k, top_p, num_beams, length_penalty, no_repeat_ngram_size, seed = map(
+            plain, (new_tokens, temperature, top_k, top_p, num_beams, length_penalty, no_repeat_ngram_size, seed))
+        if not _is_int(new_tokens) or not 1 <= new_tokens <= MAX_NEW_TOKENS:
+            raise ValueError(f"max_new_tokens must be an integer in [1, {MAX_NEW_TOKENS}], "
+                             f"got {new_tokens!r}.")
+        chosen = samplers.resolve(sampler, temperature, top_k, top_p, num_beams, length_penalty,
+                                  vocabulary_size=self.vocabulary_size)
+        if not _is_int(no_repeat_ngram_size) or not 0 <= no_repeat_ngram_size <= 16:
+            raise ValueError(f"no_repeat_ngram_size must be an integer in [0, 16] (0: off), got {no_repeat_ngram_size!r}.")
+        if seed is not None and not _is_int(seed):
+            raise ValueError(f"seed must be an integer or None, got {seed!r}.")
+        if jit_compile not in (True, False, "auto"):
+            raise ValueError(f"jit_compile must be True, False or 'auto', got {jit_compile!r}.")
+        # layers that XLA cannot compile say so (Keras' `supports_jit`): the sparse mixture of
+        # experts, whose dispatch has data-dependent shapes
+        uncompilable = [layer.name for layer in self.layers if not getattr(layer, "supports_jit", True)]
+        if jit_compile is True and uncompilable:
+            raise ValueError(f"jit_compile=True cannot compile this model's layers {', '.join(uncompilable)} (a sparse "
+                             "MoE's dispatch has data-dependent shapes, which XLA does not take); use jit_compile=False "
+                             "or 'auto'.")
+        if jit_compile is True and chosen.is_search:
+            raise ValueError("jit_compile=True: beam search runs as a graph loop only; use jit_compile='auto' or False.")
+        if return_all_beams not in (True, False):
+            raise ValueError(f"return_all_beams must be True or False, got {return_all_beams!r}.")
+        if return_all_beams and not chosen.is_search:
+            raise ValueError(f"return_all_beams=True returns beam search's beams; the sampler is {chosen.name!r}: "
+                             "give sampler=\"beam\" (or num_beams=k).")
+        return new_tokens, chosen, no_repeat_ngram_size, seed, uncompilable
 
     def generate(self, prompts: "str | list[str] | list[int] | list[list[int]]", max_new_tokens: "int | None" = None,
                  temperature: "float | None" = None, top_k: "int | None" = None, seed: "int | None" = None, *,
@@ -520,48 +578,15 @@ class Generation:
         graph loop's, which the exported signature runs.
         `max_length`: the deprecated name of `max_new_tokens` (a DeprecationWarning).
         """
-        new_tokens = _new_tokens(max_new_tokens, max_length)
-        new_tokens, temperature, top_k, top_p, num_beams, length_penalty, no_repeat_ngram_size, seed = map(
-            plain, (new_tokens, temperature, top_k, top_p, num_beams, length_penalty, no_repeat_ngram_size, seed))
-        if not _is_int(new_tokens) or not 1 <= new_tokens <= MAX_NEW_TOKENS:
-            raise ValueError(f"max_new_tokens must be an integer in [1, {MAX_NEW_TOKENS}], "
-                             f"got {new_tokens!r}.")
-        chosen = samplers.resolve(sampler, temperature, top_k, top_p, num_beams, length_penalty,
-                                  vocabulary_size=self.vocabulary_size)
-        if not _is_int(no_repeat_ngram_size) or not 0 <= no_repeat_ngram_size <= 16:
-            raise ValueError(f"no_repeat_ngram_size must be an integer in [0, 16] (0: off), got {no_repeat_ngram_size!r}.")
-        if seed is not None and not _is_int(seed):
-            raise ValueError(f"seed must be an integer or None, got {seed!r}.")
-        if jit_compile not in (True, False, "auto"):
-            raise ValueError(f"jit_compile must be True, False or 'auto', got {jit_compile!r}.")
-        # layers that XLA cannot compile say so (Keras' `supports_jit`): the sparse mixture of
-        # experts, whose dispatch has data-dependent shapes
-        uncompilable = [layer.name for layer in self.layers if not getattr(layer, "supports_jit", True)]
-        if jit_compile is True and uncompilable:
-            raise ValueError(f"jit_compile=True cannot compile this model's layers {', '.join(uncompilable)} (a sparse "
-                             "MoE's dispatch has data-dependent shapes, which XLA does not take); use jit_compile=False "
-                             "or 'auto'.")
-        if jit_compile is True and chosen.is_search:
-            raise ValueError("jit_compile=True: beam search runs as a graph loop only; use jit_compile='auto' or False.")
-        if return_all_beams not in (True, False):
-            raise ValueError(f"return_all_beams must be True or False, got {return_all_beams!r}.")
-        if return_all_beams and not chosen.is_search:
-            raise ValueError(f"return_all_beams=True returns beam search's beams; the sampler is {chosen.name!r}: "
-                             "give sampler=\"beam\" (or num_beams=k).")
+        new_tokens, chosen, no_repeat_ngram_size, seed, uncompilable = self._generation_options(
+            _new_tokens(max_new_tokens, max_length), temperature, top_k, top_p, num_beams, length_penalty,
+            no_repeat_ngram_size, seed, sampler, jit_compile, return_all_beams)
         rows, as_text, single = self._prompt_rows(prompts)
         stop_ids, stop_texts = self._stop(stop, as_text)
         # a model without a vocabulary has no </s> to stop at
         eos = self.tokenizer.eos_id if self.tokenizer is not None and stop is not None else NO_STOP
         xla = (jit_compile is True or jit_compile == "auto" and not uncompilable) and not chosen.is_search
-        width = max(len(r) for r in rows)
-        room = None
-        if xla:  # shape buckets: XLA compiles once per bucket, not once per prompt length
-            width = -(-width // 32) * 32
-            room = max(16, 1 << (new_tokens - 1).bit_length())
-        padded = np.full((len(rows), width), PAD_ID, np.int32)
-        for i, r in enumerate(rows):
-            padded[i, :len(r)] = r
-        lengths = np.array([len(r) for r in rows], np.int32)
+        padded, lengths, room = _padded_rows(rows, new_tokens, xla)
         if seed is None:
             seed = int(np.random.default_rng().integers(2**62))
         run = compiled(self, chosen, int(no_repeat_ngram_size), stop_ids, int(eos), xla, room, return_all_beams)
