@@ -118,9 +118,10 @@ def served(work):
                           lengths=tf.constant([4, 2], tf.int32)),
         "next_token": dict(text=text, k=tf.constant(3)),
         "generate": dict(text=text, max_new_tokens=tf.constant(5), temperature=tf.constant(0.0),
-                         top_k=tf.constant(0), top_p=tf.constant(1.0), seed=tf.constant(1)),
+                         top_k=tf.constant(0), top_p=tf.constant(1.0), seed=tf.constant(1), num_beams=tf.constant(1)),
         "generate_sampled": dict(text=text, max_new_tokens=tf.constant(5), temperature=tf.constant(0.9),
-                                 top_k=tf.constant(10), top_p=tf.constant(0.95), seed=tf.constant(7)),
+                                 top_k=tf.constant(10), top_p=tf.constant(0.95), seed=tf.constant(7),
+                                 num_beams=tf.constant(1)),
         "generate_beams": dict(text=text, max_new_tokens=tf.constant(5), temperature=tf.constant(0.0),
                                top_k=tf.constant(0), top_p=tf.constant(1.0), seed=tf.constant(1),
                                num_beams=tf.constant(3)),
@@ -148,7 +149,7 @@ def readme_job(work):
     lines = []
     for command in commands:
         result = subprocess.run(command, capture_output=True, text=True, cwd=work)
-        lines += [re.sub(r"\s+[\d,.]+ tokens/s.*$|\bin [\d.]+ s\b", "", line)
+        lines += [re.sub(r"\s+[\d,.]+ tokens/s.*$|\bin [\d.]+ s\b", "", line).replace(work, "WORK")
                   for line in result.stdout.splitlines() if line.strip()]
         lines.append(f"rc={result.returncode}")
     return lines

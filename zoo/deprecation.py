@@ -35,6 +35,10 @@ FORMER_NAMES = {
     "zoo.data.tokenizers.CharacterVocabulary": ("zoo.data.CharTokenizer", "zoo.data.vocab:CharTokenizer"),
     "zoo.data.graph_tokenizers.normalize_subword": ("zoo.data.graph_tokenizers.normalize_subword_in_graph",
                                                     "zoo.data.graph_tokenizers:normalize_subword_in_graph"),
+    "zoo.data.build_vocabulary": ("zoo.data.build_tokenizer", "zoo.data.datasets:build_tokenizer"),
+    "zoo.data.ptb_vocabulary": ("zoo.data.ptb_tokenizer", "zoo.data.datasets:ptb_tokenizer"),
+    "zoo.data.datasets.build_vocabulary": ("zoo.data.build_tokenizer", "zoo.data.datasets:build_tokenizer"),
+    "zoo.data.datasets.ptb_vocabulary": ("zoo.data.ptb_tokenizer", "zoo.data.datasets:ptb_tokenizer"),
     "zoo.metrics.Perplexity": ("zoo.metrics.PerplexityMetric", "zoo.metrics:PerplexityMetric"),
     "zoo.preset_directory.load_vocabulary": ("zoo.preset_directory.resolve_tokenizer(directory=)",
                                              "zoo.preset_directory:_saved_tokenizer"),
@@ -62,17 +66,22 @@ def former_name(module, name):
 
 
 def renamed_keywords(**renames):
-    """Decorates a function whose keywords were renamed (`old="new"`): the old keyword still works
-    for one release, with a warning naming the new one; giving both is a TypeError."""
+    """Decorates a function whose keywords were renamed (`old="new"`, applied in the order given):
+    the old keyword still works for one release, with a warning naming the new one; giving both is
+    a TypeError. `old=("new", type)` renames only a value of that type (a keyword whose name now
+    means something else, as `load_corpus`'s `tokenizer`, once the kind and now the tokenizer)."""
     def decorate(function):
         @functools.wraps(function)
         def wrapper(*args, **kwargs):
             for old, new in renames.items():
-                if old in kwargs:
+                new, kind = new if isinstance(new, tuple) else (new, object)
+                if old in kwargs and isinstance(kwargs[old], kind):
                     if new in kwargs:
                         raise TypeError(f"{function.__qualname__}() got {new}= and its former name {old}=; "
                                         f"give {new}= only.")
-                    warn(f"{function.__qualname__}({old}=...)", f"{new}=...")
+                    shown = f"{old}={kwargs[old]!r}" if kind is not object else f"{old}=..."
+                    warn(f"{function.__qualname__}({shown})", f"{new}=" + (repr(kwargs[old]) if kind is not object
+                                                                          else "..."))
                     kwargs[new] = kwargs.pop(old)
             return function(*args, **kwargs)
 

@@ -26,6 +26,10 @@ FORMER = [
     ("zoo.data.vocab", "CharacterVocabulary", "zoo.data.CharTokenizer", "zoo.data", "CharTokenizer"),
     ("zoo.data.tokenizers", "Vocabulary", "zoo.data.WordTokenizer", "zoo.data", "WordTokenizer"),
     ("zoo.data.tokenizers", "CharacterVocabulary", "zoo.data.CharTokenizer", "zoo.data", "CharTokenizer"),
+    ("zoo.data", "build_vocabulary", "zoo.data.build_tokenizer", "zoo.data", "build_tokenizer"),
+    ("zoo.data", "ptb_vocabulary", "zoo.data.ptb_tokenizer", "zoo.data", "ptb_tokenizer"),
+    ("zoo.data.datasets", "build_vocabulary", "zoo.data.build_tokenizer", "zoo.data", "build_tokenizer"),
+    ("zoo.data.datasets", "ptb_vocabulary", "zoo.data.ptb_tokenizer", "zoo.data", "ptb_tokenizer"),
     ("zoo.metrics", "Perplexity", "zoo.metrics.PerplexityMetric", "zoo.metrics", "PerplexityMetric"),
     ("zoo.data.graph_tokenizers", "normalize_subword", "zoo.data.graph_tokenizers.normalize_subword_in_graph",
      "zoo.data.graph_tokenizers", "normalize_subword_in_graph"),
@@ -91,6 +95,9 @@ def test_a_renamed_keyword_warns_and_works_and_both_spellings_are_refused():
                                                                 r"use tokenizer_kind='word'"):
         lines, _, words = load_corpus("ptb", tokenizer="word", max_vocabulary=100, log=lambda m: None)
     assert len(words) == 100 and words.kind == "word"
+    with pytest.warns(deprecation.ZooDeprecationWarning) as caught:  # the old call, both former keywords
+        _, _, same = load_corpus("ptb", vocabulary=words, tokenizer="word", log=lambda m: None)
+    assert same is words and len(caught) == 2 and all(w.filename == __file__ for w in caught)
 
 
 def test_a_deprecated_name_used_outside_pytest_warns_is_an_error_in_the_zoo_s_tests():

@@ -17,7 +17,7 @@ import os
 import shutil
 import tempfile
 
-from zoo.data.datasets import ptb_vocabulary
+from zoo.data.datasets import ptb_tokenizer
 from zoo.data.tokenizers import CONFIG_FILE as TOKENIZER_FILE
 from zoo.data.tokenizers import MODEL_FILE as TOKENIZER_MODEL_FILE
 from zoo.data.tokenizers import load_tokenizer
@@ -291,7 +291,7 @@ def resolve_tokenizer(preset=None, vocabulary_size=None, directory=None, weights
             return load_tokenizer(candidate)
     if (preset is not None and preset.tokenizer == "ptb"
             and vocabulary_size == preset.config.get("vocabulary_size")):
-        return ptb_vocabulary()
+        return ptb_tokenizer()
     return None
 
 

@@ -8,7 +8,7 @@ import pytest
 
 import zoo
 from zoo import preset_directory, registry
-from zoo.data import CharTokenizer, WordTokenizer, ptb_vocabulary
+from zoo.data import CharTokenizer, WordTokenizer, ptb_tokenizer
 
 TINY = {"vocabulary_size": 50, "embedding_dim": 8, "blocks": [[[3, 8]]]}
 WORDS = [f"w{i}" for i in range(46)]
@@ -36,7 +36,7 @@ def test_the_preset_default_is_the_treebanks_tokenizer_for_gcnn_ptb():
     preset = registry.get_preset("gcnn-ptb")
     assert preset.tokenizer == "ptb"
     tokenizer = preset_directory.resolve_tokenizer(preset, preset.config["vocabulary_size"])
-    assert tokenizer == ptb_vocabulary() and len(tokenizer) == 10_002
+    assert tokenizer == ptb_tokenizer() and len(tokenizer) == 10_002
     # an overridden size no longer fits the treebank's ids: no default
     assert preset_directory.resolve_tokenizer(preset, 50) is None
 

@@ -55,7 +55,7 @@ def fake_ptb_run(monkeypatch):
         return out
 
     monkeypatch.setattr(zoo, "load", load)
-    monkeypatch.setattr(data, "ptb_vocabulary", lambda: "ptb vocabulary")
+    monkeypatch.setattr(data, "ptb_tokenizer", lambda: "ptb vocabulary")
     monkeypatch.setattr(data, "read_lines", lambda source, split: [split] if source == "ptb" else None)
     monkeypatch.setattr(pipeline, "stream_dataset", lambda lines, vocab, batch, seq_len, **kw:
                         ("batches", tuple(lines), vocab, batch, seq_len, tuple(sorted(kw.items()))))

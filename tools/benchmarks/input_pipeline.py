@@ -53,7 +53,7 @@ def main(argv):
     strategy = tf.distribute.get_strategy()
     started = time.perf_counter()
     lines, _, vocab = load_corpus(args.data, vocabulary_kind=registry.get_preset(args.preset).token_kind,
-                                  tokenizer_kind=args.tokenizer, vocabulary_size=args.vocabulary_size)
+                                  tokenizer_kind=args.tokenizer, vocabulary_size=args.vocabulary_size, log=print)
     windows = TrainingWindows.from_lines(lines, vocab, args.seq_len, args.global_batch_size, seed=0)
     prepared = time.perf_counter() - started
     print(f"{getattr(vocab, 'kind', 'word')} vocabulary of {len(vocab):,} ids; corpus read, tokenised and cut into "

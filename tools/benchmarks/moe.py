@@ -194,11 +194,11 @@ def _official_model(x, experts, sizes, seed):
     """tf-models-official's MoeLayer (expert choice, capacity factor k): its step, its grouped input
     and its parameter count."""
     import tensorflow as tf
-    import tf_keras
 
     from zoo.tools.cli.workshop import dependency
 
     dependency("official", "zoo benchmark moe --models official")  # one sentence if tf-models-official is missing
+    import tf_keras  # comes with tf-models-official
     from official.nlp.modeling.layers import ExpertsChooseMaskedRouter, FeedForwardExperts, MoeLayer
 
     tokens, d, h, k, group = (sizes[key] for key in ("tokens", "input_dim", "hidden", "k", "group_size"))

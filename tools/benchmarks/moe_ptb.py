@@ -23,7 +23,7 @@ def main(argv):
     import keras
 
     import zoo
-    from zoo.data import pipeline, ptb_vocabulary, read_lines
+    from zoo.data import pipeline, ptb_tokenizer, read_lines
     from zoo.registry import get_preset
 
     def without_balancing():
@@ -44,7 +44,7 @@ def main(argv):
         model = zoo.load(preset, **overrides)
         model.compile()
         models[label] = model
-    vocab = ptb_vocabulary()
+    vocab = ptb_tokenizer()
     train = get_preset("lstm-moe-ptb").train
     batches = pipeline.stream_dataset(read_lines("ptb", "train"), vocab, train["batch_size"], train["seq_len"],
                                       shuffle=True, seed=args.seed, repeat=True)

@@ -25,9 +25,9 @@ def main(argv):
     import keras
 
     import zoo
-    from zoo.data import pipeline, ptb_vocabulary, read_lines
+    from zoo.data import pipeline, ptb_tokenizer, read_lines
 
-    vocab = ptb_vocabulary()
+    vocab = ptb_tokenizer()
     models = {}
     for name, overrides in (("full", {}), ("adaptive", {"cutoffs": cutoffs})):
         keras.utils.set_random_seed(args.seed)

@@ -6,8 +6,8 @@ install."""
 
 import importlib
 
-INSTALL = ("pip install -e '.[workshop]' in a source checkout of the zoo, or pip install ./workshop from the "
-           "checkout beside a non-editable pip install .")
+INSTALL = ("pip install -e '.[workshop]' in a source checkout of the zoo (or, beside a non-editable pip install . "
+           "of it, pip install ./workshop from the checkout)")
 # the import names of the workshop's own dependencies -> the distribution that brings each
 DEPENDENCIES = {"matplotlib": "matplotlib", "official": "tf-models-official"}
 

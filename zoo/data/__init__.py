@@ -1,13 +1,13 @@
 """Corpora, tokenizers and tf.data pipelines."""
 
 from zoo.data.corpus import read_lines
-from zoo.data.datasets import build_vocabulary, ptb_vocabulary
+from zoo.data.datasets import build_tokenizer, ptb_tokenizer
 from zoo.data.pipeline import sentence_dataset, stream_dataset
 from zoo.data.tokenizers import (CharTokenizer, SubwordTokenizer, WordTokenizer, load_tokenizer,
                                  normalize_subword)
 from zoo.deprecation import former_name
 
-__all__ = ["read_lines", "build_vocabulary", "ptb_vocabulary", "sentence_dataset",
+__all__ = ["read_lines", "build_tokenizer", "ptb_tokenizer", "sentence_dataset",
            "stream_dataset", "CharTokenizer", "SubwordTokenizer",
            "WordTokenizer", "load_tokenizer", "normalize_subword"]
 

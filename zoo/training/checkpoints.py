@@ -82,8 +82,9 @@ def restore_latest(checkpoint, directory, log):
 
 
 def save_checkpoint(checkpoint, directory, step, keep, chief):
-    """Writes `ckpt-<step>` with a `tf.train.CheckpointManager` that keeps the newest `keep`, and
-    deletes any other checkpoint files it does not list (see the module docstring). Every worker of
+    """Writes `ckpt-<step>` with a `tf.train.CheckpointManager` that keeps the newest `keep` (None:
+    all), and deletes the files of any checkpoint beyond the newest `keep` that it does not list (a
+    run written before the zoo used the manager). Every worker of
     a job must call this (the save reads synchronised variables); a non-chief writes to a scratch
     directory and deletes it."""
     target = directory if chief else os.path.join(directory, f".worker-{os.getpid()}")
@@ -92,8 +93,10 @@ def save_checkpoint(checkpoint, directory, step, keep, chief):
     if not chief:
         shutil.rmtree(target, ignore_errors=True)
         return
+    if keep is None:
+        return
     kept = {os.path.basename(p) for p in manager.checkpoints}
-    for old in checkpoint_steps(directory):
+    for old in checkpoint_steps(directory)[keep:]:  # beyond the newest `keep`, the manager's or not
         if os.path.basename(checkpoint_path(directory, old)) not in kept:
             for path in glob.glob(checkpoint_path(directory, old) + ".*"):
                 os.remove(path)

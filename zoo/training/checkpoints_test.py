@@ -68,10 +68,12 @@ def test_the_manager_keeps_its_state_and_a_run_written_before_it_resumes_and_is_
     assert checkpoints.restore_latest(checkpoint, str(tmp_path), log=print) == 2 and float(fresh.numpy()) == 2.0
     fresh.assign(3.0)
     checkpoints.save_checkpoint(checkpoint, str(tmp_path), 3, keep=2, chief=True)
-    assert checkpoints.checkpoint_steps(str(tmp_path)) == [3]  # the old ones beyond the manager's list: gone
+    assert checkpoints.checkpoint_steps(str(tmp_path)) == [3, 2]  # keep-N over the old ones too
     state = tf.train.get_checkpoint_state(str(tmp_path))
     assert [os.path.basename(p) for p in state.all_model_checkpoint_paths] == ["ckpt-3"]
-    (tmp_path / "ckpt-4.index").write_bytes(b"cut")  # a save cut after its index, before the state update
+    checkpoints.save_checkpoint(checkpoint, str(tmp_path), 4, keep=2, chief=True)
+    assert checkpoints.checkpoint_steps(str(tmp_path)) == [4, 3]
+    (tmp_path / "ckpt-5.index").write_bytes(b"cut")  # a save cut after its index, before the state update
     logged = []
-    assert checkpoints.restore_latest(variable_checkpoint(0.0)[1], str(tmp_path), log=logged.append) == 3
-    assert "ckpt-4 is unreadable" in logged[0]
+    assert checkpoints.restore_latest(variable_checkpoint(0.0)[1], str(tmp_path), log=logged.append) == 4
+    assert "ckpt-5 is unreadable" in logged[0]

@@ -10,9 +10,9 @@ import tensorflow as tf
 
 from zoo.data import pipeline
 from zoo.data.corpus import read_lines
-from zoo.data.datasets import build_vocabulary
+from zoo.data.datasets import build_tokenizer
 from zoo.data.tokenizers import SubwordTokenizer, VocabularySizeError
-from zoo.deprecation import renamed_keywords, warn
+from zoo.deprecation import renamed_keywords
 
 
 # Corpora whose published protocol fixes a word vocabulary (their perplexities are only
@@ -56,23 +56,17 @@ def choose_tokenizer(data, preset_kind, tokenizer=None, vocabulary_size=None):
     return kind
 
 
-@renamed_keywords(vocabulary="tokenizer")
+@renamed_keywords(tokenizer=("tokenizer_kind", str), vocabulary="tokenizer")
 def load_corpus(data, tokenizer=None, vocabulary_kind="word", min_count=1, max_vocabulary=None,
                 tokenizer_kind=None, vocabulary_size=None, log=None):
     """`(train_lines, valid_lines, tokenizer)` of the corpus `data`: `tokenizer` if given (a
     preset directory's own tokenizer; a `tokenizer_kind` flag must then agree with it), else a
     tokenizer learned from the training split (`choose_tokenizer`).
 
-    Until 0.2.0, a string given as `tokenizer` is the former keyword of `tokenizer_kind` (it warns).
+    Until 0.2.0, a string given as `tokenizer=` is the former keyword of `tokenizer_kind` (it warns).
     `log` takes its notes (by default the `zoo.training.data` logger, at INFO).
     """
     log = log or logging.getLogger(__name__).info
-    if isinstance(tokenizer, str):
-        if tokenizer_kind is not None:
-            raise TypeError("load_corpus() got tokenizer_kind= and the former keyword of it, tokenizer= as a string; "
-                            "give tokenizer_kind= only.")
-        warn(f"load_corpus(tokenizer={tokenizer!r})", f"tokenizer_kind={tokenizer!r}")
-        tokenizer, tokenizer_kind = None, tokenizer
     train_lines = read_lines(data, "train")
     valid_lines = read_lines(data, "valid")
     if tokenizer is not None:
@@ -83,7 +77,7 @@ def load_corpus(data, tokenizer=None, vocabulary_kind="word", min_count=1, max_v
         return train_lines, valid_lines, tokenizer
     kind = choose_tokenizer(data, vocabulary_kind, tokenizer_kind, vocabulary_size)
     if kind != "subword":
-        return train_lines, valid_lines, build_vocabulary(data, kind, min_count, max_vocabulary)
+        return train_lines, valid_lines, build_tokenizer(data, kind, min_count, max_vocabulary)
     began = time.monotonic()
     try:
         tokenizer = SubwordTokenizer.train(train_lines, vocabulary_size or DEFAULT_SUBWORD_SIZE)

@@ -146,7 +146,7 @@ def test_keras_fit_fine_tunes_a_saved_subword_model_with_its_tokenizer(tmp_path)
     lm.fit(ds, epochs=2, verbose=0)
     assert lm.perplexity(lines[:40], per="word") < before
     tuned = lm.save_to_preset(str(tmp_path / "tuned"))
-    assert zoo.load(tuned).vocabulary == lm.tokenizer
+    assert zoo.load(tuned).tokenizer == lm.tokenizer
 
 
 @pytest.mark.ci
