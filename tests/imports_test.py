@@ -12,7 +12,7 @@ imports; those are not edges (every module would otherwise depend on `zoo/__init
 imports the public API).
 
 The layers the edges must respect, lowest first: the leaves `zoo.compat` (the shims over TF/Keras
-internals) and `zoo.deprecation` (the former names and their warning), which import nothing of the
+internals), `zoo.deprecation` (the former names and their warning) and `zoo.logs`, which import nothing of the
 zoo → layers → the core (data, models, training, the registry,
 weights) → export → tools (with `zoo.__main__`, `python -m zoo`, the command line's other door);
 nothing imports upwards.
@@ -153,7 +153,7 @@ def describe(cycle, graph, modules):
 
 def layer_of(module):
     """-1 the leaves (compat, deprecation), 0 layers, 1 the core, 2 export, 3 tools."""
-    if module in ("zoo.compat", "zoo.deprecation"):
+    if module in ("zoo.compat", "zoo.deprecation", "zoo.logs"):
         return -1
     if module == "zoo.__main__":
         return 3

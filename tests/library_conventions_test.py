@@ -31,3 +31,22 @@ def test_no_library_function_is_longer_than_50_lines_without_its_docstring():
     from tests.function_length import LIMIT, long_functions
 
     assert not long_functions(), f"over {LIMIT} lines: {long_functions()}"
+
+
+def test_unconfigured_the_zoo_s_records_go_where_it_printed_them_and_to_the_application_s_handlers_after(tmp_path):
+    """Progress on stdout and notices on stderr, as before the library logged; with logging set up,
+    only the application's handlers receive them."""
+    import subprocess
+    import sys
+
+    code = """
+import logging, zoo
+logging.getLogger("zoo.training.trainer").info("progress line")
+logging.getLogger("zoo.weights").warning("a notice")
+logging.basicConfig(format="app: %(name)s %(message)s", level="INFO")
+logging.getLogger("zoo.training.trainer").info("after basicConfig")
+"""
+    result = subprocess.run([sys.executable, "-c", code], cwd=str(tmp_path), capture_output=True, text=True)
+    assert result.returncode == 0, result.stderr
+    assert result.stdout == "progress line\n"
+    assert result.stderr.splitlines()[-2:] == ["a notice", "app: zoo.training.trainer after basicConfig"]

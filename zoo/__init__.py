@@ -15,6 +15,10 @@ import os as _os
 # noise for users of the zoo; set TF_CPP_MIN_LOG_LEVEL before importing zoo to see them.
 _os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "3")
 
+from zoo import logs as _logs  # noqa: E402  (the zoo's log records, before anything logs)
+
+_logs.install()
+
 # zoo.layers, zoo.export and zoo.tools live in the repository's top-level layers/, export/ and
 # tools/ folders; setup.py's package_dir maps them into this package, for `pip install .` and for
 # the editable install of a source checkout alike (docs/contributing.md). Python started inside a

@@ -6,8 +6,8 @@
                            config=TrainConfig(global_batch_size=64, epochs=10),
                            overrides={"dropout": 0.1})
 
-Its progress lines go to the `zoo.training` loggers at INFO (`logging.basicConfig(level="INFO")`
-shows them), or to any function given as `log=` (`log=print`, as `zoo train` does).
+Its progress lines go to the `zoo.training` loggers at INFO (printed to standard output while the
+application has not set up logging, `zoo.logs`), or to any function given as `log=`.
 
 One loop serves every strategy (`zoo.training.distribute`): one device, `MirroredStrategy` on one
 machine, `MultiWorkerMirroredStrategy` across machines, where Keras 3's `fit` does not work

@@ -42,7 +42,7 @@ logger = logging.getLogger(__name__)
 
 def _log(message):
     """Where the run's progress lines go by default: the `zoo.training.trainer` logger, at INFO
-    (`logging.basicConfig(level="INFO")` shows them; `zoo train` and `log=print` print them)."""
+    (`zoo.logs`: standard output while the application has not set up logging, else its handlers)."""
     logger.info(message)
 
 
