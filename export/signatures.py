@@ -87,13 +87,6 @@ def _one_row_at_least(x, value, columns=False):
     return tf.pad(x, pads, constant_values=value)
 
 
-class _RequestedBeams(samplers.Beam):
-    """`zoo.samplers.Beam` with the request's `num_beams`, a tensor (checked by the signature)."""
-
-    def __post_init__(self):
-        pass
-
-
 class Signatures:
     """The signature functions of `model`, tokenising with `tokenizer` (`zoo.data.graph_tokenizers`)."""
 
@@ -263,7 +256,7 @@ class Signatures:
 
         def searched():  # LanguageModel.generate(sampler="beam", num_beams=k): the same loop, its best answer
             ids, ends, _ = generation.beam_search(self.model, dense, lengths, max_new_tokens, num_beams, 1.0,
-                                                  t.eos_id, sampler=_RequestedBeams(num_beams))
+                                                  t.eos_id, sampler=samplers.Beam(num_beams))  # a tensor, checked above
             return ids, ends
 
         with generation.loop_invariants(self.model):

@@ -114,7 +114,11 @@ def greedy_choice(scores, seed=None, step=None):
 
 
 # ---- argument checks -------------------------------------------------------------------------------
+# A parameter given as a tensor (a request's, inside a traced loop) is not checked here: whoever
+# gives it checks it (the exported signature asserts on its inputs).
 def _check_temperature(temperature):
+    if tf.is_tensor(temperature):
+        return temperature
     if isinstance(temperature, bool) or not isinstance(temperature, numbers.Real) \
             or not math.isfinite(temperature) or temperature < 0:
         raise ValueError(f"temperature must be a finite number >= 0 (0 is greedy), got {temperature!r}.")
@@ -125,6 +129,8 @@ def _check_temperature(temperature):
 
 
 def _check_k(k, vocabulary_size=None):
+    if tf.is_tensor(k):
+        return k
     if isinstance(k, bool) or not isinstance(k, numbers.Integral) or k < 1 or \
             vocabulary_size is not None and k > vocabulary_size:
         accepted = f"in [1, {vocabulary_size}] (the vocabulary size)" if vocabulary_size else "an integer >= 1"
@@ -178,10 +184,13 @@ class Sampler:
                 tuple(sorted((k, v) for k, v in fields.items() if k not in self.dynamic)))
 
     def bound(self, **values) -> "Sampler":
-        """A copy whose parameters `values` are replaced, unchecked (tensors inside a trace)."""
+        """A copy whose parameters `values` are replaced (tensors inside a trace, which the checks
+        leave to whoever gives them); a dataclass sampler is made again by its own constructor."""
+        if dataclasses.is_dataclass(self):
+            return dataclasses.replace(self, **values)
         bound = copy.copy(self)
         for name, value in values.items():
-            object.__setattr__(bound, name, value)
+            setattr(bound, name, value)
         return bound
 
     @classmethod
@@ -283,7 +292,8 @@ class TopP(Sampler):
     dynamic = ("temperature", "p")
 
     def __post_init__(self):
-        if isinstance(self.p, bool) or not isinstance(self.p, numbers.Real) or not 0 < self.p <= 1:
+        if not tf.is_tensor(self.p) and (isinstance(self.p, bool) or not isinstance(self.p, numbers.Real)
+                                         or not 0 < self.p <= 1):
             raise ValueError(f"top_p must be a number in (0, 1], got {self.p!r}.")
         _check_temperature(self.temperature)
         if self.k is not None:
@@ -318,10 +328,11 @@ class Beam(Sampler):
     is_search = True
 
     def __post_init__(self):
-        if isinstance(self.num_beams, bool) or not isinstance(self.num_beams, numbers.Integral) or self.num_beams < 1:
+        if not tf.is_tensor(self.num_beams) and (isinstance(self.num_beams, bool) or not isinstance(
+                self.num_beams, numbers.Integral) or self.num_beams < 1):
             raise ValueError(f"num_beams must be an integer >= 1, got {self.num_beams!r}.")
-        if isinstance(self.length_penalty, bool) or not isinstance(self.length_penalty, numbers.Real) \
-                or not math.isfinite(self.length_penalty):
+        if not tf.is_tensor(self.length_penalty) and (isinstance(self.length_penalty, bool) or not isinstance(
+                self.length_penalty, numbers.Real) or not math.isfinite(self.length_penalty)):
             raise ValueError(f"length_penalty must be a finite number, got {self.length_penalty!r}.")
 
     def next(self, log_probs, seed, step):
@@ -365,14 +376,13 @@ class Served(Sampler):
         # one branch of these conds, so the others cost nothing per token).
         vocabulary = tf.shape(log_probs)[-1]
         t, k, p = self.temperature, self.top_k, self.top_p
-        bare = lambda cls: cls.__new__(cls)
-        top_p = lambda k: lambda: bare(TopP).bound(p=p, temperature=t, k=k).next(log_probs, seed, step)
+        top_p = lambda k: lambda: TopP(p=p, temperature=t, k=k).next(log_probs, seed, step)  # noqa: E731
 
         def with_k():
-            return tf.cond(p < 1.0, top_p(k), lambda: bare(TopK).bound(k=k, temperature=t).next(log_probs, seed, step))
+            return tf.cond(p < 1.0, top_p(k), lambda: TopK(k=k, temperature=t).next(log_probs, seed, step))
 
         def without_k():
-            return tf.cond(p < 1.0, top_p(vocabulary), lambda: bare(Random).bound(temperature=t).next(log_probs, seed, step))
+            return tf.cond(p < 1.0, top_p(vocabulary), lambda: Random(temperature=t).next(log_probs, seed, step))
 
         return tf.cond(t > 0, lambda: tf.cond(k > 0, with_k, without_k), lambda: Greedy().next(log_probs, seed, step))
 

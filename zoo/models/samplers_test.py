@@ -165,3 +165,26 @@ def test_beam_search_returns_every_beam_with_its_log_probability_and_score(tiny_
     with pytest.raises(ValueError, match=r"^return_all_beams=True returns beam search's beams; the sampler is "
                                          r"'greedy': give sampler=\"beam\" \(or num_beams=k\)\.$"):
         tiny_lm.generate(prompt, 4, sampler="greedy", return_all_beams=True)
+
+
+def test_a_request_s_tensors_pass_the_constructor_and_python_values_are_still_checked():
+    """The exported signature builds its samplers with their own constructors (no __new__ or
+    object.__setattr__): a tensor parameter is left to the signature's assertions."""
+    import dataclasses
+
+    import pytest
+    import tensorflow as tf
+
+    from zoo.models.samplers import Beam, Served, TopK, TopP
+
+    k, p, t = tf.constant(3), tf.constant(0.5), tf.constant(0.7)
+    assert TopP(p=p, temperature=t, k=k).p is p and Beam(tf.constant(2)).length_penalty == 1.0
+    bound = TopK(k=5).bound(k=k, temperature=t)
+    assert dataclasses.is_dataclass(bound) and bound.k is k and bound.temperature is t
+    with pytest.raises(ValueError, match=r"top_k must be an integer >= 1, got 0\."):
+        TopK(k=5).bound(k=0)
+    with pytest.raises(ValueError, match=r"num_beams must be an integer >= 1"):
+        Beam(0)
+    log_probs = tf.math.log([[0.1, 0.7, 0.2]])
+    served = Served(temperature=tf.constant(1.0), top_k=tf.constant(1), top_p=tf.constant(1.0))
+    assert served.next(log_probs, seed=tf.constant(0, tf.int64), step=tf.constant(0)).numpy().tolist() == [1]
