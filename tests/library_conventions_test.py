@@ -1,36 +1,35 @@
 """Conventions of the library (zoo/, layers/, export/; not tests/ and not the tools): it logs and
 never prints (the `zoo` command prints), so that an application decides where its lines go; and
-each function does one job, in at most 50 lines besides its docstring."""
+each function does one job, in at most 50 lines besides its docstring; and only zoo/compat.py
+reaches Keras' internals."""
 
 import ast
 import os
+import re
 
-ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-LIBRARY = ("zoo", "layers", "export")
+from tests.library_source import LIMIT, library_modules, long_functions
 
-
-def library_modules():
-    for room in LIBRARY:
-        for folder, dirs, files in os.walk(os.path.join(ROOT, room)):
-            dirs[:] = [d for d in dirs if not d.startswith((".", "__")) and d != "testdata"]
-            for name in sorted(files):
-                if name.endswith(".py") and not name.endswith("_test.py") and name != "conftest.py":
-                    path = os.path.join(folder, name)
-                    with open(path) as f:
-                        yield os.path.relpath(path, ROOT), ast.parse(f.read())
+# the Keras internals that zoo/compat.py shims: no other library module may reach them
+KERAS_INTERNALS = re.compile(r"\._(flatten_layers|tracker|untrack_variable|trainable_variables|non_trainable_variables|"
+                             r"get_variable_index|model_variables_moving_average|all_reduce_sum_gradients|losses)\b"
+                             r"|\bkeras\.src\b")
 
 
 def test_the_library_logs_and_never_prints():
-    printing = [f"{path}:{node.lineno}" for path, tree in library_modules() for node in ast.walk(tree)
+    printing = [f"{path}:{node.lineno}" for path, text in library_modules() for node in ast.walk(ast.parse(text))
                 if isinstance(node, ast.Call) and isinstance(node.func, ast.Name) and node.func.id == "print"
                 or isinstance(node, ast.keyword) and isinstance(node.value, ast.Name) and node.value.id == "print"]
     assert not printing, printing
 
 
 def test_no_library_function_is_longer_than_50_lines_without_its_docstring():
-    from tests.function_length import LIMIT, long_functions
-
     assert not long_functions(), f"over {LIMIT} lines: {long_functions()}"
+
+
+def test_no_library_module_but_zoo_compat_reaches_the_keras_internals_it_shims():
+    found = [f"{path}:{i}" for path, text in library_modules() if path != os.path.join("zoo", "compat.py")
+             for i, line in enumerate(text.splitlines(), 1) if KERAS_INTERNALS.search(line.split("#")[0])]
+    assert not found, found
 
 
 def test_unconfigured_the_zoo_s_records_go_where_it_printed_them_and_to_the_application_s_handlers_after(tmp_path):

@@ -3,7 +3,6 @@ version, if the internal it relies on is gone or no longer does what the shim as
 
 import json
 import os
-import re
 import subprocess
 import sys
 import textwrap
@@ -203,22 +202,3 @@ def test_the_variable_shims_give_a_layer_s_own_variables_untrack_and_index_an_op
     assert built == variables and [tuple(a.shape) for a in averages] == [(2,), (3,)]
     assert compat.optimizer_model_variables(keras.optimizers.Adam())[1] is None
 
-
-KERAS_INTERNALS = re.compile(r"\._(flatten_layers|tracker|untrack_variable|trainable_variables|non_trainable_variables|"
-                             r"get_variable_index|model_variables_moving_average|all_reduce_sum_gradients|losses)\b"
-                             r"|\bkeras\.src\b")
-
-
-def test_no_library_module_but_this_one_reaches_the_keras_internals_it_shims():
-    root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-    found = []
-    for room in ("zoo", "layers", "export"):
-        for folder, _, files in os.walk(os.path.join(root, room)):
-            for name in files:
-                path = os.path.join(folder, name)
-                if not name.endswith(".py") or name.endswith("_test.py") or path.endswith(os.path.join("zoo", "compat.py")):
-                    continue
-                with open(path) as f:
-                    found += [f"{os.path.relpath(path, root)}:{i}" for i, line in enumerate(f, 1)
-                              if KERAS_INTERNALS.search(line.split("#")[0])]
-    assert not found, found

@@ -79,9 +79,8 @@ def renamed_keywords(**renames):
                     if new in kwargs:
                         raise TypeError(f"{function.__qualname__}() got {new}= and its former name {old}=; "
                                         f"give {new}= only.")
-                    shown = f"{old}={kwargs[old]!r}" if kind is not object else f"{old}=..."
-                    warn(f"{function.__qualname__}({shown})", f"{new}=" + (repr(kwargs[old]) if kind is not object
-                                                                          else "..."))
+                    value = "..." if kind is object else repr(kwargs[old])  # a conditional rename names the value
+                    warn(f"{function.__qualname__}({old}={value})", f"{new}={value}")
                     kwargs[new] = kwargs.pop(old)
             return function(*args, **kwargs)
 

@@ -44,7 +44,6 @@ config overrides), float16 if it should be small (Keras casts to the model's dty
 present and matching it).
 """
 
-import contextlib
 import hashlib
 import http.client
 import logging

@@ -16,23 +16,25 @@ class WorkshopNotInstalled(ModuleNotFoundError):
     """A verb of the workshop was asked for where the workshop (or one of its dependencies) is not installed."""
 
 
-def room(name, verb, needs=()):
-    """zoo.tools.NAME, imported with the dependencies `needs` (import names of DEPENDENCIES), or
-    WorkshopNotInstalled naming what is missing and how to install it."""
+def _imported(names, verb):
+    """The modules `names`, imported in order, or WorkshopNotInstalled when one of them is itself
+    missing (a module missing inside one of them is another fault, raised as it is)."""
     try:
-        module = importlib.import_module(f"zoo.tools.{name}")
-        for dependency in needs:
-            importlib.import_module(dependency)
+        return [importlib.import_module(name) for name in names]
     except ModuleNotFoundError as e:
-        if e.name != f"zoo.tools.{name}" and e.name not in needs:
-            raise  # something else is broken: not the workshop's absence
+        if e.name not in names:
+            raise
         missing = f"its {DEPENDENCIES[e.name]}" if e.name in DEPENDENCIES else "its code"
         raise WorkshopNotInstalled(f"`{verb}` is part of the zoo's workshop, not installed here ({missing} is "
                                    f"missing): {INSTALL}.", name=e.name) from None
-    return module
+
+
+def room(name, verb, needs=()):
+    """zoo.tools.NAME, imported with the dependencies `needs` (import names of DEPENDENCIES), or
+    WorkshopNotInstalled naming what is missing and how to install it."""
+    return _imported([f"zoo.tools.{name}", *needs], verb)[0]
 
 
 def dependency(import_name, verb):
     """The workshop's dependency `import_name` (a key of DEPENDENCIES), or WorkshopNotInstalled."""
-    room("benchmarks", verb, needs=(import_name,))
-    return importlib.import_module(import_name)
+    return _imported([import_name], verb)[0]
