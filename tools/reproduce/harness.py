@@ -8,7 +8,8 @@ import os
 
 from zoo.tools.benchmarks.common import load_average
 from zoo.tools.reproduce.experiments import experiment, experiments
-from zoo.tools.reproduce.record import DEFAULT_OUT, command_line, git_state, machine, now, write_json
+from zoo.files import write_json
+from zoo.tools.reproduce.record import DEFAULT_OUT, command_line, git_state, machine, now
 
 
 def reproduce(name, out=DEFAULT_OUT, quick=False, repeats=None, command=None, log=print, minutes=None):

@@ -19,7 +19,8 @@ import os
 import sys
 import time
 
-from zoo.tools.reproduce.record import git_state, machine, now, write_json
+from zoo.files import write_json
+from zoo.tools.reproduce.record import git_state, machine, now
 
 # A fixed probe of the shipped weights, recorded in the JSON and checked by
 # tests/trained_presets_test.py: text written for it (in no corpus), and prompts for greedy decoding.

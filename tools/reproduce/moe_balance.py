@@ -19,7 +19,8 @@ import contextlib
 import json
 import sys
 
-from zoo.tools.reproduce.record import git_state, machine, now, write_json
+from zoo.files import write_json
+from zoo.tools.reproduce.record import git_state, machine, now
 
 
 def measure(preset_dir, data, start, batches, window, seed=0, batch_size=32, seq_len=64, log=print):

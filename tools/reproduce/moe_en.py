@@ -33,7 +33,8 @@ import os
 import statistics
 import subprocess
 
-from zoo.tools.reproduce.record import git_state, machine, now, write_json
+from zoo.files import write_json
+from zoo.tools.reproduce.record import git_state, machine, now
 
 STEPS = 3_000
 VALIDATE_EVERY = 500

@@ -1,8 +1,7 @@
-"""The record of a run of `zoo reproduce`: when, on what machine, at which commit, by which command,
-and the JSON writing that an interruption cannot leave half done."""
+"""The record of a run of `zoo reproduce`: when, on what machine, at which commit, by which command.
+Its JSON goes through the library's one atomic writer, `zoo.files.write_json`."""
 
 import datetime
-import json
 import os
 import platform
 import shlex
@@ -68,12 +67,3 @@ def command_line(name, quick=False, out=DEFAULT_OUT, repeats=None, minutes=None)
     if minutes is not None:
         words += ["--minutes", f"{minutes:g}"]
     return shlex.join(words)
-
-
-def write_json(path, data):
-    """Written to a temporary file and renamed, so that an interrupted write leaves the old file."""
-    tmp = f"{path}.tmp"
-    with open(tmp, "w") as f:
-        json.dump(data, f, indent=1)
-        f.write("\n")
-    os.replace(tmp, path)

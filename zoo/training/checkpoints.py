@@ -20,6 +20,7 @@ import shutil
 import tensorflow as tf
 
 from zoo.errors import reason
+from zoo.files import write_json
 
 CHECKPOINT_DIR = "checkpoints"
 CHECKPOINT_PREFIX = "ckpt"
@@ -180,11 +181,3 @@ def batch_change_note(out_dir, identity):
 def write_run_record(out_dir, identity):
     os.makedirs(out_dir, exist_ok=True)
     write_json(os.path.join(out_dir, RUN_RECORD), identity)
-
-
-def write_json(path, value):
-    """`value` as JSON at `path`, whole or not at all (written beside it, then renamed)."""
-    tmp = path + ".tmp"
-    with open(tmp, "w", encoding="utf-8") as f:
-        json.dump(value, f, indent=2)
-    os.replace(tmp, path)

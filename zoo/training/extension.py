@@ -12,6 +12,7 @@ import json
 import os
 
 from zoo import preset_directory
+from zoo.files import write_json
 from zoo.models.extend import check_tokenizer, extend_tokenizer
 from zoo.training.preset import load_model, resolve_preset
 
@@ -69,9 +70,7 @@ def extended_start(preset, info, weights_file, lines, extend, out_dir, log):
               "pieces_per_word": {"before": round(before, 4), "after": round(after, 4)},
               "first_added": new.tokenizer.token_texts(range(len(info.tokenizer), len(info.tokenizer)
                                                               + min(20, len(replaced))))}
-    with open(record_path + ".tmp", "w", encoding="utf-8") as f:
-        json.dump(record, f, indent=1, ensure_ascii=False)
-    os.replace(record_path + ".tmp", record_path)
+    write_json(record_path, record, ensure_ascii=False)
     return _start(target, info)
 
 
