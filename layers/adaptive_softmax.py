@@ -5,6 +5,10 @@ Ids must be sorted by decreasing frequency (every vocabulary builder of the zoo 
 `[cutoffs[i], cutoffs[i+1])` (the last one up to `vocabulary_size`).
 """
 
+from __future__ import annotations
+
+from typing import Any
+
 import keras
 import tensorflow as tf
 from keras import ops
@@ -88,8 +92,8 @@ class AdaptiveSoftmax(keras.layers.Layer):
     True
     """
 
-    def __init__(self, vocabulary_size: int, cutoffs: "list[int]", factor: float = 4, use_bias: bool = True,
-                 fairseq_2018: bool = False, tail_widths: "list[int] | None" = None, **kwargs):
+    def __init__(self, vocabulary_size: int, cutoffs: list[int], factor: float = 4, use_bias: bool = True,
+                 fairseq_2018: bool = False, tail_widths: list[int] | None = None, **kwargs):
         super().__init__(**kwargs)
         self.cutoffs = check_cutoffs(cutoffs, vocabulary_size)
         if tail_widths is not None:
@@ -115,16 +119,17 @@ class AdaptiveSoftmax(keras.layers.Layer):
         self.prior_start = self.cutoffs[0] - (1 if fairseq_2018 else 0)
 
     @property
-    def head_size(self):
+    def head_size(self) -> int:
+        """The head's width: the `cutoffs[0]` head words and one prior per tail cluster."""
         return self.cutoffs[0] + len(self.cutoffs)
 
-    def tail_width(self, dim, i):
+    def tail_width(self, dim: int, i: int) -> int:
         """The width tail cluster i is projected to from hidden width `dim`."""
         if self.tail_widths is not None:
             return self.tail_widths[i]
         return dim // int(self.factor ** (i if self.fairseq_2018 else i + 1))
 
-    def build(self, input_shape):
+    def build(self, input_shape: tuple[int | None, ...]) -> None:
         dim = input_shape[-1]
         smallest = min(self.tail_width(dim, i) for i in range(len(self.cutoffs)))
         if smallest < 1:
@@ -155,7 +160,7 @@ class AdaptiveSoftmax(keras.layers.Layer):
         kernel, scale = int8.kernel_and_scale(self, weight, self.compute_dtype)
         return int8.scaled(ops.matmul(x, kernel), scale)
 
-    def quantize(self, mode="int8", **kwargs):
+    def quantize(self, mode: str = "int8", **kwargs) -> None:
         """The head kernel and every tail's projection and kernel as int8, each with a scale per
         output column (`zoo.layers.int8`); the head's bias stays float32."""
         int8.check_mode(mode)
@@ -174,7 +179,7 @@ class AdaptiveSoftmax(keras.layers.Layer):
     def _tail_logits(self, hidden, i):
         return ops.cast(self._matmul(self._matmul(hidden, self.tail_projections[i]), self.tail_kernels[i]), softmax_dtype(self))
 
-    def check_targets(self, targets):
+    def check_targets(self, targets: tf.Tensor) -> tf.Tensor:
         """Out-of-range ids would be silently wrong on a GPU (a gather returns zeros there)."""
         if tf.executing_eagerly():
             t = ops.convert_to_numpy(targets)
@@ -193,10 +198,10 @@ class AdaptiveSoftmax(keras.layers.Layer):
             return tf.identity(targets)
 
     # ---- the interface of every output layer ----------------------------------------------
-    def call(self, hidden):
+    def call(self, hidden: tf.Tensor) -> tf.Tensor:
         return self.log_prob(hidden)
 
-    def log_prob(self, hidden: "tf.Tensor") -> "tf.Tensor":
+    def log_prob(self, hidden: tf.Tensor) -> tf.Tensor:
         """`<float32>[..., vocabulary_size]`: the log-distribution over every id."""
         build_on_first_use(self, hidden)
         head = ops.log_softmax(self._head_logits(hidden), axis=-1)
@@ -206,7 +211,7 @@ class AdaptiveSoftmax(keras.layers.Layer):
             parts.append(cluster + ops.log_softmax(self._tail_logits(hidden, i), axis=-1))
         return ops.concatenate(parts, axis=-1)
 
-    def loss(self, hidden: "tf.Tensor", targets: "tf.Tensor") -> "tf.Tensor":
+    def loss(self, hidden: tf.Tensor, targets: tf.Tensor) -> tf.Tensor:
         """Per-token negative log-likelihood, shaped like `targets`."""
         build_on_first_use(self, hidden)
         targets = ops.cast(self.check_targets(targets), "int32")
@@ -228,11 +233,11 @@ class AdaptiveSoftmax(keras.layers.Layer):
             nll = nll + tf.scatter_nd(rows[:, None], tail_nll, tf.cast([n], rows.dtype))
         return ops.reshape(nll, shape)
 
-    def target_log_prob(self, hidden: "tf.Tensor", targets: "tf.Tensor") -> "tf.Tensor":
+    def target_log_prob(self, hidden: tf.Tensor, targets: tf.Tensor) -> tf.Tensor:
         """`<float32>[...]`, shaped like `targets`: the log-probability of each target."""
         return -self.loss(hidden, targets)
 
-    def predict(self, hidden: "tf.Tensor") -> "tf.Tensor":
+    def predict(self, hidden: tf.Tensor) -> tf.Tensor:
         """The most likely id. A row whose best head word beats every cluster's total mass
         is decided by the head alone (no tail word can be likelier than its cluster); only
         the other rows pay for the tail clusters."""
@@ -249,10 +254,10 @@ class AdaptiveSoftmax(keras.layers.Layer):
         out = tf.tensor_scatter_nd_update(best_word, rows[:, None], undecided)
         return ops.reshape(out, shape)
 
-    def compute_output_shape(self, input_shape):
+    def compute_output_shape(self, input_shape: tuple[int | None, ...]) -> tuple[int | None, ...]:
         return tuple(input_shape[:-1]) + (self.vocabulary_size,)
 
-    def get_config(self):
+    def get_config(self) -> dict[str, Any]:
         config = super().get_config()
         config.update({"vocabulary_size": self.vocabulary_size, "cutoffs": self.cutoffs,
                        "factor": self.factor})

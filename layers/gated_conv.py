@@ -1,6 +1,10 @@
 """Causal gated 1-D convolution: equation (1) of Dauphin et al. (2016)."""
 
+from __future__ import annotations
+
 import contextlib
+from collections.abc import Iterator
+from typing import Any
 
 import keras
 import tensorflow as tf
@@ -79,7 +83,7 @@ class GatedConv1D(keras.layers.Layer):
         activation: str = "glu",
         weight_norm: bool = True,
         use_bias: bool = True,
-        kernel_initializer: "str | keras.initializers.Initializer" = "he_normal",
+        kernel_initializer: str | keras.initializers.Initializer = "he_normal",
         **kwargs,
     ):
         super().__init__(**kwargs)
@@ -97,7 +101,7 @@ class GatedConv1D(keras.layers.Layer):
         self.kernel_initializer = keras.initializers.get(kernel_initializer)
         self.gated = ACTIVATIONS[activation]
 
-    def build(self, input_shape):
+    def build(self, input_shape: tuple[int | None, ...]) -> None:
         input_dim = input_shape[-1]
         channels = 2 * self.filters if self.gated else self.filters
         self.kernel = self.add_weight(
@@ -111,7 +115,7 @@ class GatedConv1D(keras.layers.Layer):
         if self.use_bias:
             self.bias = self.add_weight(name="bias", shape=(channels,), initializer="zeros")
 
-    def effective_kernel(self):
+    def effective_kernel(self) -> tf.Tensor:
         """The kernel actually applied: `g · v / ‖v‖` under weight normalisation."""
         once = getattr(self, "_effective_once", None)
         if once is not None:  # computed before a decoding loop (`kernel_computed_once`)
@@ -127,7 +131,7 @@ class GatedConv1D(keras.layers.Layer):
         norm = ops.sqrt(ops.sum(ops.square(kernel), axis=(0, 1)) + 1e-12)
         return kernel * (ops.convert_to_tensor(self.g) / norm)
 
-    def quantize(self, mode="int8", **kwargs):
+    def quantize(self, mode: str = "int8", **kwargs) -> None:
         """The effective kernel (`g · v / ‖v‖` folded in) as int8 with a scale per output channel;
         `g` is dropped. See `zoo.layers.int8`."""
         int8.check_mode(mode)
@@ -154,7 +158,7 @@ class GatedConv1D(keras.layers.Layer):
             return ops.tanh(z)
         return z
 
-    def call(self, inputs):
+    def call(self, inputs: tf.Tensor) -> tf.Tensor:
         scale = None
         if int8.is_quantized(self):
             kernel, scale = int8.kernel_and_scale(self, self.kernel, self.compute_dtype)
@@ -173,12 +177,12 @@ class GatedConv1D(keras.layers.Layer):
         return self._activate(z)
 
     # ---- one token at a time -------------------------------------------------
-    def initial_state(self, batch_size, input_dim=None):
+    def initial_state(self, batch_size: int | tf.Tensor, input_dim: int | None = None) -> tf.Tensor:
         """The state before the first token: `kernel_size - 1` zero inputs."""
         input_dim = input_dim or self.kernel.shape[1]
         return ops.zeros((batch_size, self.kernel_size - 1, input_dim), self.compute_dtype)
 
-    def prefill_state(self, inputs, lengths):
+    def prefill_state(self, inputs: tf.Tensor, lengths: tf.Tensor) -> tf.Tensor:
         """The state `step` holds after row b's first `lengths[b]` positions of `inputs`
         ([batch, time, input_dim], right-padded): the inputs at positions `lengths[b] - k + 1 …
         lengths[b] - 1`, zeros before the start. Reading a prompt with `call` and this gives what
@@ -189,7 +193,7 @@ class GatedConv1D(keras.layers.Layer):
         return tf.gather(padded, positions, batch_dims=1)
 
     @contextlib.contextmanager
-    def kernel_computed_once(self):
+    def kernel_computed_once(self) -> Iterator[None]:
         """While tracing a decoding loop: `g · v / ‖v‖` computed here, once, for the prompt's
         parallel pass and for `step`, whose matrices are cut here too, outside the loop, instead of
         at every token."""
@@ -213,7 +217,7 @@ class GatedConv1D(keras.layers.Layer):
         f = self.filters
         return [(kernel[:, :f], None if bias is None else bias[:f]), (kernel[:, f:], None if bias is None else bias[f:])]
 
-    def step(self, x_t, state):
+    def step(self, x_t: tf.Tensor, state: tf.Tensor) -> tuple[tf.Tensor, tf.Tensor]:
         """`x_t`: [batch, input_dim]; `state`: [batch, kernel_size - 1, input_dim].
 
         Returns `(y_t, new_state)` with `y_t` equal to `call` at this position.
@@ -226,10 +230,10 @@ class GatedConv1D(keras.layers.Layer):
         z = [ops.matmul(flat, kernel) if bias is None else ops.matmul(flat, kernel) + bias for kernel, bias in matrices]
         return (self._gate(*z) if self.gated else self._activate(z[0])), window[:, 1:, :]
 
-    def compute_output_shape(self, input_shape):
+    def compute_output_shape(self, input_shape: tuple[int | None, ...]) -> tuple[int | None, ...]:
         return tuple(input_shape[:-1]) + (self.filters,)
 
-    def get_config(self):
+    def get_config(self) -> dict[str, Any]:
         config = super().get_config()
         config.update(
             {

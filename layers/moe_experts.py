@@ -2,8 +2,10 @@
 networks `E_i(x) = ReLU(x·W1_i + b1_i)·W2_i + b2_i` (§3.2 and Appendix C) as one Keras layer that
 owns their stacked weights, the experts part of `zoo.layers.SparseMoE`."""
 
+from __future__ import annotations
+
 import math
-from typing import Optional
+from typing import Any, Optional
 
 import keras
 import tensorflow as tf
@@ -12,7 +14,7 @@ from zoo.layers import expert_parallel as ep
 from zoo.layers import int8
 from zoo.layers.moe_dispatch import ExpertWeights, dispatch_local, mark_expert_matrix
 from zoo.layers.moe_parts import MixturePart
-from zoo.layers.moe_router import check_positive_int
+from zoo.layers.moe_router import Routing, check_positive_int
 
 EXPERT_VARIABLES = ("expert_kernel_in", "expert_bias_in", "expert_kernel_out", "expert_bias_out")
 
@@ -66,7 +68,7 @@ class FeedForwardExperts(MixturePart, keras.layers.Layer):
         self.expert_parallel = bool(expert_parallel)
         self.replicas = 1
 
-    def build(self, input_shape):
+    def build(self, input_shape: tuple[int | None, ...]) -> None:
         dim = input_shape[-1]
         hidden, out = self.hidden_units, self.output_units or dim
         if self.expert_parallel:
@@ -118,7 +120,7 @@ class FeedForwardExperts(MixturePart, keras.layers.Layer):
         return ExpertWeights(kernel_in, self.expert_bias_in, kernel_out, self.expert_bias_out, scale_in,
                              scale_out).cast(self.compute_dtype)
 
-    def quantize(self, mode="int8", **kwargs):
+    def quantize(self, mode: str = "int8", **kwargs) -> None:
         """The kernels as int8, each with a float32 scale per expert and output channel (`[E, h]`
         and `[E, o]`, `zoo.layers.int8`), applied to each row's product; the biases stay float32."""
         int8.check_mode(mode)
@@ -126,13 +128,15 @@ class FeedForwardExperts(MixturePart, keras.layers.Layer):
         self.expert_kernel_in = int8.replace(self, self.expert_kernel_in, axis=(0, -1))
         self.expert_kernel_out = int8.replace(self, self.expert_kernel_out, axis=(0, -1))
 
-    def call(self, x, routing):
+    def call(self, x: tf.Tensor, routing: Routing) -> tf.Tensor:
         return dispatch_local(x, routing, self.expert_weights())
 
-    def compute_output_shape(self, input_shape, routing_shape=None):
+    def compute_output_shape(self, input_shape: tuple[int | None, ...],
+                             routing_shape: dict[str, tuple[int | None, ...]] | None = None
+                             ) -> tuple[int | None, ...]:
         return tuple(input_shape[:-1]) + (self.output_units or input_shape[-1],)
 
-    def get_config(self):
+    def get_config(self) -> dict[str, Any]:
         config = super().get_config()
         config.update({"num_experts": self.num_experts, "hidden_units": self.hidden_units,
                        "output_units": self.output_units})

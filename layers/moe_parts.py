@@ -8,6 +8,12 @@ load, and new ones load in older releases. A part not held (used alone, or a rou
 layer from outside the package) saves its own, as any Keras layer does.
 """
 
+from __future__ import annotations
+
+from collections.abc import Mapping, MutableMapping
+
+import numpy as np
+
 
 class MixturePart:
     """Mixin of the built-in parts; `SparseMoE` calls `hold` on the ones it composes."""
@@ -15,7 +21,8 @@ class MixturePart:
     _held = False
     _owner_name = None
 
-    def hold(self, owner_name: str):
+    def hold(self, owner_name: str) -> None:
+        """Leaves the saving of this part's variables to the mixture named `owner_name`."""
         # not layer state: Keras need not track them
         object.__setattr__(self, "_held", True)
         object.__setattr__(self, "_owner_name", owner_name)
@@ -29,10 +36,10 @@ class MixturePart:
         """The name an error message gives: the mixture's, for a held part."""
         return self._owner_name or self.name
 
-    def save_own_variables(self, store):
+    def save_own_variables(self, store: MutableMapping[str, np.ndarray]) -> None:
         if not self._held:
             super().save_own_variables(store)
 
-    def load_own_variables(self, store):
+    def load_own_variables(self, store: Mapping[str, np.ndarray]) -> None:
         if not self._held:
             super().load_own_variables(store)

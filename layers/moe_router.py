@@ -14,8 +14,11 @@ noise standard deviation so that the normal CDF of equation 9 never divides by z
 k and the k-th largest otherwise. Ties go to the lower expert index.
 """
 
+from __future__ import annotations
+
 import math
-from typing import NamedTuple, Optional, TypedDict, Union
+from collections.abc import Sequence
+from typing import Any, NamedTuple, Optional, TypedDict, Union
 
 import keras
 import tensorflow as tf
@@ -41,6 +44,18 @@ class Routing(TypedDict):
         load: <float32>[E], the smooth Load of equation 10 (or 14) when the gate is noisy, else
             the hard count.
         counts: <float32>[E], the tokens each expert receives.
+
+    Example: three tokens, two experts each of four, from a router whose weights start at zero
+    (so every gate is 1/2 and the lowest experts win the ties).
+
+    >>> from zoo.layers import NoisyTopKRouter
+    >>> routing = NoisyTopKRouter(num_experts=4, k=2)(keras.ops.ones((3, 8)))
+    >>> sorted(routing)
+    ['counts', 'expert_ids', 'gates', 'importance', 'load', 'token_ids']
+    >>> routing["token_ids"].numpy().tolist(), routing["expert_ids"].numpy().tolist()
+    ([0, 0, 1, 1, 2, 2], [0, 1, 0, 1, 0, 1])
+    >>> routing["importance"].numpy().tolist(), routing["counts"].numpy().tolist()
+    ([1.5, 1.5, 0.0, 0.0], [3.0, 3.0, 0.0, 0.0])
     """
 
     token_ids: tf.Tensor
@@ -274,7 +289,7 @@ class NoisyTopKRouter(MixturePart, keras.layers.Layer):
     ([0, 1, 0, 1, 0, 1], [0.5, 0.5, 0.5, 0.5, 0.5, 0.5])
     """
 
-    def __init__(self, num_experts: int, k, groups: Optional[int] = None, noisy_gating: bool = True,
+    def __init__(self, num_experts: int, k: int | Sequence[int], groups: Optional[int] = None, noisy_gating: bool = True,
                  noise_epsilon: float = 1e-2, seed: Union[int, keras.random.SeedGenerator, None] = None, **kwargs):
         check_positive_int("num_experts", num_experts)
         check_groups(num_experts, groups)
@@ -289,7 +304,7 @@ class NoisyTopKRouter(MixturePart, keras.layers.Layer):
         self.noise_epsilon = noise_epsilon
         self.seed_generator = seed if isinstance(seed, keras.random.SeedGenerator) else keras.random.SeedGenerator(seed)
 
-    def build(self, input_shape):
+    def build(self, input_shape: tuple[int | None, ...]) -> None:
         dim = input_shape[-1]
         # Appendix A: zero gate and noise weights, "no signal and some noise", balanced loads.
         shape = (dim, self.groups or self.num_experts)
@@ -309,10 +324,11 @@ class NoisyTopKRouter(MixturePart, keras.layers.Layer):
         return GateKernels(self.gate_kernel, getattr(self, "noise_kernel", None),
                            getattr(self, "secondary_gate_kernel", None), getattr(self, "secondary_noise_kernel", None))
 
-    def call(self, x, training=None, noise=None):
+    def call(self, x: tf.Tensor, training: bool | None = None,
+             noise: tf.Tensor | tuple[tf.Tensor, tf.Tensor] | None = None) -> Routing:
         return self.route(x, None, bool(training), noise)
 
-    def get_config(self):
+    def get_config(self) -> dict[str, Any]:
         config = super().get_config()
         config.update({"num_experts": self.num_experts, "k": self.k, "groups": self.groups,
                        "noisy_gating": self.noisy_gating, "noise_epsilon": self.noise_epsilon})
@@ -323,7 +339,7 @@ class NoisyTopKRouter(MixturePart, keras.layers.Layer):
         return self.num_experts // (self.groups or 1)
 
     def route(self, x: tf.Tensor, kernels: Optional[GateKernels] = None, training: bool = False,
-              noise=None) -> Routing:
+              noise: tf.Tensor | tuple[tf.Tensor, tf.Tensor] | None = None) -> Routing:
         """Who goes where, for tokens `x` (the layer's call, with the weights given or its own).
 
         Args:

@@ -10,8 +10,14 @@ Every one of these methods builds the layer from the last axis of `hidden` when 
 the layer itself (`build_on_first_use`), so a freshly constructed output layer works as it is.
 """
 
+from __future__ import annotations
+
 import contextlib
+from collections.abc import Callable, Iterator
+from typing import Any
+
 import keras
+import tensorflow as tf
 from keras import ops
 
 from zoo.layers import int8
@@ -43,13 +49,31 @@ def build_on_first_use(layer, hidden):
 
 @keras.saving.register_keras_serializable(package="layers")
 class FullSoftmax(keras.layers.Layer):
-    """A dense projection to `vocabulary_size` logits followed by a log-softmax."""
+    """A dense projection to `vocabulary_size` logits followed by a log-softmax.
 
-    def __init__(self, vocabulary_size, **kwargs):
+    Args:
+        vocabulary_size: the number of ids (at least 2).
+
+    Example:
+
+    >>> import numpy as np
+    >>> from zoo.layers import FullSoftmax
+    >>> head = FullSoftmax(vocabulary_size=50)
+    >>> hidden = np.ones((2, 5, 8), "float32")
+    >>> log_probs = head.log_prob(hidden)  # builds the layer from the last axis: a [8, 50] kernel
+    >>> tuple(log_probs.shape), tuple(head.kernel.shape)
+    ((2, 5, 50), (8, 50))
+    >>> bool(np.allclose(np.exp(log_probs).sum(-1), 1.0, atol=1e-5))
+    True
+    >>> tuple(head.loss(hidden, np.zeros((2, 5), "int32")).shape)  # one negative log-likelihood per token
+    (2, 5)
+    """
+
+    def __init__(self, vocabulary_size: int, **kwargs):
         super().__init__(**kwargs)
         self.vocabulary_size = check_int("vocabulary_size", vocabulary_size, minimum=2)
 
-    def build(self, input_shape):
+    def build(self, input_shape: tuple[int | None, ...]) -> None:
         self.kernel = self.add_weight(
             name="kernel",
             shape=(input_shape[-1], self.vocabulary_size),
@@ -57,7 +81,8 @@ class FullSoftmax(keras.layers.Layer):
         )
         self.bias = self.add_weight(name="bias", shape=(self.vocabulary_size,), initializer="zeros")
 
-    def logits(self, hidden):
+    def logits(self, hidden: tf.Tensor) -> tf.Tensor:
+        """`<float32>[..., vocabulary_size]`: the unnormalised scores of every id."""
         build_on_first_use(self, hidden)
         blocks = getattr(self, "_blocks_once", None)
         if blocks is not None:
@@ -74,7 +99,7 @@ class FullSoftmax(keras.layers.Layer):
     def _hidden_size(self):
         return self.kernel.shape[0]
 
-    def blocks_to_fit(self, cache_bytes):
+    def blocks_to_fit(self, cache_bytes: int) -> int:
         """The fewest blocks of consecutive ids (`blocks_computed_once`) whose part of the
         projection, in the compute dtype, each takes at most `cache_bytes`."""
         itemsize = {"float16": 2, "bfloat16": 2, "float64": 8}.get(self.compute_dtype, 4)
@@ -82,7 +107,7 @@ class FullSoftmax(keras.layers.Layer):
         return -(-self.vocabulary_size // ids)
 
     @contextlib.contextmanager
-    def blocks_computed_once(self, blocks):
+    def blocks_computed_once(self, blocks: int) -> Iterator[None]:
         """While a decoding loop is traced: the projection (with any int8 scales) and the bias cut
         once, outside the loop, into `blocks` blocks of consecutive ids. Each token's product is
         then `blocks` independent products that the executor runs side by side on the cores, each
@@ -99,31 +124,35 @@ class FullSoftmax(keras.layers.Layer):
         finally:
             object.__setattr__(self, "_blocks_once", None)
 
-    def call(self, hidden):
+    def call(self, hidden: tf.Tensor) -> tf.Tensor:
         return self.log_prob(hidden)
 
-    def quantize(self, mode="int8", **kwargs):
+    def quantize(self, mode: str = "int8", **kwargs) -> None:
         """The kernel as int8 with a scale per output id (`zoo.layers.int8`); the bias stays."""
         int8.check_mode(mode)
         int8.check_not_quantized(self)
         self.kernel = int8.replace(self, self.kernel)
 
-    def log_prob(self, hidden):
+    def log_prob(self, hidden: tf.Tensor) -> tf.Tensor:
+        """`<float32>[..., vocabulary_size]`: the log-distribution over every id."""
         return ops.log_softmax(self.logits(hidden), axis=-1)
 
-    def loss(self, hidden, targets):
+    def loss(self, hidden: tf.Tensor, targets: tf.Tensor) -> tf.Tensor:
+        """Per-token negative log-likelihood, shaped like `targets`."""
         return ops.sparse_categorical_crossentropy(targets, self.logits(hidden), from_logits=True)
 
-    def target_log_prob(self, hidden, targets):
+    def target_log_prob(self, hidden: tf.Tensor, targets: tf.Tensor) -> tf.Tensor:
+        """The log-probability of each target, shaped like `targets`."""
         return -self.loss(hidden, targets)
 
-    def predict(self, hidden):
+    def predict(self, hidden: tf.Tensor) -> tf.Tensor:
+        """The most likely id, shaped like `hidden` without its last axis."""
         return ops.argmax(self.logits(hidden), axis=-1)
 
-    def compute_output_shape(self, input_shape):
+    def compute_output_shape(self, input_shape: tuple[int | None, ...]) -> tuple[int | None, ...]:
         return tuple(input_shape[:-1]) + (self.vocabulary_size,)
 
-    def get_config(self):
+    def get_config(self) -> dict[str, Any]:
         config = super().get_config()
         config["vocabulary_size"] = self.vocabulary_size
         return config
@@ -136,20 +165,32 @@ class TiedSoftmax(FullSoftmax):
 
     `embeddings` is a function returning the `[vocabulary_size, d]` embedding matrix; the model
     that owns the embedding passes it, so the matrix is one variable, trained by both its uses.
+
+    Example:
+
+    >>> import keras, numpy as np
+    >>> from zoo.layers import TiedSoftmax
+    >>> embedding = keras.layers.Embedding(50, 8)
+    >>> embedding.build((None,))
+    >>> head = TiedSoftmax(vocabulary_size=50, embeddings=lambda: embedding.embeddings)
+    >>> tuple(head.log_prob(np.ones((2, 5, 8), "float32")).shape)
+    (2, 5, 50)
+    >>> [tuple(w.shape) for w in head.weights]  # only its bias: the projection is the embedding's
+    [(50,)]
     """
 
-    def __init__(self, vocabulary_size, embeddings=None, **kwargs):
+    def __init__(self, vocabulary_size: int, embeddings: Callable[[], tf.Tensor] | None = None, **kwargs):
         super().__init__(vocabulary_size, **kwargs)
         if embeddings is None or not callable(embeddings):
             raise ValueError("TiedSoftmax needs `embeddings`, a function returning the input embedding matrix "
                              f"[vocabulary_size, d]; got {embeddings!r}.")
         self._embeddings = embeddings
 
-    def build(self, input_shape):
+    def build(self, input_shape: tuple[int | None, ...]) -> None:
         self._width = input_shape[-1]  # the embedding's width, read without reading the embedding
         self.bias = self.add_weight(name="bias", shape=(self.vocabulary_size,), initializer="zeros")
 
-    def quantize(self, mode="int8", **kwargs):
+    def quantize(self, mode: str = "int8", **kwargs) -> None:
         """Nothing of its own: the embedding it is tied to holds the int8 matrix."""
         int8.check_mode(mode)
 

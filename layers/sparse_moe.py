@@ -19,9 +19,14 @@ The names this module held before the split (`cv_squared`, `segment_matmul`, `so
 are still importable from it.
 """
 
+from __future__ import annotations
+
 import contextlib
 import threading
-from typing import Optional, Union
+from collections.abc import Iterator, Mapping, MutableMapping, Sequence
+from typing import Any, Optional, Union
+
+import numpy as np
 
 import keras
 import tensorflow as tf
@@ -124,7 +129,7 @@ def _check_part(part, what, num_experts, expected):
 
 
 def _part_variable(part, name):
-    def get(self):
+    def get(self) -> keras.Variable:
         return getattr(getattr(self, part), name)
 
     get.__doc__ = f"`self.{part}.{name}` (the variable lives in the {part} layer)."
@@ -209,7 +214,7 @@ class SparseMoE(keras.layers.Layer):
     (2, 3, 8)
     """
 
-    def __init__(self, num_experts: int, k: Union[int, list, tuple], hidden_units: int,
+    def __init__(self, num_experts: int, k: Union[int, Sequence[int]], hidden_units: int,
                  output_units: Optional[int] = None, importance_weight: float = 0.1, load_weight: float = 0.1,
                  groups: Optional[int] = None, noisy_gating: bool = True, noise_epsilon: float = 1e-2,
                  expert_parallel: Optional[bool] = None, capacity_factor: Optional[float] = None,
@@ -285,7 +290,7 @@ class SparseMoE(keras.layers.Layer):
     secondary_gate_kernel = _part_variable("router", "secondary_gate_kernel")
     secondary_noise_kernel = _part_variable("router", "secondary_noise_kernel")
 
-    def build(self, input_shape):
+    def build(self, input_shape: tuple[int | None, ...]) -> None:
         dim = input_shape[-1]
         if dim is None:
             raise ValueError(f"The last axis of the input must be known, got shape {input_shape}.")
@@ -305,11 +310,11 @@ class SparseMoE(keras.layers.Layer):
         own = [own_variables(p) for p in parts]
         return [v for trainable, _ in own for v in trainable] + [v for _, fixed in own for v in fixed]
 
-    def save_own_variables(self, store):
+    def save_own_variables(self, store: MutableMapping[str, np.ndarray]) -> None:
         for i, v in enumerate(self._held_variables()):
             store[f"{i}"] = v
 
-    def load_own_variables(self, store):
+    def load_own_variables(self, store: Mapping[str, np.ndarray]) -> None:
         variables = self._held_variables()
         if len(store.keys()) != len(variables):
             raise ValueError(f"The weights file holds {len(store.keys())} variables for the mixture of experts "
@@ -328,7 +333,7 @@ class SparseMoE(keras.layers.Layer):
         int8 kernels come with their scales (`quantize`)."""
         return self.experts.expert_weights()
 
-    def quantize(self, mode="int8", **kwargs):
+    def quantize(self, mode: str = "int8", **kwargs) -> None:
         """The experts' kernels as int8, each with a float32 scale per expert and output channel
         (`[E, h]` and `[E, o]`, `zoo.layers.int8`), applied to each row's product; the gate (whose
         top-k decides the routing) and the biases stay float32."""
@@ -341,7 +346,8 @@ class SparseMoE(keras.layers.Layer):
                              "int8 needs experts that quantize their own weights (FeedForwardExperts does).")
         self.experts.quantize(mode)
 
-    def route(self, flat_x: tf.Tensor, training: bool = False, noise=None) -> Routing:
+    def route(self, flat_x: tf.Tensor, training: bool = False,
+              noise: tf.Tensor | tuple[tf.Tensor, tf.Tensor] | None = None) -> Routing:
         """Who goes where, for tokens `flat_x` <float>[n, d]: the router's call.
 
         Returns:
@@ -358,7 +364,8 @@ class SparseMoE(keras.layers.Layer):
             return self.router(flat_x, training=training)
         return self.router(flat_x, training=training, noise=noise)
 
-    def gates(self, x: tf.Tensor, training: bool = False, noise=None) -> tf.Tensor:
+    def gates(self, x: tf.Tensor, training: bool = False,
+              noise: tf.Tensor | tuple[tf.Tensor, tf.Tensor] | None = None) -> tf.Tensor:
         """The dense <float32>[tokens, num_experts] gate matrix (tokens = all leading positions of
         `x`), zero outside each token's experts; for testing and inspection, not for the forward
         pass."""
@@ -367,7 +374,7 @@ class SparseMoE(keras.layers.Layer):
         flat = ops.reshape(x, (-1, self.input_dim))
         return dense_gates(self.route(flat, training, noise), ops.shape(flat)[0], self.num_experts)
 
-    def capacity(self, tokens_per_replica) -> tf.Tensor:
+    def capacity(self, tokens_per_replica: int | tf.Tensor) -> tf.Tensor:
         """Assignments each (replica, expert) pair can receive in one exchange:
         ceil(capacity_factor · tokens per replica · experts per token / num_experts), an int32
         tensor (tokens per replica: the mean over the replicas, so that every replica agrees)."""
@@ -386,7 +393,7 @@ class SparseMoE(keras.layers.Layer):
         self.max_load_ratio_tracker.update_state(max_load_ratio)
 
     @contextlib.contextmanager
-    def routing_recorded(self):
+    def routing_recorded(self) -> Iterator[list[moe_statistics.RoutingRecord]]:
         """Within this block, every eager call of the layer appends the `RoutingRecord` of its
         batch (`zoo.layers.moe_statistics`: counts, Importance, Load, the router's entropy) to the
         list it yields; `moe_statistics.summarize` turns them into the balance statistics."""
@@ -401,7 +408,9 @@ class SparseMoE(keras.layers.Layer):
             self._recorder = previous
 
     # ---- the layer ---------------------------------------------------------------------
-    def call(self, inputs, training=None, noise=None, track_metrics=None):
+    def call(self, inputs: tf.Tensor, training: bool | None = None,
+             noise: tf.Tensor | tuple[tf.Tensor, tf.Tensor] | None = None,
+             track_metrics: bool | None = None) -> tf.Tensor:
         training = bool(training)
         track = self.track_metrics if track_metrics is None else bool(track_metrics)
         track = track and not balance_metrics_are_paused()
@@ -419,10 +428,10 @@ class SparseMoE(keras.layers.Layer):
         self._balance(routing, training, track)
         return ops.reshape(outputs, tuple(ops.shape(inputs)[:-1]) + (self.output_dim,))
 
-    def compute_output_shape(self, input_shape):
+    def compute_output_shape(self, input_shape: tuple[int | None, ...]) -> tuple[int | None, ...]:
         return tuple(input_shape[:-1]) + (self.output_units or input_shape[-1],)
 
-    def get_config(self):
+    def get_config(self) -> dict[str, Any]:
         config = super().get_config()
         config.update(
             {
@@ -443,7 +452,7 @@ class SparseMoE(keras.layers.Layer):
         return config
 
     @classmethod
-    def from_config(cls, config):
+    def from_config(cls, config: dict[str, Any]) -> SparseMoE:
         config = dict(config)
         for name in ("router", "experts"):
             if config.get(name) is not None:
