@@ -11,12 +11,16 @@ part in a save (reading synchronised variables is a collective) while only the c
 kept.
 """
 
+from __future__ import annotations
+
 import glob
 import json
 import os
 import re
 import shutil
+from collections.abc import Callable, Sequence
 
+import keras
 import tensorflow as tf
 
 from zoo.errors import reason
@@ -27,29 +31,77 @@ CHECKPOINT_PREFIX = "ckpt"
 _CHECKPOINT_INDEX = re.compile(r"^ckpt-(\d+)\.index$")
 
 
-def random_states(model):
+def random_states(model: keras.Model) -> list[keras.Variable]:
     """The state variables of every random generator in the model (dropout masks, MoE gating
     noise): part of a checkpoint, so a resumed run draws the numbers an unbroken one would.
 
     Keras 3 documents `model.variables` as all layer state including the random seeds, and
-    `model.weights` as excluding them: the generators' states are the difference (by identity)."""
+    `model.weights` as excluding them: the generators' states are the difference (by identity).
+
+    Returns:
+        Those variables, in the model's order.
+
+    Example: a GCNN with dropout holds one generator's state per dropout layer (the embedding's
+    and each block's); without, none.
+
+    >>> import zoo
+    >>> blocks = [[[2, 8]], [[2, 8]]]
+    >>> len(random_states(zoo.GCNNLanguageModel(vocabulary_size=50, embedding_dim=8, blocks=blocks)))
+    0
+    >>> model = zoo.GCNNLanguageModel(vocabulary_size=50, embedding_dim=8, blocks=blocks, dropout=0.1)
+    >>> [tuple(v.shape) for v in random_states(model)]
+    [(2,), (2,), (2,)]
+    """
     weights = {id(w) for w in model.weights}
     return [v for v in model.variables if id(v) not in weights]
 
 
-def training_checkpoint(model, optimizer, step, experts=()):
+def training_checkpoint(model: keras.Model, optimizer: keras.optimizers.Optimizer, step: tf.Variable,
+                        experts: Sequence[tf.Variable] = ()) -> tf.train.Checkpoint:
     """The `tf.train.Checkpoint` of a run: the model, the optimiser's slots, the step variable,
     the random generators' states and, for an expert-parallel run, the whole expert tensors
-    (`zoo.training.sharding.ExpertShards.wholes`)."""
+    (`zoo.training.sharding.ExpertShards.wholes`).
+
+    Returns:
+        The checkpoint object, to `save_checkpoint` and `restore_latest`.
+
+    Example: save a run at step 30, change the step, and restore it.
+
+    >>> import tempfile, zoo
+    >>> model = zoo.GCNNLanguageModel(vocabulary_size=50, embedding_dim=8, blocks=[[[2, 8]]])
+    >>> optimizer = keras.optimizers.Adam()
+    >>> optimizer.build(model.trainable_variables)
+    >>> step = tf.Variable(30, dtype=tf.int64)
+    >>> checkpoint = training_checkpoint(model, optimizer, step)
+    >>> directory = tempfile.mkdtemp()
+    >>> save_checkpoint(checkpoint, directory, 30, keep=3, chief=True)
+    >>> _ = step.assign(0)
+    >>> restore_latest(checkpoint, directory, log=lambda line: None), int(step)
+    (30, 30)
+    """
     extra = {"experts": list(experts)} if experts else {}
     return tf.train.Checkpoint(model=model, optimizer=optimizer, step=step, random=random_states(model), **extra)
 
 
-def checkpoint_steps(directory):
+def checkpoint_steps(directory: str | os.PathLike) -> list[int]:
     """Steps of the checkpoints in `directory` whose index file exists, newest first (a save
     killed before its index was written is not a checkpoint). Read from the files, not from the
     `CheckpointManager`'s state, which lags a save cut between its write and its state update and
-    does not exist in a run written before the zoo used the manager."""
+    does not exist in a run written before the zoo used the manager.
+
+    Returns:
+        The steps, newest first; empty for a directory without checkpoints (or none at all).
+
+    Example:
+
+    >>> import tempfile
+    >>> directory = tempfile.mkdtemp()
+    >>> for name in ("ckpt-100.index", "ckpt-100.data-00000-of-00001", "ckpt-200.index",
+    ...              "ckpt-300.data-00000-of-00001"):
+    ...     open(os.path.join(directory, name), "w").close()
+    >>> checkpoint_steps(directory)  # ckpt-300 has no index: its save was cut short
+    [200, 100]
+    """
     steps = []
     for path in glob.glob(os.path.join(directory, f"{CHECKPOINT_PREFIX}-*.index")):
         match = _CHECKPOINT_INDEX.match(os.path.basename(path))
@@ -58,16 +110,44 @@ def checkpoint_steps(directory):
     return sorted(steps, reverse=True)
 
 
-def checkpoint_path(directory, step):
+def checkpoint_path(directory: str | os.PathLike, step: int) -> str:
+    """The path prefix of the checkpoint of `step` in `directory` (its files add `.index` and
+    `.data-…`).
+
+    Returns:
+        `directory/ckpt-<step>`.
+
+    Example:
+
+    >>> checkpoint_path(os.path.join("runs", "gcnn", "checkpoints"), 1200).split(os.sep)
+    ['runs', 'gcnn', 'checkpoints', 'ckpt-1200']
+    """
     return os.path.join(directory, f"{CHECKPOINT_PREFIX}-{step}")
 
 
-def restore_latest(checkpoint, directory, log):
+def restore_latest(checkpoint: tf.train.Checkpoint, directory: str | os.PathLike, log: Callable[[str], None]) -> int:
     """Restores the newest readable checkpoint of `directory`; returns its step, or 0.
 
     A checkpoint that fails to read (truncated data, a corrupt index, missing shards) is reported
     in one line and the next older one is tried; if none reads, training starts from step 0 and
-    says so."""
+    says so.
+
+    Returns:
+        The step of the checkpoint restored, or 0 when none was.
+
+    Example: the newest checkpoint is corrupt, so the one before it is restored.
+
+    >>> import tempfile
+    >>> step = tf.Variable(0, dtype=tf.int64)
+    >>> checkpoint, directory = tf.train.Checkpoint(step=step), tempfile.mkdtemp()
+    >>> for s in (10, 20):
+    ...     _ = step.assign(s)
+    ...     save_checkpoint(checkpoint, directory, s, keep=None, chief=True)
+    >>> with open(checkpoint_path(directory, 20) + ".index", "wb") as f:
+    ...     _ = f.write(b"not a checkpoint")
+    >>> restore_latest(checkpoint, directory, log=lambda line: None), int(step)
+    (10, 10)
+    """
     steps = checkpoint_steps(directory)
     for step in steps:
         path = checkpoint_path(directory, step)
@@ -82,12 +162,25 @@ def restore_latest(checkpoint, directory, log):
     return 0
 
 
-def save_checkpoint(checkpoint, directory, step, keep, chief):
+def save_checkpoint(checkpoint: tf.train.Checkpoint, directory: str | os.PathLike, step: int, keep: int | None,
+                    chief: bool) -> None:
     """Writes `ckpt-<step>` with a `tf.train.CheckpointManager` that keeps the newest `keep` (None:
     all), and deletes the files of any checkpoint beyond the newest `keep` that it does not list (a
     run written before the zoo used the manager). Every worker of
     a job must call this (the save reads synchronised variables); a non-chief writes to a scratch
-    directory and deletes it."""
+    directory and deletes it.
+
+    Example: three saves, the newest two kept.
+
+    >>> import tempfile
+    >>> step = tf.Variable(0, dtype=tf.int64)
+    >>> checkpoint, directory = tf.train.Checkpoint(step=step), tempfile.mkdtemp()
+    >>> for s in (10, 20, 30):
+    ...     _ = step.assign(s)
+    ...     save_checkpoint(checkpoint, directory, s, keep=2, chief=True)
+    >>> checkpoint_steps(directory)
+    [30, 20]
+    """
     target = directory if chief else os.path.join(directory, f".worker-{os.getpid()}")
     manager = tf.train.CheckpointManager(checkpoint, target, max_to_keep=keep, checkpoint_name=CHECKPOINT_PREFIX)
     manager.save(checkpoint_number=step)

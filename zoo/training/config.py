@@ -1,16 +1,38 @@
 """`TrainConfig`: every option of a training run, checked in one place."""
 
-import collections
+from __future__ import annotations
+
 import dataclasses
 import math
+from collections.abc import Mapping
+from typing import NamedTuple
 
 from zoo.layers.expert_parallel import check_capacity_factor
 from zoo.layers.validation import check_int
 
-# What the loop does with a config and the number of global batches in one pass over the data.
-# `steps` is UNBOUNDED when only a time budget ends the run (`until_budget`).
-Schedule = collections.namedtuple("Schedule", "steps steps_per_epoch checkpoint_every log_every until_budget")
 UNBOUNDED = math.inf
+
+
+class Schedule(NamedTuple):
+    """What the loop does with a config and the number of global batches in one pass over the
+    data (`TrainConfig.schedule`): `steps` in all (`UNBOUNDED`, infinity, when only a time budget
+    ends the run: `until_budget`), the steps of an epoch (validation after each), and the steps
+    between checkpoints and between progress lines.
+
+    Example: 10 epochs of 40 batches, a checkpoint every epoch and a line every 10 steps.
+
+    >>> from zoo.training import TrainConfig
+    >>> TrainConfig(epochs=10).schedule(batches_per_pass=40)
+    Schedule(steps=400, steps_per_epoch=40, checkpoint_every=40, log_every=10, until_budget=False)
+    >>> TrainConfig(max_minutes=5).schedule(batches_per_pass=40).steps  # until the budget is spent
+    inf
+    """
+
+    steps: int | float
+    steps_per_epoch: int
+    checkpoint_every: int
+    log_every: int
+    until_budget: bool
 
 _POSITIVE_INTS = ("global_batch_size", "seq_len", "steps", "epochs", "steps_per_epoch",
                   "checkpoint_every", "keep_checkpoints", "log_every", "vocabulary_size", "extend_tokenizer")
@@ -46,6 +68,19 @@ class TrainConfig:
     - `extend_tokenizer`: fine-tuning a trained subword model, add up to this many ids to its
       tokenizer for pieces of the training text it lacks, their rows started from the pieces they
       replace (`zoo.training.extension`, `zoo.models.extend`).
+
+    Example:
+
+    >>> from zoo.training import TrainConfig
+    >>> config = TrainConfig(global_batch_size=64, steps=1_000, max_minutes=30)
+    >>> config.with_defaults({"seq_len": 35}).seq_len  # unset: the preset's default
+    35
+    >>> config.schedule(batches_per_pass=250).steps_per_epoch  # validation after every pass
+    250
+    >>> TrainConfig(global_batch_size=0)
+    Traceback (most recent call last):
+    ...
+    ValueError: global_batch_size must be ... got 0.
     """
 
     global_batch_size: int | None = None
@@ -79,7 +114,7 @@ class TrainConfig:
         check_capacity_factor(self.capacity_factor)
         check_int("seed", self.seed, minimum=0, maximum=2**32 - 1)  # what keras.utils.set_random_seed takes
 
-    def with_defaults(self, defaults):
+    def with_defaults(self, defaults: Mapping[str, int]) -> TrainConfig:
         """This config with an unset `global_batch_size` and `seq_len` taken from `defaults` (a
         preset's train defaults, keyed by these names), else 32 and 64."""
         return dataclasses.replace(
@@ -89,7 +124,7 @@ class TrainConfig:
             seq_len=self.seq_len if self.seq_len is not None else defaults.get("seq_len", 64),
         )
 
-    def check_replicas(self, replicas):
+    def check_replicas(self, replicas: int) -> None:
         """Refuses a global batch the `replicas` in sync cannot share evenly, and expert
         parallelism on one replica."""
         if self.expert_parallel and replicas < 2:
@@ -102,7 +137,7 @@ class TrainConfig:
                 f"replicas in sync; use a multiple of {replicas}."
             )
 
-    def schedule(self, batches_per_pass):
+    def schedule(self, batches_per_pass: int) -> Schedule:
         """The run's `Schedule`, given how many global batches one pass over the data holds."""
         steps_per_epoch = self.steps_per_epoch or batches_per_pass
         until_budget = self.steps is None and self.epochs is None and self.max_minutes is not None

@@ -1,14 +1,30 @@
 """The mixed-precision policy of a run, set only while its model is built."""
 
+from __future__ import annotations
+
 import contextlib
+from collections.abc import Iterator
 
 import keras
 import tensorflow as tf
 
 
-def mixed_precision_policy(enabled):
+def mixed_precision_policy(enabled: bool | str) -> str | None:
     """`mixed_float16` on a GPU, `mixed_bfloat16` on a CPU (no loss scaling needed); the output
-    layers compute their log-softmax and the loss in float32 whatever the policy."""
+    layers compute their log-softmax and the loss in float32 whatever the policy.
+
+    Returns:
+        The Keras dtype policy name for `TrainConfig.mixed_precision` (`enabled`): None for
+        False, the name itself for a policy name, else the device's mixed policy.
+
+    Example:
+
+    >>> from zoo.training import mixed_precision_policy
+    >>> mixed_precision_policy(False) is None, mixed_precision_policy("mixed_bfloat16")
+    (True, 'mixed_bfloat16')
+    >>> mixed_precision_policy(True) in ("mixed_float16", "mixed_bfloat16")  # float16 on a GPU
+    True
+    """
     if not enabled:
         return None
     if enabled in ("mixed_float16", "mixed_bfloat16"):
@@ -17,7 +33,7 @@ def mixed_precision_policy(enabled):
 
 
 @contextlib.contextmanager
-def dtype_policy(policy):
+def dtype_policy(policy: str | None) -> Iterator[None]:
     """Keras' global dtype policy set to `policy` (if any) inside the block, restored after."""
     previous = keras.config.dtype_policy()
     if policy:

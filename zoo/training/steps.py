@@ -9,17 +9,39 @@ depending on the step alone, never on the number of workers (`zoo.training.data.
 a run on N replicas is the run of one device.
 """
 
-import collections
+from __future__ import annotations
 
+from collections.abc import Callable, Iterator
+from typing import NamedTuple
+
+import keras
 import tensorflow as tf
 
 from zoo import compat
 from zoo.layers.expert_parallel import is_expert_shard
 
-StepFunctions = collections.namedtuple("StepFunctions", "train evaluate")
+
+class StepFunctions(NamedTuple):
+    """The train step and the eval step of a model under a strategy (`step_functions`).
+
+    - `train(iterator)` takes the next global batch of a distributed iterator, applies one
+      optimiser step and returns the loss (the mean over the global batch's real tokens);
+    - `evaluate(batch)` returns the summed negative log-likelihood of a distributed batch and
+      its summed weights (the number of real tokens).
+
+    Example: see `step_functions`.
+
+    >>> from zoo.training import StepFunctions
+    >>> StepFunctions._fields
+    ('train', 'evaluate')
+    """
+
+    train: Callable[[Iterator], tf.Tensor]
+    evaluate: Callable[[tuple[tf.Tensor, tf.Tensor, tf.Tensor]], tuple[tf.Tensor, tf.Tensor]]
 
 
-def step_functions(model, optimizer, strategy):
+def step_functions(model: keras.Model, optimizer: keras.optimizers.Optimizer,
+                   strategy: tf.distribute.Strategy) -> StepFunctions:
     """`StepFunctions(train, evaluate)`, two `tf.function`s under `strategy`:
 
     - `train(iterator)` takes the next global batch of a distributed iterator, applies one
@@ -27,7 +49,27 @@ def step_functions(model, optimizer, strategy):
     - `evaluate(batch)` returns the summed negative log-likelihood of a distributed batch and
       its summed weights (the number of real tokens).
 
-    Switches off `optimizer`'s own gradient all-reduce (the train step does it)."""
+    Switches off `optimizer`'s own gradient all-reduce (the train step does it).
+
+    Returns:
+        The two steps, as `StepFunctions`.
+
+    Example: one step of a tiny model on one batch of two windows of 4 tokens (weights 1: every
+    token counts).
+
+    >>> import numpy as np, zoo
+    >>> from zoo.training import step_functions
+    >>> model = zoo.GCNNLanguageModel(vocabulary_size=50, embedding_dim=8, blocks=[[[2, 8]]])
+    >>> optimizer = keras.optimizers.SGD(0.1)
+    >>> strategy = tf.distribute.get_strategy()
+    >>> steps = step_functions(model, optimizer, strategy)
+    >>> x, y = np.arange(8).reshape(2, 4), np.arange(1, 9).reshape(2, 4)
+    >>> batch = tf.data.Dataset.from_tensors((x, y, np.ones((2, 4), "float32")))
+    >>> loss = steps.train(iter(strategy.experimental_distribute_dataset(batch)))
+    >>> total, count = steps.evaluate((x, y, np.ones((2, 4), "float32")))
+    >>> float(count), bool(0 < float(loss) < 2 * np.log(50))  # near log(50): the weights are random
+    (8.0, True)
+    """
     compat.disable_gradient_all_reduce(optimizer)
     replicas = strategy.num_replicas_in_sync
     sharded = any(is_expert_shard(v) for v in model.trainable_variables)
@@ -71,7 +113,8 @@ def step_functions(model, optimizer, strategy):
     return StepFunctions(train, evaluate)
 
 
-def clip_with_shards(optimizer, grads, variables):
+def clip_with_shards(optimizer: keras.optimizers.Optimizer, grads: list[tf.Tensor | None],
+                     variables: list[tf.Variable]) -> list[tf.Tensor | None]:
     """The optimiser's gradient clipping, done here with the whole norms of expert shards.
 
     An expert shard's gradient is one replica's slice of the expert tensor's gradient, so the

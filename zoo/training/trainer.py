@@ -6,6 +6,8 @@ step (`zoo.training.steps`) and the checkpoints are separate pieces, as in Model
 `base_trainer` and Orbit; `Trainer` only composes them.
 """
 
+from __future__ import annotations
+
 import contextlib
 import dataclasses
 import json
@@ -13,8 +15,11 @@ import logging
 import math
 import os
 import shutil
+from collections.abc import Callable, Iterator, Mapping, Sequence
+from typing import TYPE_CHECKING, Any
 
 import keras
+import numpy as np
 import tensorflow as tf
 
 from zoo import compat, preset_directory, registry
@@ -37,6 +42,10 @@ from zoo.training.steps import step_functions
 from zoo.training.workers import any_worker, min_max
 
 
+if TYPE_CHECKING:
+    from zoo.data import CharTokenizer, SubwordTokenizer, WordTokenizer
+    from zoo.models.base import LanguageModel
+
 logger = logging.getLogger(__name__)
 
 
@@ -55,24 +64,37 @@ class Callback:
       1 over the whole run, resumed or not);
     - `on_validation_end(step, entry)`: after every validation, with its `history` entry;
     - `on_train_end(trainer)`: after the last step and the final preset.
+
+    Example: keep every step's loss (`train(..., callbacks=[callback])` calls it).
+
+    >>> from zoo.training import Callback
+    >>> losses = []
+    >>> callback = Callback(on_step_end=lambda step, loss: losses.append((step, loss)))
+    >>> callback.on_step_end(1, 3.5)
+    >>> callback.on_train_end(None)  # a hook not given does nothing
+    >>> losses
+    [(1, 3.5)]
     """
 
-    def __init__(self, on_train_begin=None, on_step_end=None, on_validation_end=None, on_train_end=None):
+    def __init__(self, on_train_begin: Callable[[Trainer], None] | None = None,
+                 on_step_end: Callable[[int, float], None] | None = None,
+                 on_validation_end: Callable[[int, dict[str, Any]], None] | None = None,
+                 on_train_end: Callable[[Trainer], None] | None = None):
         for name, function in (("on_train_begin", on_train_begin), ("on_step_end", on_step_end),
                                ("on_validation_end", on_validation_end), ("on_train_end", on_train_end)):
             if function is not None:
                 setattr(self, name, function)
 
-    def on_train_begin(self, trainer):
+    def on_train_begin(self, trainer: Trainer) -> None:
         pass
 
-    def on_step_end(self, step, loss):
+    def on_step_end(self, step: int, loss: float) -> None:
         pass
 
-    def on_validation_end(self, step, entry):
+    def on_validation_end(self, step: int, entry: dict[str, Any]) -> None:
         pass
 
-    def on_train_end(self, trainer):
+    def on_train_end(self, trainer: Trainer) -> None:
         pass
 
 
@@ -92,10 +114,35 @@ class Trainer:
     checkpoint of `out_dir`, runs the `config.schedule(...)` steps, validating at the end of every
     epoch, and returns the history: one entry per validation. In a multi-worker job `out_dir` must be storage every
     worker reads (a shared file system): all workers restore the chief's checkpoints.
+
+    Example: four steps of a tiny model on a few lines (`train` puts the same pieces together
+    from a preset and a corpus).
+
+    >>> import tempfile
+    >>> from zoo.data import WordTokenizer
+    >>> from zoo.training import TrainConfig, Trainer, TrainingWindows, build_model, evaluation_windows
+    >>> lines = ["the cat sat on the mat", "the dog sat", "a cat and a dog", "the end"] * 4
+    >>> tokenizer = WordTokenizer.build(lines)
+    >>> strategy = tf.distribute.get_strategy()
+    >>> model, optimizer = build_model("gcnn-ptb", {"vocabulary_size": len(tokenizer), "embedding_dim": 8,
+    ...                                             "blocks": [[[2, 8]]]}, tokenizer, strategy)
+    >>> config = TrainConfig(global_batch_size=2, seq_len=8, steps=4)
+    >>> trainer = Trainer(model, optimizer, strategy, config, TrainingWindows.from_lines(lines, tokenizer, 8, 2),
+    ...                   evaluation_windows(lines[:4], tokenizer, 8, model.stream_context, 2),
+    ...                   out_dir=tempfile.mkdtemp(), log=lambda line: None)
+    >>> history = trainer.fit()
+    >>> [entry["step"] for entry in history], history[-1]["val_perplexity"] > 1
+    ([4], True)
+    >>> sorted(os.listdir(trainer.out_dir))
+    ['best', 'checkpoints', 'final', 'history.json', 'logs']
     """
 
-    def __init__(self, model, optimizer, strategy, config, train_data, valid_data, out_dir,
-                 log=_log, callbacks=(), valid_words=None, valid_unknown_share=None, run_record=None):
+    def __init__(self, model: LanguageModel, optimizer: keras.optimizers.Optimizer,
+                 strategy: tf.distribute.Strategy, config: TrainConfig, train_data: TrainingWindows,
+                 valid_data: tuple[np.ndarray, np.ndarray, np.ndarray], out_dir: str | os.PathLike,
+                 log: Callable[[str], None] = _log, callbacks: Sequence[Callback] = (),
+                 valid_words: int | None = None, valid_unknown_share: float | None = None,
+                 run_record: dict[str, Any] | None = None):
         self.model, self.optimizer, self.strategy = model, optimizer, strategy
         self.config = config
         self.train_data, self.valid_data = train_data, valid_data
@@ -126,7 +173,7 @@ class Trainer:
         self.steps = step_functions(model, optimizer, strategy)
 
     # ---- the pieces of a run ------------------------------------------------------------
-    def restore(self):
+    def restore(self) -> int:
         """Restores the newest readable checkpoint and the history up to it; returns its step."""
         os.makedirs(self.out_dir, exist_ok=True)
         start = restore_latest(self.checkpoint, self.checkpoint_dir, self.log)
@@ -153,7 +200,7 @@ class Trainer:
                 self.history = [h for h in json.load(f) if h.get("step", 0) <= start]
         return start
 
-    def evaluate(self):
+    def evaluate(self) -> tuple[float, float | None]:
         """`(per_token, per_word)` validation perplexities: the total NLL over the real tokens of
         `valid_data`, divided by their number or by `valid_words` (None when it is not known)."""
         global_batch_size = self.config.global_batch_size
@@ -168,7 +215,7 @@ class Trainer:
         per_word = math.exp(total / self.valid_words) if self.valid_words else None
         return math.exp(total / max(count, 1.0)), per_word
 
-    def save(self, step):
+    def save(self, step: int) -> None:
         """Writes the checkpoint of `step` (every worker must call this)."""
         self.step_variable.assign(step)
         if self.shards:
@@ -178,7 +225,7 @@ class Trainer:
             write_run_record(self.out_dir, self.run_record)
             self._recorded = True
 
-    def save_preset(self, name):
+    def save_preset(self, name: str) -> None:
         """Writes the model as the preset directory `out_dir/name` (the chief writes; for an
         expert-parallel model every worker must call this: the experts are gathered whole and
         saved as an ordinary unsharded preset, which `zoo.load` reads on one device)."""
@@ -211,7 +258,7 @@ class Trainer:
                 average.assign(current)
 
     @contextlib.contextmanager
-    def averaged_weights(self):
+    def averaged_weights(self) -> Iterator[None]:
         """Inside, the model holds the averaged weights (when the optimizer keeps them); they are
         swapped back on the way out, an error included."""
         self._swap_averaged_weights()
@@ -220,14 +267,14 @@ class Trainer:
         finally:
             self._swap_averaged_weights()
 
-    def train_step(self, iterator, step):
+    def train_step(self, iterator: Iterator, step: int) -> float:
         """One optimiser step on the next global batch of `iterator`; returns its loss."""
         loss = float(self.steps.train(iterator))
         if not math.isfinite(loss):
             raise FloatingPointError(f"The loss became {loss} at step {step}; lower the learning rate.")
         return loss
 
-    def validate(self, step, loss, seconds):
+    def validate(self, step: int, loss: float, seconds: float) -> dict[str, Any]:
         """The end of an epoch: the validation perplexity, logged; returns the `history` entry
         (the training metrics since the last validation, and whether it is the best so far)."""
         metrics = metric_results(self.model)
@@ -246,7 +293,7 @@ class Trainer:
                  f"{' (best so far)' if entry['best'] else ''}")
         return entry
 
-    def record(self, entry, summaries):
+    def record(self, entry: dict[str, Any], summaries: Summaries) -> None:
         """Keeps a validation: the best model's preset (`best/`), the history file, the summary."""
         if entry["best"]:
             self.save_preset("best")
@@ -257,7 +304,7 @@ class Trainer:
         self.best = min(self.best, entry["val_perplexity"])
 
     # ---- the loop ---------------------------------------------------------------------------
-    def fit(self):
+    def fit(self) -> list[dict[str, Any]]:
         """Runs the loop; returns the history (one dict per validation)."""
         schedule = self.schedule
         start = self.restore()
@@ -332,11 +379,28 @@ def default_cutoffs(vocabulary_size):
 
 
 @renamed_keywords(vocabulary="tokenizer")
-def build_model(preset, overrides, tokenizer, strategy, policy=None, capacity_factor=None):
+def build_model(preset: str | os.PathLike, overrides: Mapping[str, Any],
+                tokenizer: WordTokenizer | CharTokenizer | SubwordTokenizer, strategy: tf.distribute.Strategy,
+                policy: str | None = None, capacity_factor: float | None = None
+                ) -> tuple[LanguageModel, keras.optimizers.Optimizer]:
     """`(model, optimizer)`: the preset's model with `overrides` and the optimiser its config
     names, built in `strategy`'s scope under the dtype `policy` (a `mixed_float16` optimiser
     scales the loss). With a `capacity_factor`, every `SparseMoE` is expert-parallel
-    (`zoo.layers.expert_parallel`); a preset directory's unsharded weights are loaded into it."""
+    (`zoo.layers.expert_parallel`); a preset directory's unsharded weights are loaded into it.
+
+    Returns:
+        The model, with `tokenizer` attached, and its optimiser, built for its variables.
+
+    Example:
+
+    >>> from zoo.data import WordTokenizer
+    >>> from zoo.training import build_model
+    >>> tokenizer = WordTokenizer.build(["the cat sat", "the dog sat"])
+    >>> model, optimizer = build_model("gcnn-ptb", {"vocabulary_size": len(tokenizer), "embedding_dim": 8,
+    ...                                             "blocks": [[[2, 8]]]}, tokenizer, tf.distribute.get_strategy())
+    >>> model.tokenizer is tokenizer, optimizer.built, model.vocabulary_size
+    (True, True, 8)
+    """
     if capacity_factor is not None:
         if policy:
             raise ValueError("Expert parallelism does not support mixed precision yet; train it without "
@@ -449,8 +513,11 @@ def _claim_run_directory(out_dir, model, tokenizer, strategy, config, extended_h
     return identity
 
 
-def train(preset, data="ptb", out_dir="runs/model", strategy="default", config=None, overrides=None,
-          log=_log, callbacks=(), weights=None):
+def train(preset: str | os.PathLike, data: str | os.PathLike = "ptb", out_dir: str | os.PathLike = "runs/model",
+          strategy: str | tf.distribute.Strategy = "default", config: TrainConfig | None = None,
+          overrides: Mapping[str, Any] | None = None, log: Callable[[str], None] = _log,
+          callbacks: Sequence[Callback] = (), weights: str | os.PathLike | None = None
+          ) -> tuple[LanguageModel, list[dict[str, Any]]]:
     """Train `preset` (a name or a preset directory) on `data` into `out_dir`; returns
     `(model, history)`.
 
@@ -467,6 +534,27 @@ def train(preset, data="ptb", out_dir="runs/model", strategy="default", config=N
     `config.extend_tokenizer`, the trained model's subword tokenizer first gains pieces of the
     training text (`zoo.training.extension`). Started again with
     the same arguments, a run resumes from its newest readable checkpoint (see `Trainer`).
+
+    Returns:
+        `(model, history)`: the trained model (the weights of the last step; `out_dir/best/` holds
+        the preset of the lowest validation perplexity) and one dict per validation.
+
+    Example: a tiny GCNN, four steps on a directory of `train.txt` and `valid.txt`, with a word
+    tokenizer learned from it.
+
+    >>> import tempfile
+    >>> from zoo.training import TrainConfig, train
+    >>> corpus = tempfile.mkdtemp()
+    >>> for split, lines in (("train", ["the cat sat on the mat", "the dog sat"] * 8), ("valid", ["the cat sat"])):
+    ...     with open(os.path.join(corpus, f"{split}.txt"), "w") as f:
+    ...         _ = f.write("\\n".join(lines))
+    >>> model, history = train("gcnn-ptb", data=corpus, out_dir=os.path.join(corpus, "run"),
+    ...                        config=TrainConfig(global_batch_size=2, seq_len=8, steps=4, tokenizer="word"),
+    ...                        overrides={"embedding_dim": 8, "blocks": [[[2, 8]]]}, log=lambda line: None)
+    >>> [entry["step"] for entry in history], model.vocabulary_size
+    ([4], 10)
+    >>> sorted(os.listdir(os.path.join(corpus, "run")))
+    ['best', 'checkpoints', 'final', 'history.json', 'logs', 'run.json']
     """
     config = TrainConfig() if config is None else config
     if not isinstance(config, TrainConfig):
