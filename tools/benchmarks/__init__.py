@@ -2,8 +2,9 @@
 
 One module per benchmark, each with a `main(argv)` whose argument parser documents its flags
 (`zoo benchmark NAME --help`); `BENCHMARKS` below is the one list of them. Beside them:
-`common` (what they share), `side_by_side` (models trained on the same batches, steps
-interleaved), and `adaptive_softmax_torch` and `fairseq_torch` (the PyTorch peers of
+`harness` (how every benchmark, and `zoo reproduce`, times, interleaves, describes the machine,
+reports and talks to its child processes), `common` (shared inputs), `side_by_side` (models trained
+on the same batches, steps interleaved), and `adaptive_softmax_torch` and `fairseq_torch` (the PyTorch peers of
 `adaptive-softmax` and `fairseq`, scripts run under a Python with torch). Measured tables: see docs/benchmarks.md.
 """
 

@@ -9,20 +9,16 @@ memory cannot hide another's; `--isolation vocabulary` instead runs both TF mode
 vocabulary in one process with their timed steps interleaved.
 """
 
-import argparse
 import json
 import os
-import platform
-import shlex
-import statistics
 import sys
 import tempfile
-import time
 
 import numpy as np
 
-from zoo.tools.benchmarks.common import (PeakRSS, cpu_model, fmt, run_child, status_kib, write_results,
-                                        zipf_targets)
+from zoo.tools.benchmarks import harness
+from zoo.tools.benchmarks.common import zipf_targets
+from zoo.tools.benchmarks.harness import PeakRSS, fmt, status_kib
 
 TOKENS = 1024
 HIDDEN = 512
@@ -46,12 +42,10 @@ def hidden_states(tokens=TOKENS, hidden=HIDDEN, seed=SEED):
 
 
 # ---- the child process: one or more TF models of one vocabulary ------------------------------
-def worker(spec_path):
+def worker(spec):
     """Runs in a child process: builds the models named in the spec, times their steps and
-    measures each step's peak RSS growth; writes the results as JSON next to the spec."""
-    with open(spec_path) as f:
-        spec = json.load(f)
-    tf = _configure_tensorflow(spec)
+    measures each step's peak RSS growth; returns the results (the child's answer)."""
+    tf = harness.cpu_tensorflow(spec["threads"], spec.get("inter_threads"))
     import keras
 
     keras.utils.set_random_seed(SEED)
@@ -70,21 +64,8 @@ def worker(spec_path):
         steps[model], setup[model] = _build(model, spec, hidden.shape)
     setup_rss_kib = status_kib("VmRSS")  # runtime, inputs and weights, before any step
     results = _run_steps(spec, steps, (hidden, targets), memory, tf_memory_info == "available")
-    out = {model: _summary(model, r, setup[model], setup_rss_kib, memory, tf_memory_info)
-           for model, r in results.items()}
-    with open(spec["result_file"], "w") as f:
-        json.dump(out, f, indent=1)
-
-
-def _configure_tensorflow(spec):
-    os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
-    import tensorflow as tf
-
-    tf.config.set_visible_devices([], "GPU")  # a CPU benchmark, like the torch side
-    tf.config.threading.set_intra_op_parallelism_threads(spec["threads"])
-    if spec.get("inter_threads"):
-        tf.config.threading.set_inter_op_parallelism_threads(spec["inter_threads"])
-    return tf
+    return {model: _summary(model, r, setup[model], setup_rss_kib, memory, tf_memory_info)
+            for model, r in results.items()}
 
 
 def _build(model, spec, hidden_shape):
@@ -115,7 +96,7 @@ def _build(model, spec, hidden_shape):
 
 
 def _run_steps(spec, steps, inputs, memory, tf_stats):
-    """Warm-up steps, then the timed steps of every model, interleaved round-robin when several
+    """Warm-up steps, then the timed steps of every model, interleaved by the harness when several
     share this process; each timed step's seconds and peak RSS growth (and TF's peak, if any)."""
     import tensorflow as tf
 
@@ -125,11 +106,7 @@ def _run_steps(spec, steps, inputs, memory, tf_stats):
         if tf_stats:
             tf.config.experimental.reset_memory_stats("CPU:0")
         memory.start()
-        start = time.perf_counter()
-        loss, grads = steps[model](*inputs)
-        loss = float(loss)  # the step has finished once its outputs exist (CPU)
-        elapsed = time.perf_counter() - start
-        del grads
+        elapsed, loss = harness.timed(lambda: float(steps[model](*inputs)[0]))  # finished once its outputs exist
         peak = memory.stop()
         r = results[model]
         r["loss"] = loss
@@ -144,12 +121,8 @@ def _run_steps(spec, steps, inputs, memory, tf_stats):
     for model in spec["models"]:
         for _ in range(spec["warmup"]):
             timed(model, warm=True)
-    pending = {m: spec["repeats"][m] for m in spec["models"]}
-    while any(pending.values()):
-        for model in spec["models"]:
-            if pending[model]:
-                timed(model, warm=False)
-                pending[model] -= 1
+    harness.interleaved({m: (lambda m=m: timed(m, warm=False)) for m in spec["models"]},
+                        max(spec["repeats"].values()), skip=lambda m, r: r >= spec["repeats"][m])
     return results
 
 
@@ -157,7 +130,6 @@ def _summary(model, r, setup, setup_rss_kib, memory, tf_memory_info):
     import keras
     import tensorflow as tf
 
-    times = r["times_s"]
     return {
         "model": MODEL_LABELS[model],
         "library": f"tensorflow {tf.__version__}, keras {keras.__version__}",
@@ -165,10 +137,7 @@ def _summary(model, r, setup, setup_rss_kib, memory, tf_memory_info):
         "inter_threads": tf.config.threading.get_inter_op_parallelism_threads(),
         "params": setup["params"],
         "loss": r.get("loss"),
-        "warmup_s": r["warmup_s"],
-        "times_s": times,
-        "median_s": statistics.median(times) if times else None,
-        "min_s": min(times) if times else None,
+        **harness.summary(r["times_s"], r["warmup_s"]),
         "setup_rss_mib": setup_rss_kib / 1024,
         "weights_rss_mib": setup["weights_rss_mib"],
         "step_peak_mib": max(r["step_peaks_kib"]) / 1024 if r["step_peaks_kib"] else None,
@@ -182,33 +151,33 @@ def _summary(model, r, setup, setup_rss_kib, memory, tf_memory_info):
 # ---- the parent: run the children and print the table ----------------------------------------
 def _tf_child(work, vocab, models, args, hidden_file, targets_file):
     label, size, cutoffs = VOCABULARIES[vocab]
-    tag = f"{vocab}-{'-'.join(models)}"
     spec = {
         "vocabulary_size": size, "cutoffs": cutoffs, "models": models, "threads": args.threads,
         "inter_threads": args.inter_threads, "warmup": 1,
         "repeats": {m: args.repeats or DEFAULT_REPEATS[m] for m in models},
         "hidden_file": hidden_file, "targets_file": targets_file,
-        "result_file": os.path.join(work, f"{tag}.result.json"),
     }
-    spec_path = os.path.join(work, f"{tag}.spec.json")
-    with open(spec_path, "w") as f:
-        json.dump(spec, f)
     # __spec__.name: this module's importable name, also when it runs as `python -m`
-    out = run_child([sys.executable, "-m", __spec__.name, "--worker", spec_path], spec["result_file"],
-                     f"{label} / {' + '.join(MODEL_LABELS[m] for m in models)}")
-    return out[0] if out else {m: None for m in models}
+    return _child([sys.executable, "-m", __spec__.name, "--worker", json.dumps(spec)],
+                  f"{label} / {' + '.join(MODEL_LABELS[m] for m in models)}") or {m: None for m in models}
+
+
+def _child(command, what):
+    """The child's answer, or None after saying why it failed (the other models still run)."""
+    try:
+        return harness.run_once(command, what)
+    except RuntimeError as e:
+        print(f"  FAILED: {e}", flush=True)
+        return None
 
 
 def _torch_child(work, vocab, args, hidden_file, targets_file):
     label, size, cutoffs = VOCABULARIES[vocab]
-    result_file = os.path.join(work, f"{vocab}-torch.result.json")
     command = [args.torch_python, TORCH_SCRIPT, "--vocabulary-size", str(size),
                "--cutoffs", ",".join(map(str, cutoffs)), "--div-value", str(float(FACTOR)),
                "--hidden-file", hidden_file, "--targets-file", targets_file, "--threads", str(args.threads),
-               "--warmup", "1", "--repeats", str(args.repeats or DEFAULT_REPEATS["torch"]), "--seed", str(SEED),
-               "--json-out", result_file]
-    out = run_child(command, result_file, f"{label} / {MODEL_LABELS['torch']}")
-    return out[0] if out else None
+               "--warmup", "1", "--repeats", str(args.repeats or DEFAULT_REPEATS["torch"]), "--seed", str(SEED)]
+    return _child(command, f"{label} / {MODEL_LABELS['torch']}")
 
 
 def _ratio(a, b):
@@ -216,15 +185,12 @@ def _ratio(a, b):
 
 
 def parse(argv):
-    p = argparse.ArgumentParser(
-        prog="zoo benchmark adaptive-softmax",
-        description="Seconds and peak memory of a forward + backward step of the adaptive softmax "
-                    "against the full softmax (and torch's AdaptiveLogSoftmaxWithLoss).")
+    p = harness.parser("adaptive-softmax", "Seconds and peak memory of a forward + backward step of the adaptive "
+                       "softmax against the full softmax (and torch's AdaptiveLogSoftmaxWithLoss).", "",
+                       "timed steps after 1 warm-up step (default: 5 adaptive, 3 full, 5 torch)")
     p.add_argument("--vocab", choices=["wt103", "1bw", "both"], default="both")
     p.add_argument("--small", action="store_true",
                    help="smoke test: vocabulary 20,000, cutoffs 2000/10000 (overrides --vocab)")
-    p.add_argument("--repeats", type=int, help="timed steps after 1 warm-up step "
-                   "(default: 5 adaptive, 3 full, 5 torch)")
     p.add_argument("--threads", type=int, default=os.cpu_count(),
                    help="TF intra-op threads and torch.set_num_threads (default: os.cpu_count())")
     p.add_argument("--inter-threads", type=int, default=0,
@@ -235,7 +201,6 @@ def parse(argv):
                         "interleaved (side-by-side timing; the second model's peak may be understated)")
     p.add_argument("--torch-python", default=os.environ.get("ZOO_TORCH_PYTHON"),
                    help="a Python with torch installed (default: $ZOO_TORCH_PYTHON; torch skipped if unset)")
-    p.add_argument("--json", metavar="PATH", help="also write the results here")
     args = p.parse_args(argv)
     if args.repeats is not None and args.repeats < 1:
         raise ValueError(f"--repeats must be >= 1, got {args.repeats}.")
@@ -249,11 +214,10 @@ def parse(argv):
 def main(argv):
     args = parse(argv)
     vocabs = ["small"] if args.small else ["wt103", "1bw"] if args.vocab == "both" else [args.vocab]
-    command_line = shlex.join(getattr(sys, "orig_argv", sys.argv))
-    _print_header(args, command_line)
-    report = {"command": command_line, "benchmark": "adaptive-softmax", "tokens": TOKENS, "hidden": HIDDEN,
-              "factor": FACTOR, "seed": SEED, "threads": args.threads, "inter_threads": args.inter_threads,
-              "isolation": args.isolation, "cpu": cpu_model(), "cpu_count": os.cpu_count(), "vocabularies": {}}
+    report = harness.header("adaptive-softmax", argv, tokens=TOKENS, hidden=HIDDEN, factor=FACTOR, seed=SEED,
+                            threads=args.threads, inter_threads=args.inter_threads, isolation=args.isolation,
+                            vocabularies={})
+    _print_header(args)
     with tempfile.TemporaryDirectory(prefix="zoo-bench-") as work:
         for vocab in vocabs:
             report["vocabularies"][vocab] = _measure(work, vocab, args)
@@ -268,16 +232,14 @@ def main(argv):
     _print_table(report)
     print()
     _print_notes(report, memory_notes)
-    write_results(args.json, report)
-    return report
+    return harness.report(args, report)
 
 
-def _print_header(args, command_line):
-    print(f"$ {command_line}")
+def _print_header(args):
     print(f"adaptive-softmax: forward + backward (gradients w.r.t. the weights and the hidden input) of the "
           f"mean NLL; {TOKENS} tokens/step, hidden {HIDDEN}, factor (div_value) {FACTOR}, Zipf targets "
           f"P(id=r) ~ 1/(r+1), numpy seed {SEED}")
-    print(f"machine: {platform.machine()} {cpu_model()}, os.cpu_count() = {os.cpu_count()}; threads: TF intra-op "
+    print(f"machine: {harness.machine_summary()}; threads: TF intra-op "
           f"{args.threads}, TF inter-op {args.inter_threads or 'default'}, torch.set_num_threads({args.threads}); "
           f"device: CPU")
     isolation = ("one process per (vocabulary, model)" if args.isolation == "process"
@@ -326,31 +288,24 @@ def _print_notes(report, memory_notes):
 
 
 def _print_table(report):
-    header = (f"{'vocabulary':<26} {'model':<26} {'params':>12} {'median s':>9} {'min s':>9} {'steps':>5} "
-              f"{'RSS before MiB':>14} {'step peak MiB':>13} {'process peak MiB':>16}")
-    print(header)
-    print("-" * len(header))
+    rows = []
     for vocab in report["vocabularies"].values():
-        first = f"{vocab['label']}"
-        second = f"V={vocab['vocabulary_size']:,}"
-        rows = [(name, r) for name, r in vocab["results"].items()]
-        for i, (name, r) in enumerate(rows):
-            col = first if i == 0 else second if i == 1 else ""
-            if r is None:
-                print(f"{col:<26} {MODEL_LABELS[name]:<26} {'FAILED (see above)':>12}")
-                continue
-            print(f"{col:<26} {MODEL_LABELS[name]:<26} {r['params']:>12,d} {fmt(r['median_s'], '.4f'):>9} "
-                  f"{fmt(r['min_s'], '.4f'):>9} {len(r['times_s']):>5} {fmt(r['setup_rss_mib'], ',.1f'):>14} "
-                  f"{fmt(r['step_peak_mib'], ',.1f'):>13} "
-                  f"{fmt(r['process_peak_mib'], ',.1f'):>16}")
+        for i, (name, r) in enumerate(vocab["results"].items()):
+            first = [vocab["label"] if i == 0 else f"V={vocab['vocabulary_size']:,}" if i == 1 else "", MODEL_LABELS[name]]
+            rows.append(first + (["FAILED (see above)"] if r is None else [
+                f"{r['params']:,d}", fmt(r["median_s"], ".4f"), fmt(r["min_s"], ".4f"), len(r["times_s"]),
+                fmt(r["setup_rss_mib"], ",.1f"), fmt(r["step_peak_mib"], ",.1f"), fmt(r["process_peak_mib"], ",.1f")]))
         ratios = f"full/adaptive {fmt(vocab['full_over_adaptive'], '.2f')}x"
         if "torch" in vocab["results"]:
             ratios += f", ours/torch {fmt(vocab['ours_over_torch'], '.2f')}x"
-        print(f"{'':<26} {'ratio of medians:':<26} {ratios}")
+        rows.append(["", "ratio of medians:", ratios])
+    print(harness.text_table([("vocabulary", -26), ("model", -26), ("params", 12), ("median s", 9), ("min s", 9),
+                              ("steps", 5), ("RSS before MiB", 14), ("step peak MiB", 13), ("process peak MiB", 16)],
+                             rows))
 
 
 if __name__ == "__main__":
     if sys.argv[1:2] == ["--worker"]:
-        worker(sys.argv[2])
+        harness.answer(worker, json.loads(sys.argv[2]))
     else:
         main(sys.argv[1:])

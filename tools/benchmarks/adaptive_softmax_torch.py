@@ -1,31 +1,31 @@
 """The torch side of `zoo benchmark adaptive-softmax`: one forward + backward step of
 `torch.nn.AdaptiveLogSoftmaxWithLoss(...)(hidden, targets).loss`, timed, with its peak memory.
 
-Standalone on purpose: it imports only torch, numpy, the standard library and common.py beside
-it (not the zoo), so it runs in a separate virtual environment (torch is not a dependency of the
-zoo). The TF benchmark calls it as
+Standalone on purpose: it imports only torch, numpy, the standard library and harness.py and
+common.py beside it (not the zoo), so it runs in a separate virtual environment (torch is not a
+dependency of the zoo). The TF benchmark calls it as
 
     TORCH_PYTHON adaptive_softmax_torch.py --vocabulary-size V --cutoffs 10000,20000,200000 \
-        --hidden-file hidden.npy --targets-file targets.npy --threads N --repeats R --json-out out.json
+        --hidden-file hidden.npy --targets-file targets.npy --threads N --repeats R
 
-and it can be run by hand the same way (without the .npy files it draws its own inputs: Gaussian
-hidden states and Zipf targets, P(id = r) proportional to 1 / (r + 1), from `--seed`).
+and it answers one line of JSON (the harness's protocol of a one-shot child). It can be run by
+hand the same way (without the .npy files it draws its own inputs: Gaussian hidden states and Zipf
+targets, P(id = r) proportional to 1 / (r + 1), from `--seed`).
 """
 
 import argparse
-import json
 import os
-import statistics
 import sys
-import time
 
 import numpy as np
 import torch
 
-# The TF side's peak-memory method and Zipf sampler, from common.py beside this file (standard
-# library and numpy only), found through this file's folder, not through an installed zoo.
+# The TF side's harness (timing, peak memory, the child's answer) and Zipf sampler, from the files
+# beside this one (standard library and numpy only), found through this folder, not an installed zoo.
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from common import PeakRSS, status_kib, zipf_targets  # noqa: E402
+import harness  # noqa: E402
+from common import zipf_targets  # noqa: E402
+from harness import PeakRSS, status_kib  # noqa: E402
 
 
 def main(argv=None):
@@ -41,9 +41,12 @@ def main(argv=None):
     p.add_argument("--threads", type=int, default=os.cpu_count())
     p.add_argument("--warmup", type=int, default=1)
     p.add_argument("--repeats", type=int, default=5)
-    p.add_argument("--json-out", help="write the result here (else print it as JSON)")
-    args = p.parse_args(argv)
+    harness.answer(measure, p.parse_args(argv))
+    return 0
 
+
+def measure(args):
+    """The step timed `args.warmup` + `args.repeats` times, with its peak memory."""
     torch.set_num_threads(args.threads)
     torch.manual_seed(args.seed)
     cutoffs = [int(c) for c in args.cutoffs.split(",")]
@@ -73,9 +76,7 @@ def main(argv=None):
     warmup_s, times, step_peaks = [], [], []
     for i in range(args.warmup + args.repeats):
         memory.start()
-        start = time.perf_counter()
-        loss = step()
-        elapsed = time.perf_counter() - start
+        elapsed, loss = harness.timed(step)
         peak = memory.stop()
         if i < args.warmup:
             warmup_s.append(elapsed)
@@ -83,29 +84,19 @@ def main(argv=None):
             times.append(elapsed)
             step_peaks.append(peak)
 
-    result = {
+    return {
         "model": "torch adaptive",
         "library": f"torch {torch.__version__}",
         "threads": torch.get_num_threads(),
         "params": sum(p.numel() for p in layer.parameters()),
         "loss": loss,
-        "warmup_s": warmup_s,
-        "times_s": times,
-        "median_s": statistics.median(times) if times else None,
-        "min_s": min(times) if times else None,
+        **harness.summary(times, warmup_s),
         "setup_rss_mib": setup_kib / 1024,
         "step_peak_mib": max(step_peaks) / 1024 if step_peaks else None,
         "process_peak_mib": memory.process_peak_kib / 1024,
         "memory_method": memory.method,
         "note": "AdaptiveLogSoftmaxWithLoss defaults: head_bias=False, tails without bias",
     }
-    if args.json_out:
-        with open(args.json_out, "w") as f:
-            json.dump(result, f, indent=1)
-    else:
-        json.dump(result, sys.stdout, indent=1)
-        print()
-    return 0
 
 
 if __name__ == "__main__":

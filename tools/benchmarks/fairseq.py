@@ -30,10 +30,8 @@ fairseq, tf.profiler for the zoo) and prints where the time goes. `--small` runs
 architectures, a smoke test.
 """
 
-import argparse
 import json
 import os
-import shlex
 import shutil
 import signal
 import statistics
@@ -44,7 +42,8 @@ import time
 
 import numpy as np
 
-from zoo.tools.benchmarks.common import child_env, cpu_model, load_average_text, machine_summary, serve, write_results
+from zoo.tools.benchmarks import harness
+from zoo.tools.benchmarks.harness import median_rate as rate
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 TORCH_SCRIPT = os.path.join(HERE, "fairseq_torch.py")
@@ -200,54 +199,11 @@ def measured_run(command, env=None):
     """Runs `command` in a fresh process: `(wall seconds, peak RSS in KiB, exit status, output)`,
     the peak RSS the kernel's for that process (its own, ru_maxrss from wait4)."""
     start = time.perf_counter()
-    proc = subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, env=env or child_env())
+    proc = subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, env=env or harness.child_env())
     output = proc.stdout.read().decode(errors="replace")
     _, status, usage = os.wait4(proc.pid, 0)
     proc.returncode = os.waitstatus_to_exitcode(status)
     return time.perf_counter() - start, usage.ru_maxrss, proc.returncode, output
-
-
-def tree_bytes(path):
-    return sum(os.path.getsize(os.path.join(d, f)) for d, _, files in os.walk(path) for f in files)
-
-
-class Worker:
-    """A child process answering one JSON command per line (fairseq_torch.py serve, or this
-    module's `worker`)."""
-
-    def __init__(self, name, command):
-        self.name = name
-        self.proc = subprocess.Popen(command, stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True,
-                                     env=child_env())
-        hello = self._read()
-        self.pid = hello["pid"]
-
-    def _read(self):
-        line = self.proc.stdout.readline()
-        if not line:
-            raise RuntimeError(f"the {self.name} worker ended (exit status {self.proc.wait()}); its output is above.")
-        answer = json.loads(line)
-        if "error" in answer:
-            raise RuntimeError(f"the {self.name} worker: {answer['error']}")
-        return answer
-
-    def __call__(self, op, **args):
-        self.proc.stdin.write(json.dumps({"op": op, **args}) + "\n")
-        self.proc.stdin.flush()
-        return self._read()
-
-    def close(self):
-        if self.proc.poll() is None:
-            try:
-                self.proc.stdin.write(json.dumps({"op": "quit"}) + "\n")
-                self.proc.stdin.flush()
-            except BrokenPipeError:
-                pass
-            try:
-                self.proc.wait(timeout=60)
-            except subprocess.TimeoutExpired:
-                self.proc.kill()
-                self.proc.wait()
 
 
 # ---- the zoo's worker ------------------------------------------------------------------------------
@@ -265,28 +221,23 @@ class ZooWorker:
 
     def load(self, preset, spec=None):
         import zoo
-        from zoo.tools.benchmarks.common import status_kib
-
         self.model = zoo.load(preset)
-        return {"params": int(self.model.count_params()), "rss_mib": status_kib("VmRSS") / 1024,
+        return {"params": int(self.model.count_params()), "rss_mib": harness.status_kib("VmRSS") / 1024,
                 "library": f"tensorflow {self.tf.__version__}", "threads": self.threads}
 
     def score(self, tokens, save=None):
         """`target_log_probs`: the compiled path of `score` and `perplexity` (the stack, then the
         adaptive softmax's log-probability of each target alone)."""
         ids = np.load(tokens).astype(np.int32)
-        start = time.perf_counter()
-        scores = self.model.target_log_probs(ids[:, :-1], ids[:, 1:])
-        seconds = time.perf_counter() - start
+        seconds, scores = harness.timed(self.model.target_log_probs, ids[:, :-1], ids[:, 1:])
         if save:
             np.save(save, scores)
         return {"s": seconds, "tokens": int(scores.size)}
 
     def generate(self, prompt, new_tokens, save=None):
         ids = np.load(prompt).astype(np.int32)
-        start = time.perf_counter()
-        out = self.model.generate(ids.tolist(), max_new_tokens=new_tokens, sampler="greedy", stop=None)
-        seconds = time.perf_counter() - start
+        seconds, out = harness.timed(self.model.generate, ids.tolist(), max_new_tokens=new_tokens, sampler="greedy",
+                                     stop=None)
         new = np.asarray(out)[:, ids.shape[1]:]
         if save:
             np.save(save, new)
@@ -313,15 +264,14 @@ class ZooWorker:
             batch = (ids[:, :-1], ids[:, 1:], np.ones(ids[:, 1:].shape, np.float32))
             self.iterator = iter(tf.data.Dataset.from_tensors(batch).repeat())
             self.tokens = int(ids[:, 1:].size)
-        start = time.perf_counter()
-        loss = float(self.steps.train(self.iterator))
-        return {"s": time.perf_counter() - start, "tokens": self.tokens, "loss": loss}
+        seconds, loss = harness.timed(lambda: float(self.steps.train(self.iterator)))
+        return {"s": seconds, "tokens": self.tokens, "loss": loss}
 
     def matmul(self, n, repeats=3):
         tf = self.tf
         a, b = tf.random.normal((n, n)), tf.random.normal((n, n))
         tf.matmul(a, b).numpy()
-        best = min(_timed(lambda: tf.matmul(a, b).numpy()) for _ in range(repeats))
+        best = min(harness.timed(lambda: tf.matmul(a, b).numpy())[0] for _ in range(repeats))
         return {"gflops": 2 * n**3 / best / 1e9, "library": "tf.matmul"}
 
     def copy(self, mib, repeats=3):
@@ -342,61 +292,15 @@ class ZooWorker:
                 t.join()
 
         run()
-        best = min(_timed(run) for _ in range(repeats))
+        best = min(harness.timed(run)[0] for _ in range(repeats))
         return {"gbs": 2 * src.nbytes / best / 1e9, "library": "numpy copyto"}
 
     def profile(self, logdir, what, **args):
-        """The command `what` once under tf.profiler; the time of each TF op type (summed over its
-        events on the host's threads), from the trace written to `logdir`."""
-        tf = self.tf
-        tf.profiler.experimental.start(logdir)
-        answer = getattr(self, what)(**args)
-        tf.profiler.experimental.stop()
-        answer["ops"] = xplane_op_times(logdir)
+        """The command `what` once under tf.profiler; the self-time of each TF op type, from the trace
+        written to `logdir`."""
+        answer, rows = harness.profiled(lambda: getattr(self, what)(**args), logdir)
+        answer["ops"] = harness.self_time_shares(rows, top=15)
         return answer
-
-
-def _timed(fn):
-    start = time.perf_counter()
-    fn()
-    return time.perf_counter() - start
-
-
-# Host events of TF's executor around the kernels (not kernels themselves).
-EXECUTOR_EVENTS = {"Run", "Process", "Start", "Execute", "Done", "ExecutorState::Process", "RunAsync"}
-
-
-def xplane_op_times(logdir, top=15):
-    """`[(op type, seconds, share)]` of the TF op events in the newest .xplane.pb under `logdir`:
-    the host plane's events that name a kernel (`name:Type`), summed by type."""
-    try:
-        from tensorflow.tsl.profiler.protobuf import xplane_pb2
-    except ImportError:  # where TF keeps it elsewhere
-        from tsl.profiler.protobuf import xplane_pb2
-
-    paths = [os.path.join(d, f) for d, _, files in os.walk(logdir) for f in files if f.endswith(".xplane.pb")]
-    space = xplane_pb2.XSpace()
-    with open(max(paths, key=os.path.getmtime), "rb") as f:
-        space.ParseFromString(f.read())
-    totals = {}
-    for plane in space.planes:
-        if not plane.name.startswith("/host:CPU"):
-            continue
-        names = {k: v.name for k, v in plane.event_metadata.items()}
-        for line in plane.lines:
-            for event in line.events:
-                name = names.get(event.metadata_id, "")
-                kind = name.split(":")[-1]
-                if ":" not in name or kind.strip().startswith("__") or kind in EXECUTOR_EVENTS or "/" in kind:
-                    continue
-                totals[kind] = totals.get(kind, 0.0) + event.duration_ps / 1e12
-    whole = sum(totals.values()) or 1.0
-    return [(k, v, v / whole) for k, v in sorted(totals.items(), key=lambda kv: -kv[1])[:top]]
-
-
-def worker_main(threads):
-    worker = ZooWorker(threads)
-    serve(worker, {"ready": True, "pid": os.getpid()})
 
 
 def export_check(path, prompt_words):
@@ -405,19 +309,13 @@ def export_check(path, prompt_words):
     os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
     import tensorflow as tf
 
-    start = time.perf_counter()
-    loaded = tf.saved_model.load(path)
-    load_s = time.perf_counter() - start
+    load_s, loaded = harness.timed(tf.saved_model.load, path)
     ids = tf.constant([[2] + list(range(4, 4 + prompt_words))], tf.int32)
-    start = time.perf_counter()
-    scored = loaded.signatures["score_ids"](token_ids=ids, lengths=tf.constant([ids.shape[1]], tf.int32))
-    score_s = time.perf_counter() - start
-    start = time.perf_counter()
-    made = loaded.signatures["generate"](text=tf.constant(["w000000 w000001 w000002"]),
-                                         max_new_tokens=tf.constant(8), temperature=tf.constant(0.0),
-                                         top_k=tf.constant(0), top_p=tf.constant(1.0), seed=tf.constant(0),
-                                         num_beams=tf.constant(1))
-    generate_s = time.perf_counter() - start
+    score_s, scored = harness.timed(loaded.signatures["score_ids"], token_ids=ids,
+                                    lengths=tf.constant([ids.shape[1]], tf.int32))
+    generate_s, made = harness.timed(loaded.signatures["generate"], text=tf.constant(["w000000 w000001 w000002"]),
+                                     max_new_tokens=tf.constant(8), temperature=tf.constant(0.0), top_k=tf.constant(0),
+                                     top_p=tf.constant(1.0), seed=tf.constant(0), num_beams=tf.constant(1))
     log_probs = scored["token_log_probs"].numpy()[0]
     return {"load_s": load_s, "score_first_call_s": score_s, "generate_first_call_s": generate_s,
             "score_lengths": int(scored["lengths"].numpy()[0]), "score_finite": bool(np.isfinite(log_probs).all()),
@@ -427,7 +325,8 @@ def export_check(path, prompt_words):
 
 # ---- the benchmark ---------------------------------------------------------------------------------
 def parse_args(argv):
-    p = argparse.ArgumentParser(prog="zoo benchmark fairseq", description=__doc__.split("\n\n")[0])
+    p = harness.parser("fairseq", __doc__.split("\n\n")[0], "", f"timed repeats per figure (default "
+                       f"{DEFAULTS['repeats']})", out=True)
     p.add_argument("--torch-python", help="a Python with torch and numpy, for fairseq's side (required)")
     p.add_argument("--fairseq", default=os.environ.get("FAIRSEQ_SRC"),
                    help="fairseq's sources as make_fairseq_goldens.py wants them: a folder with v0.12.2/fairseq/... "
@@ -436,15 +335,12 @@ def parse_args(argv):
     p.add_argument("--work", help="folder for the checkpoints, presets and exports (default: a temporary one, removed "
                                   "after; given, it is kept and reused)")
     p.add_argument("--threads", type=int, default=2, help="threads of each side (torch intra-op; TF intra and inter op)")
-    p.add_argument("--repeats", type=int, help=f"timed repeats per figure (default {DEFAULTS['repeats']})")
     p.add_argument("--new-tokens", type=int, help=f"greedy new tokens per prompt (default {DEFAULTS['new_tokens']})")
     p.add_argument("--profile", action="store_true", help="also profile one scoring call and one batch-1 generation "
                                                           "of each side")
     p.add_argument("--py-spy", default="py-spy", help="the py-spy program (for --profile)")
     p.add_argument("--small", action="store_true", help="tiny architectures: a smoke test")
     p.add_argument("--skip-export", action="store_true", help="no conversion figures beyond the convert itself")
-    p.add_argument("--json", help="also write the results here")
-    p.add_argument("--out", help="also write the markdown table here")
     args = p.parse_args(argv)
     if args.threads < 1:
         p.error(f"--threads must be >= 1, got {args.threads}")
@@ -455,19 +351,8 @@ def parse_args(argv):
 
 
 def interleaved(workers, repeats, op, **args):
-    """`{side: [answers]}`: `op` on every worker in turn, `repeats` times (the sides' order
-    alternating from one repeat to the next)."""
-    answers = {name: [] for name in workers}
-    names = list(workers)
-    for r in range(repeats):
-        for name in (names if r % 2 == 0 else names[::-1]):
-            answers[name].append(workers[name](op, **args))
-    return answers
-
-
-def rate(answers):
-    """The median tokens/s of a list of worker answers."""
-    return statistics.median(a["tokens"] / a["s"] for a in answers)
+    """`{side: [answers]}`: `op` on every worker, `repeats` rounds in the harness's order."""
+    return harness.interleaved({name: (lambda w=w: w(op, **args)) for name, w in workers.items()}, repeats)
 
 
 def main(argv):
@@ -482,38 +367,31 @@ def main(argv):
         cfg["repeats"] = args.repeats
     if args.new_tokens:
         cfg["new_tokens"] = args.new_tokens
-    command = "zoo benchmark fairseq " + " ".join(shlex.quote(a) for a in argv)
-    print(f"command: {command}\nmachine: {machine_summary()}", flush=True)
+    results = harness.header("fairseq", argv, threads=args.threads, config=cfg,
+                             sizes={k: SIZES[cfg[k]] for k in ("full", "train")})
+    print(f"machine: {harness.machine_summary()}", flush=True)
     work = os.path.abspath(args.work) if args.work else tempfile.mkdtemp(prefix="zoo-fairseq-")
     os.makedirs(work, exist_ok=True)
     goldens = ["--goldens", args.goldens] if args.goldens else []
-    results = {"command": command, "cpu": cpu_model(), "cpu_count": os.cpu_count(), "threads": args.threads,
-               "config": cfg, "sizes": {k: SIZES[cfg[k]] for k in ("full", "train")}}
     try:
         results["conversion"] = prepare(args, cfg, work, torch_python, src, goldens)
         results.update(measure(args, cfg, work, torch_python, src, goldens))
     finally:
         if not args.work:
             shutil.rmtree(work, ignore_errors=True)
-    results["load_average_after"] = load_average_text()
-    table = markdown(results)
-    print(table)
-    write_results(args.json, results)
-    if args.out:
-        with open(args.out, "w") as f:
-            f.write(table + "\n")
-    return results
+    results["load_average_after"] = harness.load_average_text()
+    return harness.report(args, results, markdown(results))
 
 
 def make_checkpoint(torch_python, src, goldens, spec, folder, threads):
     checkpoint = os.path.join(folder, "checkpoint.pt")
     if os.path.exists(checkpoint):
         return {"reused": True, "bytes": os.path.getsize(checkpoint)}
-    proc = subprocess.run([torch_python, TORCH_SCRIPT, "make", "--fairseq", src, *goldens, "--threads", str(threads),
-                           "--spec", json.dumps(spec), "--out", folder], capture_output=True, text=True)
-    if proc.returncode != 0:
-        raise SystemExit(f"fairseq_torch.py make failed:\n{proc.stderr[-3000:]}")
-    return json.loads(proc.stdout.strip().splitlines()[-1])
+    try:
+        return harness.run_once([torch_python, TORCH_SCRIPT, "make", "--fairseq", src, *goldens, "--threads",
+                                 str(threads), "--spec", json.dumps(spec), "--out", folder], "fairseq_torch.py make")
+    except RuntimeError as e:
+        raise SystemExit(str(e)) from None
 
 
 def prepare(args, cfg, work, torch_python, src, goldens):
@@ -527,17 +405,17 @@ def prepare(args, cfg, work, torch_python, src, goldens):
         made = make_checkpoint(torch_python, src, goldens, spec, folder, args.threads)
         preset = os.path.join(folder, "preset")
         if os.path.exists(preset):
-            out[key] = {"checkpoint": made, "reused": True, "preset_bytes": tree_bytes(preset)}
+            out[key] = {"checkpoint": made, "reused": True, "preset_bytes": harness.directory_bytes(preset)}
             continue
-        print(f"converting it: zoo convert fairseq ...", flush=True)
+        print("converting it: zoo convert fairseq ...", flush=True)
         wall, peak_kib, rc, log = measured_run(zoo + ["convert", "fairseq", os.path.join(folder, "checkpoint.pt"),
                                                       "--dictionary", os.path.join(folder, "dict.txt"),
                                                       "--out", preset])
         if rc != 0:
             raise SystemExit(f"zoo convert fairseq failed (exit status {rc}):\n{log[-3000:]}")
         out[key] = {"checkpoint": made, "convert_s": wall, "convert_peak_rss_mib": peak_kib / 1024,
-                    "preset_bytes": tree_bytes(preset)}
-        print(f"  {wall:.1f} s, peak RSS {peak_kib / 1024:,.0f} MiB, preset {tree_bytes(preset) / 2**20:,.0f} MiB",
+                    "preset_bytes": harness.directory_bytes(preset)}
+        print(f"  {wall:.1f} s, peak RSS {peak_kib / 1024:,.0f} MiB, preset {harness.directory_bytes(preset) / 2**20:,.0f} MiB",
               flush=True)
     if args.skip_export:
         return out
@@ -548,7 +426,7 @@ def prepare(args, cfg, work, torch_python, src, goldens):
     if rc != 0:
         raise SystemExit(f"zoo export failed (exit status {rc}):\n{log[-3000:]}")
     path = [line for line in log.strip().splitlines() if line.strip()][-1].strip()
-    out["export"] = {"export_s": wall, "export_peak_rss_mib": peak_kib / 1024, "bytes": tree_bytes(path)}
+    out["export"] = {"export_s": wall, "export_peak_rss_mib": peak_kib / 1024, "bytes": harness.directory_bytes(path)}
     result_file = os.path.join(work, "export_check.json")
     wall, peak_kib, rc, log = measured_run([sys.executable, "-m", "zoo.tools.benchmarks.fairseq", "--export-check",
                                             path, result_file])
@@ -562,9 +440,10 @@ def prepare(args, cfg, work, torch_python, src, goldens):
 
 
 def start_workers(torch_python, src, goldens, threads):
-    torch_side = Worker("fairseq", [torch_python, TORCH_SCRIPT, "serve", "--fairseq", src, *goldens,
-                                    "--threads", str(threads)])
-    zoo_side = Worker("zoo", [sys.executable, "-m", "zoo.tools.benchmarks.fairseq", "--worker", str(threads)])
+    torch_side = harness.Worker([torch_python, TORCH_SCRIPT, "serve", "--fairseq", src, *goldens, "--threads",
+                                 str(threads)], "the fairseq worker")
+    zoo_side = harness.Worker([sys.executable, "-m", "zoo.tools.benchmarks.fairseq", "--worker", str(threads)],
+                              "the zoo worker")
     return {"fairseq": torch_side, "zoo": zoo_side}
 
 
@@ -674,7 +553,7 @@ def profile(args, cfg, work, workers):
         shutil.rmtree(logdir, ignore_errors=True)
         found[f"zoo {op}"] = workers["zoo"]("profile", logdir=logdir, what=op, **op_args)
         raw = os.path.join(work, f"pyspy_{op}.txt")
-        spy = subprocess.Popen([args.py_spy, "record", "--pid", str(workers["fairseq"].pid), "--native", "--rate", "200",
+        spy = subprocess.Popen([args.py_spy, "record", "--pid", str(workers["fairseq"].proc.pid), "--native", "--rate", "200",
                                 "--format", "raw", "--output", raw],
                                stdout=subprocess.PIPE, stderr=subprocess.STDOUT)
         time.sleep(2)
@@ -737,7 +616,7 @@ def markdown(results):
     for name, found in (results.get("profile") or {}).items():
         if "ops" in found:
             top = ", ".join(f"{k.strip()} {share:.0%}" for k, _, share in found["ops"][:10])
-            lines.append(f"profile, {name} ({found['s']:.2f} s; tf.profiler, share of op time): {top}")
+            lines.append(f"profile, {name} ({found['s']:.2f} s; tf.profiler, share of op self-time): {top}")
         elif isinstance(found.get("frames"), dict):
             leaf = ", ".join(f"{k} {share:.0%}" for k, share in found["frames"]["leaf"][:8])
             python = ", ".join(f"{k} {share:.0%}" for k, share in found["frames"]["python"][:6])
@@ -761,7 +640,7 @@ def markdown(results):
 
 if __name__ == "__main__":
     if sys.argv[1:2] == ["--worker"]:
-        worker_main(int(sys.argv[2]))
+        harness.serve(ZooWorker(int(sys.argv[2])), {"ready": True, "pid": os.getpid()})
     elif sys.argv[1:2] == ["--export-check"]:
         found = export_check(sys.argv[2], 20)
         with open(sys.argv[3], "w") as f:

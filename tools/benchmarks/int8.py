@@ -17,13 +17,12 @@ ship here: random weights (seed 0) and a stand-in word vocabulary of its size, e
 and in int8: the exports' sizes and the same served p50s, no perplexity.
 """
 
-import argparse
 import os
 import statistics
 import tempfile
 
-from zoo.tools.benchmarks.common import (at_least_one, child_json, cpu_model, load_average_text, preset_list,
-                                         with_stand_in_vocabulary, write_results)
+from zoo.tools.benchmarks import harness
+from zoo.tools.benchmarks.common import preset_list, with_stand_in_vocabulary
 
 DEFAULT_PRESETS = ("gcnn-ptb", "gcnn-ptb-deep", "lstmp-ptb", "gcnn-en")
 SENTENCE = "the company said it would buy the stock of the bank for about one billion dollars in cash next year"
@@ -127,18 +126,13 @@ def kernels(d, n, loops=200, repeats=11):
     """Seconds per `[1, d] × [d, n]` product of each kernel TensorFlow ships for float32, bfloat16
     and int8 weights, in one fresh process's session with the default thread pools, each product
     feeding the next in a `tf.while_loop` (one row at a time, as batch-1 decoding)."""
-    return child_json(KERNELS_CHILD, [d, n, loops, repeats], "the kernels process")
+    return harness.python_child(KERNELS_CHILD, [d, n, loops, repeats], "the kernels process")
 
 
 def kernel_table(times):
     base = times["float32 MatMul"]
-    rows = ["| product | µs per product | × float32 |", "| --- | ---: | ---: |"]
-    rows += [f"| {name} | {t * 1e6:,.0f} | {t / base:.2f}× |" for name, t in times.items()]
-    return "\n".join(rows)
-
-
-def directory_bytes(path):
-    return sum(os.path.getsize(os.path.join(root, name)) for root, _, names in os.walk(path) for name in names)
+    return harness.markdown_table(["product", "µs per product:", "× float32:"],
+                                  [[name, f"{t * 1e6:,.0f}", f"{t / base:.2f}×"] for name, t in times.items()])
 
 
 def test_lines(preset, english):
@@ -154,30 +148,26 @@ def test_lines(preset, english):
 
 def served(exports, calls, new_tokens):
     """p50 seconds per request kind, `[float32, int8]`, from one fresh TensorFlow-only process."""
-    times = child_json(CHILD, [*exports, calls, new_tokens, SENTENCE], f"the process serving {exports}")
+    times = harness.python_child(CHILD, [*exports, calls, new_tokens, SENTENCE], f"the process serving {exports}")
     return {name: [statistics.median(t) for t in pair] for name, pair in times.items()}
 
 
 def table(rows):
-    mib = 2 ** 20
-    out = ["| preset | test per-word perplexity, float32 → int8 | change | export (MiB), float32 → int8 | "
-           "export ratio | variables ratio | `serving_default` ×1 p50 (ms) | ×32 p50 (ms) | `generate` batch 1 "
-           "p50 (ms) |",
-           "| --- | --- | ---: | --- | ---: | ---: | --- | --- | --- |"]
+    mib, out = 2 ** 20, []
     for r in rows:
-        speed = []
-        for name in ("serving_default_1", "serving_default_32", "generate_1"):
-            f, q = r["served"][name]
-            speed.append(f"{f * 1e3:,.1f} → {q * 1e3:,.1f} ({q / f:.2f}×)")
-        out.append(f"| `{r['preset']}` | {r['ppl'][0]:,.2f} → {r['ppl'][1]:,.2f} | {r['ppl'][1] / r['ppl'][0] - 1:+.2%} | "
-                   f"{r['export'][0] / mib:,.1f} → {r['export'][1] / mib:,.1f} | {r['export'][1] / r['export'][0]:.1%} | "
-                   f"{r['variables'][1] / r['variables'][0]:.1%} | " + " | ".join(speed) + " |")
-    return "\n".join(out)
+        speed = [f"{f * 1e3:,.1f} → {q * 1e3:,.1f} ({q / f:.2f}×)"
+                 for f, q in (r["served"][name] for name in ("serving_default_1", "serving_default_32", "generate_1"))]
+        out.append([f"`{r['preset']}`", f"{r['ppl'][0]:,.2f} → {r['ppl'][1]:,.2f}", f"{r['ppl'][1] / r['ppl'][0] - 1:+.2%}",
+                    f"{r['export'][0] / mib:,.1f} → {r['export'][1] / mib:,.1f}", f"{r['export'][1] / r['export'][0]:.1%}",
+                    f"{r['variables'][1] / r['variables'][0]:.1%}", *speed])
+    return harness.markdown_table(["preset", "test per-word perplexity, float32 → int8", "change:",
+                                   "export (MiB), float32 → int8", "export ratio:", "variables ratio:",
+                                   "`serving_default` ×1 p50 (ms)", "×32 p50 (ms)", "`generate` batch 1 p50 (ms)"], out)
 
 
 def paper_size(args):
     """`--paper-size PRESET`: the exports' sizes and served p50s of a random-weight model."""
-    at_least_one(args, "calls", "new_tokens")
+    harness.at_least_one(args, "calls", "new_tokens")
     import keras
 
     import zoo
@@ -192,23 +182,23 @@ def paper_size(args):
         exports = [export_saved_model(model, base, f"{args.paper_size}-float32")]
         model.quantize("int8")
         exports.append(export_saved_model(model, base, f"{args.paper_size}-int8"))
-        sizes = {part: [directory_bytes(os.path.join(e, part)) if part != "whole" else directory_bytes(e)
+        sizes = {part: [harness.directory_bytes(os.path.join(e, part)) if part != "whole" else harness.directory_bytes(e)
                         for e in exports] for part in ("whole", "variables")}
         sizes["graph"] = [os.path.getsize(os.path.join(e, "saved_model.pb")) for e in exports]
         speeds = served(exports, args.calls, args.new_tokens)
     mib = 2 ** 20
-    lines = [f"| {part} | {f / mib:,.1f} MiB | {q / mib:,.1f} MiB | {q / f:.1%} |" for part, (f, q) in sizes.items()]
-    lines += [f"| `{name}` p50 | {f * 1e3:,.1f} ms | {q * 1e3:,.1f} ms | {q / f:.2f}× |" for name, (f, q) in speeds.items()]
-    rendered = "\n".join(["| | float32 | int8 | int8 / float32 |", "| --- | ---: | ---: | ---: |", *lines])
-    print(f"{args.paper_size} ({parameters:,} parameters, random weights), {cpu_model()}, load average "
-          f"{load_average_text()}, p50 of {args.calls} alternating calls per model:\n{rendered}")
-    write_results(args.json, {"cpu": cpu_model(), "preset": args.paper_size, "parameters": parameters,
-                              "calls": args.calls, "new_tokens": args.new_tokens, "bytes": sizes,
-                              "served": speeds, "table": rendered})
+    rows = [[part, f"{f / mib:,.1f} MiB", f"{q / mib:,.1f} MiB", f"{q / f:.1%}"] for part, (f, q) in sizes.items()]
+    rows += [[f"`{name}` p50", f"{f * 1e3:,.1f} ms", f"{q * 1e3:,.1f} ms", f"{q / f:.2f}×"] for name, (f, q) in speeds.items()]
+    rendered = harness.markdown_table(["", "float32:", "int8:", "int8 / float32:"], rows)
+    print(f"{args.paper_size} ({parameters:,} parameters, random weights), {harness.cpu_model()}, load average "
+          f"{harness.load_average_text()}, p50 of {args.calls} alternating calls per model:")
+    harness.report(args, {"cpu": harness.cpu_model(), "preset": args.paper_size, "parameters": parameters,
+                          "calls": args.calls, "new_tokens": args.new_tokens, "bytes": sizes,
+                          "served": speeds, "table": rendered}, rendered)
 
 
 def main(argv=None):
-    p = argparse.ArgumentParser(prog="zoo benchmark int8", description=__doc__.split("\n\n")[0])
+    p = harness.parser("int8", __doc__.split("\n\n")[0])
     p.add_argument("--presets", default=",".join(DEFAULT_PRESETS),
                    help=f"comma-separated presets with trained weights (default {','.join(DEFAULT_PRESETS)})")
     p.add_argument("--english", default="corpora/en", help="the English corpus directory, for gcnn-en's test set "
@@ -220,7 +210,6 @@ def main(argv=None):
                    "output layer)")
     p.add_argument("--paper-size", metavar="PRESET", help="instead: a preset of the paper's size with random "
                    "weights and a stand-in vocabulary (e.g. gcnn-14): export sizes and served p50s, no perplexity")
-    p.add_argument("--json", help="write the results here")
     args = p.parse_args(argv)
     if args.paper_size is not None:
         return paper_size(args)
@@ -232,12 +221,11 @@ def main(argv=None):
             raise ValueError(f"--kernels must be two positive sizes D,N (e.g. 128,10002), got {args.kernels!r}.") from None
         times = kernels(d, n)
         rendered = kernel_table(times)
-        print(f"{cpu_model()} (int8/bfloat16 instructions: {cpu_flags()}), load average {load_average_text()}; "
-              f"[1, {d}] x [{d}, {n}], median of 11 loops of 200 products:\n{rendered}")
-        write_results(args.json, {"cpu": cpu_model(), "cpu_flags": cpu_flags(), "shape": [d, n], "seconds": times,
-                                  "table": rendered})
-        return
-    at_least_one(args, "calls", "new_tokens")
+        print(f"{harness.cpu_model()} (int8/bfloat16 instructions: {cpu_flags()}), load average "
+              f"{harness.load_average_text()}; [1, {d}] x [{d}, {n}], median of 11 loops of 200 products:")
+        return harness.report(args, {"cpu": harness.cpu_model(), "cpu_flags": cpu_flags(), "shape": [d, n],
+                                     "seconds": times, "table": rendered}, rendered)
+    harness.at_least_one(args, "calls", "new_tokens")
     presets = preset_list(args.presets)
     import zoo
     from zoo.export import export_saved_model
@@ -258,14 +246,14 @@ def main(argv=None):
                     model.quantize("int8")
                 ppl.append(float(model.perplexity(lines, per="word")))
                 exports.append(export_saved_model(model, base, f"{preset}-{kind}"))
-            row = {"preset": preset, "ppl": ppl, "export": [directory_bytes(e) for e in exports],
-                   "variables": [directory_bytes(os.path.join(e, "variables")) for e in exports],
+            row = {"preset": preset, "ppl": ppl, "export": [harness.directory_bytes(e) for e in exports],
+                   "variables": [harness.directory_bytes(os.path.join(e, "variables")) for e in exports],
                    "served": served(exports, args.calls, args.new_tokens)}
             rows.append(row)
             print(f"  {preset}: perplexity {ppl[0]:.2f} → {ppl[1]:.2f}, export "
                   f"{row['export'][1] / row['export'][0]:.1%}", flush=True)
     rendered = table(rows)
-    print(f"{cpu_model()}, load average {load_average_text()}, p50 of {args.calls} alternating calls per model:\n"
-          f"{rendered}")
-    write_results(args.json, {"cpu": cpu_model(), "calls": args.calls, "new_tokens": args.new_tokens,
-                              "table": rendered, "rows": rows})
+    print(f"{harness.cpu_model()}, load average {harness.load_average_text()}, p50 of {args.calls} alternating calls "
+          "per model:")
+    harness.report(args, {"cpu": harness.cpu_model(), "calls": args.calls, "new_tokens": args.new_tokens,
+                          "table": rendered, "rows": rows}, rendered)

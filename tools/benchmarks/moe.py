@@ -28,17 +28,12 @@ estimate scales the model's own median at the largest smaller E by the ratio of 
 reference is also skipped when its [tokens, E, hidden] activations would not fit in memory.
 """
 
-import argparse
 import gc
-import os
-import shlex
-import statistics
 import sys
-import time
 
 import numpy as np
 
-from zoo.tools.benchmarks.common import cpu_model, fmt, machine_summary, proc_kib, write_results
+from zoo.tools.benchmarks import harness
 
 FULL = {"tokens": 8192, "input_dim": 512, "hidden": 1024, "k": 4, "group_size": 512}
 SMALL = {"tokens": 512, "input_dim": 64, "hidden": 128, "k": 4, "group_size": 128}
@@ -131,7 +126,7 @@ def estimate_step_s(measured, experts, cost):
 
 def _available_bytes():
     try:
-        return proc_kib("MemAvailable", "/proc/meminfo") * 1024
+        return harness.proc_kib("MemAvailable", "/proc/meminfo") * 1024
     except (OSError, RuntimeError):
         return None
 
@@ -215,15 +210,6 @@ def _official_model(x, experts, sizes, seed):
     return training_step(_with_losses(moe), list(moe.trainable_variables)), grouped_x, int(moe.count_params())
 
 
-def _timed(step, argument):
-    start = time.perf_counter()
-    loss, grads = step(argument)
-    loss = float(loss)  # CPU: the step has finished once its outputs exist
-    elapsed = time.perf_counter() - start
-    del grads
-    return loss, elapsed
-
-
 def skip_reason(model, experts, measured, sizes, max_step_s, available_bytes=None):
     """None to run `model` at `experts`, else {"skipped": why, "estimate_s": …, "fwd_gflop": …}.
 
@@ -281,24 +267,14 @@ def run_benchmark(sizes, experts_list, models=MODELS, repeats=3, max_step_s=120.
         log(f"E = {experts}: building {', '.join(LABELS[m] for m in running) or 'nothing'}"
             + "".join(f"; {LABELS[m]} skipped ({r['skipped']})" for m, r in results.items()), flush=True)
         built = _make_models(running, experts, sizes, seed)
+        # float(loss): on the CPU the step has finished once its outputs exist; the warm-up traces it
+        measured = harness.measure({m: (lambda s=built[m][0], x=built[m][1]: float(s(x)[0])) for m in running}, repeats)
         for model in running:
-            step, argument, params = built[model]
-            loss, warm = _timed(step, argument)  # traces the tf.function
-            results[model] = {"params": params, "warmup_s": [warm], "times_s": [], "loss": loss,
-                              "fwd_gflop": forward_gflop(model, tokens, d, h, experts, k, group)}
-            log(f"  {LABELS[model]}: warm-up step {warm:.2f} s", flush=True)
-        for _ in range(repeats):  # timed steps, round-robin so machine noise hits all alike
-            for model in running:
-                step, argument, _ = built[model]
-                loss, elapsed = _timed(step, argument)
-                results[model]["times_s"].append(elapsed)
-                results[model]["loss"] = loss
-        for model in running:
-            r = results[model]
-            r["median_s"] = statistics.median(r["times_s"])
-            r["min_s"] = min(r["times_s"])
+            r = measured[model]
+            results[model] = {"params": built[model][2], **harness.summary(r["times_s"], r["warmup_s"]),
+                              "loss": r["result"], "fwd_gflop": forward_gflop(model, tokens, d, h, experts, k, group)}
             medians[model][experts] = r["median_s"]
-            log(f"  {LABELS[model]}: median {r['median_s']:.3f} s over {len(r['times_s'])} steps", flush=True)
+            log(f"  {LABELS[model]}: median {r['median_s']:.3f} s over {repeats} steps", flush=True)
         results = {m: results[m] for m in models}  # table order
         del built
         gc.collect()  # frees this E's weights before the next, larger one
@@ -310,29 +286,26 @@ def run_benchmark(sizes, experts_list, models=MODELS, repeats=3, max_step_s=120.
 
 
 # ---- command line ---------------------------------------------------------------------------------
-def print_table(report, log=print):
-    header = (f"{'experts':>7} {'model':<20} {'params':>12} {'fwd GFLOP':>9} {'median s':>9} {'min s':>8} "
-              f"{'steps':>5} {'vs ours':>8}")
-    log(header)
-    log("-" * len(header))
+def table(report):
+    rows = []
     for experts, results in report["configs"].items():
         ours = results.get("ours", {}).get("median_s")
         for i, (model, r) in enumerate(results.items()):
-            col = f"{experts:>7}" if i == 0 else " " * 7
+            first = [experts if i == 0 else "", LABELS[model]]
             if "skipped" in r:
-                log(f"{col} {LABELS[model]:<20} {'':>12} {r['fwd_gflop']:>9.2f} skipped ({r['skipped']})")
+                rows.append(first + ["", f"{r['fwd_gflop']:.2f}", f"skipped ({r['skipped']})"])
                 continue
-            vs = r["median_s"] / ours if ours else None
-            log(f"{col} {LABELS[model]:<20} {r['params']:>12,d} {r['fwd_gflop']:>9.2f} {r['median_s']:>9.3f} "
-                f"{r['min_s']:>8.3f} {len(r['times_s']):>5} {fmt(vs, '.2f') + 'x' if vs else '-':>8}")
+            rows.append(first + [f"{r['params']:,d}", f"{r['fwd_gflop']:.2f}", f"{r['median_s']:.3f}",
+                                 f"{r['min_s']:.3f}", len(r["times_s"]), f"{r['median_s'] / ours:.2f}x" if ours else "-"])
+    return harness.text_table([("experts", 7), ("model", -20), ("params", 12), ("fwd GFLOP", 9), ("median s", 9),
+                               ("min s", 8), ("steps", 5), ("vs ours", 8)], rows)
 
 
 def parse(argv):
     """The flags, the sizes they give, the numbers of experts and the models."""
-    p = argparse.ArgumentParser(
-        prog="zoo benchmark moe",
-        description="Forward + backward step time of SparseMoE against a dense all-experts reference "
-                    "and tf-models-official's MoeLayer, for several numbers of experts.")
+    p = harness.parser("moe", "Forward + backward step time of SparseMoE against a dense all-experts reference "
+                       "and tf-models-official's MoeLayer, for several numbers of experts.", 3,
+                       "timed steps after 1 warm-up step (default 3)")
     p.add_argument("--experts", default=",".join(map(str, DEFAULT_EXPERTS)),
                    help="numbers of experts, comma-separated (default 4,32,256)")
     p.add_argument("--tokens", type=int, help=f"tokens per step (default {FULL['tokens']}; --small {SMALL['tokens']})")
@@ -343,13 +316,11 @@ def parse(argv):
                    help=f"MoeLayer tokens per routing group (default {FULL['group_size']}; --small {SMALL['group_size']})")
     p.add_argument("--small", action="store_true",
                    help="smoke test: tokens 512, input 64, hidden 128 (explicit size flags still win)")
-    p.add_argument("--repeats", type=int, default=3, help="timed steps after 1 warm-up step (default 3)")
     p.add_argument("--max-step-s", type=float, default=120.0,
                    help="skip a dense/MoeLayer configuration whose estimated step time exceeds this (default 120)")
     p.add_argument("--models", default=",".join(MODELS), help="subset of ours,dense,official")
     p.add_argument("--threads", type=int, default=0, help="TF intra-op threads (default 0: TensorFlow's choice)")
     p.add_argument("--seed", type=int, default=SEED)
-    p.add_argument("--json", metavar="PATH", help="also write the results here")
     args = p.parse_args(argv)
     sizes = dict(SMALL if args.small else FULL)
     for key in ("tokens", "input_dim", "hidden", "k", "group_size"):
@@ -367,42 +338,28 @@ def parse(argv):
 
 def main(argv):
     args, sizes, experts_list, models = parse(argv)
-    command = "zoo benchmark moe " + shlex.join(argv)
-    print(f"command: {command.strip()}", flush=True)
-
-    os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
-    import tensorflow as tf
-
-    tf.config.set_visible_devices([], "GPU")  # a CPU benchmark
-    if args.threads:
-        tf.config.threading.set_intra_op_parallelism_threads(args.threads)
-    import keras
-
+    out = harness.header("moe", argv, sizes=sizes, experts=experts_list, repeats=args.repeats,
+                         max_step_s=args.max_step_s, seed=args.seed)
+    tf = harness.cpu_tensorflow(args.threads)
     tokens, d, h, k, group = (sizes[key] for key in ("tokens", "input_dim", "hidden", "k", "group_size"))
     print(f"moe: one training step = forward (training=True) + gradients w.r.t. all layer weights and the "
           f"input of mean(output²) + auxiliary losses, in a tf.function; {tokens} tokens/step, input = "
           f"output {d}, expert hidden {h} (ReLU), k = {k}; MoeLayer: expert-choice router, capacity "
           f"factor {k}, groups of {group} tokens; seed {args.seed}")
-    print(f"machine: {machine_summary()}; TF intra-op threads "
-          f"{tf.config.threading.get_intra_op_parallelism_threads() or 'default'}; "
-          f"tensorflow {tf.__version__}, keras {keras.__version__}; device CPU")
+    print(f"machine: {harness.machine_summary()}; TF intra-op threads "
+          f"{tf.config.threading.get_intra_op_parallelism_threads() or 'default'}; {harness.versions()}; device CPU")
     print(f"repeats: 1 warm-up step, then {args.repeats} timed steps per configuration, models interleaved; "
           f"skip a dense/MoeLayer configuration estimated over {args.max_step_s:g} s/step", flush=True)
     report = run_benchmark(sizes, experts_list, models, args.repeats, args.max_step_s, args.seed)
-    print()
-    print_table(report)
     lo, hi = report["ratio_experts"]
+    text = "\n" + table(report) + "\n"
     if report["ours_ratio"] is not None:
-        print(f"ours t({hi})/t({lo}) = {report['ours_ratio']:.2f} (target <= 1.5: capacity grows, compute per "
-              f"token does not)")
-    print("fwd GFLOP: 2 x multiply-adds of the forward gate and expert matmuls (+ MoeLayer's dispatch/combine "
-          "einsums); a step (forward + backward) is about 3x that. 'vs ours': median / ours' median.")
-    out = {"command": command.strip(), "benchmark": "moe", "sizes": sizes, "experts": experts_list,
-           "repeats": args.repeats, "max_step_s": args.max_step_s, "seed": args.seed, "cpu": cpu_model(),
-           "cpu_count": os.cpu_count(), "configs": {str(e): r for e, r in report["configs"].items()},
-           "ours_ratio": report["ours_ratio"], "ratio_experts": list(report["ratio_experts"])}
-    write_results(args.json, out)
-    return out
+        text += (f"ours t({hi})/t({lo}) = {report['ours_ratio']:.2f} (target <= 1.5: capacity grows, compute per "
+                 f"token does not)\n")
+    text += ("fwd GFLOP: 2 x multiply-adds of the forward gate and expert matmuls (+ MoeLayer's dispatch/combine "
+             "einsums); a step (forward + backward) is about 3x that. 'vs ours': median / ours' median.")
+    return harness.report(args, {**out, "configs": {str(e): r for e, r in report["configs"].items()},
+                                 "ours_ratio": report["ours_ratio"], "ratio_experts": list(report["ratio_experts"])}, text)
 
 
 if __name__ == "__main__":

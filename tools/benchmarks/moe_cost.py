@@ -18,15 +18,12 @@ traces a few training steps of the mixture with tf.profiler and prints the self-
 the mixture (gate, dispatch and experts), the optimiser's update, the convolutions and the rest.
 """
 
-import argparse
 import json
-import shlex
 import statistics
-import time
 
 import numpy as np
 
-from zoo.tools.benchmarks.common import at_least_one, machine_summary, write_results
+from zoo.tools.benchmarks import harness
 
 # what a traced op belongs to, from its name scope
 GROUPS = (("mixture of experts (gate, dispatch, experts; forward and backward)", ("moe_",)),
@@ -73,11 +70,7 @@ def _step(model, optimizer_spec, batches):
         train(iterator)
 
     def timed(steps):
-        start = time.perf_counter()
-        for _ in range(steps):
-            loss = train(iterator)
-        float(loss)
-        return (time.perf_counter() - start) / steps
+        return harness.timed(lambda: [float(train(iterator)) for _ in range(steps)][-1])[0] / steps
 
     return timed
 
@@ -86,9 +79,8 @@ def _generation(model, batch, tokens, jit_compile):
     prompts = [[4 + (7 * i + j) % 500 for j in range(8)] for i in range(batch)]
 
     def timed():
-        start = time.perf_counter()
-        model.generate(prompts, max_new_tokens=tokens, sampler="greedy", stop=None, jit_compile=jit_compile)
-        return batch * tokens / (time.perf_counter() - start)
+        return batch * tokens / harness.timed(model.generate, prompts, max_new_tokens=tokens, sampler="greedy",
+                                              stop=None, jit_compile=jit_compile)[0]
 
     timed()  # trace
     return timed
@@ -97,38 +89,22 @@ def _generation(model, batch, tokens, jit_compile):
 def profile_step(timed, logdir):
     """Self-time shares of a few training steps (idle time left out), by what each op belongs to
     (`GROUPS`) and by op type."""
-    import tensorflow as tf
-
-    from zoo.compat import framework_op_stats
-
-    tf.profiler.experimental.start(logdir)
-    timed(5)
-    tf.profiler.experimental.stop()
-    rows = [r for r in framework_op_stats(logdir) if r["type"] != "IDLE"]
-    total = sum(float(r["total_self_time"] or 0) for r in rows) or 1.0
-    groups, by_type = {}, {}
-    for row in rows:
-        t = float(row["total_self_time"] or 0) / total
-        groups[_group(row["operation"])] = groups.get(_group(row["operation"]), 0.0) + t
-        by_type[row["type"]] = by_type.get(row["type"], 0.0) + t
-    return {"groups": dict(sorted(groups.items(), key=lambda kv: -kv[1])),
-            "top_op_types": sorted(by_type.items(), key=lambda kv: -kv[1])[:10]}
+    _, rows = harness.profiled(lambda: timed(5), logdir)
+    return {"groups": {g: share for g, _, share in harness.self_time_shares(rows, lambda r: _group(r["operation"]))},
+            "top_op_types": [(t, share) for t, _, share in harness.self_time_shares(rows, top=10)]}
 
 
 def main(argv):
-    p = argparse.ArgumentParser(prog="zoo benchmark moe-cost", description=__doc__.split("\n\n")[0])
+    p = harness.parser("moe-cost", __doc__.split("\n\n")[0], 5)
     p.add_argument("--moe", default="gcnn-moe-en")
     p.add_argument("--dense", default="gcnn-wide-en")
-    p.add_argument("--repeats", type=int, default=5)
     p.add_argument("--steps", type=int, default=10, help="training steps a repeat")
     p.add_argument("--tokens", type=int, default=32, help="new tokens a generation")
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--profile", metavar="DIR", help="trace the mixture's training step with tf.profiler into DIR")
-    p.add_argument("--json", help="also write the results here")
     args = p.parse_args(argv)
-    at_least_one(args, "repeats", "steps", "tokens")
-    print("command: zoo benchmark moe-cost " + " ".join(shlex.quote(a) for a in argv), flush=True)
-    print(machine_summary(), flush=True)
+    harness.at_least_one(args, "repeats", "steps", "tokens")
+    print(f"command: {harness.command('moe-cost', argv)}\n{harness.machine_summary()}", flush=True)
 
     moe, moe_trained = _model(args.moe, args.seed)
     dense, dense_trained = _model(args.dense, args.seed)
@@ -146,34 +122,23 @@ def main(argv):
         generation[f"dense, batch {batch}, graph"] = _generation(dense, batch, args.tokens, False)
         generation[f"moe, batch {batch}, graph"] = _generation(moe, batch, args.tokens, False)
         generation[f"dense, batch {batch}, XLA"] = _generation(dense, batch, args.tokens, True)
-    step_times = {k: [] for k in timers}
-    rates = {k: [] for k in generation}
-    for r in range(args.repeats):
-        for name, timed in timers.items():
-            step_times[name].append(timed(args.steps))
-        for name, timed in generation.items():
-            rates[name].append(timed())
-        print(f"repeat {r + 1}/{args.repeats}: " + ", ".join(f"{k} {v[-1] * 1e3:.0f} ms" for k, v in step_times.items()),
-              flush=True)
-    step = {k: statistics.median(v) for k, v in step_times.items()}
-    rate = {k: statistics.median(v) for k, v in rates.items()}
-    out = {"command": "zoo benchmark moe-cost " + " ".join(argv), "machine": machine_summary(),
+    runs = harness.interleaved({**{k: (lambda t=t: t(args.steps)) for k, t in timers.items()}, **generation},
+                               args.repeats)
+    step = {k: statistics.median(runs[k]) for k in timers}
+    rate = {k: statistics.median(runs[k]) for k in generation}
+    out = {"command": "zoo benchmark moe-cost " + " ".join(argv), "machine": harness.machine_summary(),
            "weights": {"moe": "trained" if moe_trained else "random", "dense": "trained" if dense_trained else "random"},
            "train_step_seconds": step, "train_step_ratio": {k: v / step["dense"] for k, v in step.items()},
            "generate_tokens_per_second": rate,
            "generate_ratio": {f"batch {b}, graph": rate[f"moe, batch {b}, graph"] / rate[f"dense, batch {b}, graph"]
                               for b in (1, 32)}}
-    print("\n| training step (32 × 64 tokens) | ms | ÷ dense |\n| --- | ---: | ---: |")
-    for k, v in step.items():
-        print(f"| {k} | {v * 1e3:.1f} | {v / step['dense']:.2f}× |")
-    print("\n| generation, greedy | tokens/s | mixture ÷ dense (graph) |\n| --- | ---: | ---: |")
-    for k, v in rate.items():
-        ratio = "" if k.startswith("dense") else f"{v / rate['dense' + k[len('moe'):]]:.2f}×"
-        print(f"| {k} | {v:,.0f} | {ratio} |")
+    table = "\n".join(["", harness.markdown_table(
+        ["training step (32 × 64 tokens)", "ms:", "÷ dense:"],
+        [[k, f"{v * 1e3:.1f}", f"{v / step['dense']:.2f}×"] for k, v in step.items()]), "", harness.markdown_table(
+        ["generation, greedy", "tokens/s:", "mixture ÷ dense (graph):"],
+        [[k, f"{v:,.0f}", "" if k.startswith("dense") else f"{v / rate['dense' + k[len('moe'):]]:.2f}×"]
+         for k, v in rate.items()])])
     if args.profile:
         out["profile"] = profile_step(timers["moe, Adam"], args.profile)
-        print("\nprofile of the mixture's training step (op self-time shares):")
-        print(json.dumps(out["profile"], indent=1))
-    if args.json:
-        write_results(args.json, out)
-    return out
+        table += "\n\nprofile of the mixture's training step (op self-time shares):\n" + json.dumps(out["profile"], indent=1)
+    return harness.report(args, out, table)

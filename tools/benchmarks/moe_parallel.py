@@ -54,17 +54,12 @@ Three parts:
    ~78,000 per GPU, which scales the all-to-all and all-gather columns by 4.2).
 """
 
-import argparse
 import json
 import math
-import os
-import shlex
-import statistics
 import sys
-import tempfile
-import time
 
-from zoo.tools.benchmarks.common import cpu_model, fmt, load_average_text, machine_summary, run_child, write_results
+from zoo.tools.benchmarks import harness
+from zoo.tools.benchmarks.harness import fmt
 
 FULL = {"experts": 32, "k": 4, "hidden": 256, "width": 128, "vocabulary": 2000, "batch": 64, "seq_len": 64}
 SMALL = {"experts": 8, "k": 2, "hidden": 16, "width": 8, "vocabulary": 64, "batch": 8, "seq_len": 8}
@@ -196,54 +191,33 @@ def exchange_bytes(sizes, replicas, capacity_factor):
 
 
 # ---- the child: one replica count --------------------------------------------------------------------
-def worker(spec_path):
+def worker(spec):
     """Runs in a child process: R logical CPUs, the replicated and the expert-parallel models on
-    one MirroredStrategy, their steps timed interleaved; writes the result JSON."""
-    with open(spec_path) as f:
-        spec = json.load(f)
+    one MirroredStrategy, their steps timed interleaved by the harness; returns the result (the
+    child's answer)."""
     replicas = spec["replicas"]
-    tf = _configure_tensorflow(spec)
+    tf = harness.cpu_tensorflow(spec.get("threads"))
+    # R logical CPU devices, configured before TensorFlow starts
+    cpu = tf.config.list_physical_devices("CPU")[0]
+    tf.config.set_logical_device_configuration(cpu, [tf.config.LogicalDeviceConfiguration()] * replicas)
     import keras
 
     strategy = tf.distribute.MirroredStrategy([f"/cpu:{i}" for i in range(replicas)])
     models = _build_models(spec, strategy)
 
-    def timed(entry):
-        start = time.perf_counter()
-        loss = float(entry["steps"].train(entry["iterator"]))  # the step has finished once its loss exists
+    def step(entry):
+        entry["losses"].append(float(entry["steps"].train(entry["iterator"])))  # finished once its loss exists
         entry["steps_run"] += 1
-        entry["losses"].append(loss)
-        return time.perf_counter() - start
 
-    for entry in models.values():
-        for _ in range(spec["warmup"]):
-            entry["warmup_s"].append(timed(entry))
-    order = list(models)
-    for i in range(spec["repeats"]):  # interleaved, the order rotated every round
-        for label in order[i % len(order):] + order[:i % len(order)]:
-            models[label]["times_s"].append(timed(models[label]))
-
+    measured = harness.measure({label: (lambda e=entry: step(e)) for label, entry in models.items()},
+                               spec["repeats"], spec["warmup"])
     out = {"replicas": replicas, "tensorflow": tf.__version__, "keras": keras.__version__,
            "intra_op_threads": tf.config.threading.get_intra_op_parallelism_threads(),
            "devices": [d.name for d in tf.config.list_logical_devices("CPU")], "models": {}}
-    baseline = models[_label(None)]["times_s"]
+    baseline = measured[_label(None)]["times_s"]
     for label, entry in models.items():
-        out["models"][label] = _model_result(entry, baseline, spec, strategy)
-    with open(spec["result_file"], "w") as f:
-        json.dump(out, f, indent=1)
-
-
-def _configure_tensorflow(spec):
-    """TensorFlow on R logical CPU devices (set before it starts)."""
-    os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
-    import tensorflow as tf
-
-    tf.config.set_visible_devices([], "GPU")  # a CPU benchmark
-    cpu = tf.config.list_physical_devices("CPU")[0]
-    tf.config.set_logical_device_configuration(cpu, [tf.config.LogicalDeviceConfiguration()] * spec["replicas"])
-    if spec.get("threads"):
-        tf.config.threading.set_intra_op_parallelism_threads(spec["threads"])
-    return tf
+        out["models"][label] = _model_result(dict(entry, **measured[label]), baseline, spec, strategy)
+    return out
 
 
 def _build_models(spec, strategy):
@@ -266,13 +240,12 @@ def _build_models(spec, strategy):
     models = {}
     for cf in [None] + spec["capacity_factors"]:
         keras.utils.set_random_seed(spec["seed"])
-        start = time.perf_counter()
-        model, optimizer = build_model(PRESET, model_overrides(sizes), None, strategy, capacity_factor=cf)
+        build_s, (model, optimizer) = harness.timed(build_model, PRESET, model_overrides(sizes), None, strategy,
+                                                    capacity_factor=cf)
         steps = step_functions(model, optimizer, strategy)
         iterator = iter(strategy.distribute_datasets_from_function(lambda ctx: windows.dataset(0, ctx)))
         models[_label(cf)] = {"cf": cf, "model": model, "optimizer": optimizer, "steps": steps,
-                              "iterator": iterator, "build_s": time.perf_counter() - start,
-                              "warmup_s": [], "times_s": [], "losses": [], "steps_run": 0}
+                              "iterator": iterator, "build_s": build_s, "losses": [], "steps_run": 0}
     return models
 
 
@@ -282,14 +255,10 @@ def _model_result(entry, baseline, spec, strategy):
     model = entry["model"]
     metrics = {m.name: float(m.result()) for m in model.metrics if m.name.endswith("_dropped")}
     assignments = entry["steps_run"] * sizes["batch"] * sizes["seq_len"] * sizes["k"]
-    times = entry["times_s"]
     result = {
-        "capacity_factor": entry["cf"], "params": int(model.count_params()),
-        "build_s": entry["build_s"], "warmup_s": entry["warmup_s"], "times_s": times,
-        "median_s": statistics.median(times) if times else None, "min_s": min(times) if times else None,
-        # each round's time over the replicated model's in the same round, median over the
-        # rounds: robust to load that changes during the run (it hits a round's models alike)
-        "paired_ratio": statistics.median(t / b for t, b in zip(times, baseline)) if times else None,
+        "capacity_factor": entry["cf"], "params": int(model.count_params()), "build_s": entry["build_s"],
+        **harness.summary(entry["times_s"], entry["warmup_s"]),
+        "paired_ratio": harness.paired_ratio(entry["times_s"], baseline),
         "loss": entry["losses"][-1], "losses_finite": all(math.isfinite(x) for x in entry["losses"]),
         "memory": memory_accounting(model, entry["optimizer"], strategy),
     }
@@ -400,19 +369,16 @@ def paper_model(names=PAPER_MODELS, **assumptions):
 
 
 # ---- the parent ----------------------------------------------------------------------------------------
-def _worker_child(work, replicas, sizes, capacity_factors, warmup, repeats, threads, seed, log):
-    result_file = os.path.join(work, f"r{replicas}.result.json")
+def _worker_child(replicas, sizes, capacity_factors, warmup, repeats, threads, seed, log):
     spec = {"replicas": replicas, "sizes": sizes, "capacity_factors": list(capacity_factors), "warmup": warmup,
-            "repeats": repeats, "threads": threads, "seed": seed, "result_file": result_file}
-    spec_path = os.path.join(work, f"r{replicas}.spec.json")
-    with open(spec_path, "w") as f:
-        json.dump(spec, f)
+            "repeats": repeats, "threads": threads, "seed": seed}
     log(f"R = {replicas}: a child process with {replicas} logical CPU devices ...", flush=True)
-    # __spec__.name: this module's importable name, also when it runs as `python -m`
-    out = run_child([sys.executable, "-m", __spec__.name, "--worker", spec_path], result_file, f"R = {replicas}")
-    if out is None:
+    try:  # __spec__.name: this module's importable name, also when it runs as `python -m`
+        wall, result = harness.timed(harness.run_once, [sys.executable, "-m", __spec__.name, "--worker",
+                                                        json.dumps(spec)], f"R = {replicas}")
+    except RuntimeError as e:
+        log(f"  FAILED: {e}", flush=True)
         return None
-    result, wall = out
     result["wall_s"] = wall
     replicated = result["models"]["replicated"]["median_s"]
     for label, r in result["models"].items():
@@ -429,11 +395,8 @@ def run_benchmark(sizes, replicas_list=DEFAULT_REPLICAS, capacity_factors=DEFAUL
     check_sizes(sizes, replicas_list, capacity_factors)
     if repeats < 1 or warmup < 0:
         raise ValueError(f"--repeats must be >= 1 and --warmup >= 0, got {repeats} and {warmup}.")
-    measured = {}
-    with tempfile.TemporaryDirectory(prefix="zoo-bench-moe-parallel-") as work:
-        for replicas in replicas_list:
-            measured[replicas] = _worker_child(work, replicas, sizes, capacity_factors, warmup, repeats, threads,
-                                               seed, log)
+    measured = {replicas: _worker_child(replicas, sizes, capacity_factors, warmup, repeats, threads, seed, log)
+                for replicas in replicas_list}
     paper = paper_model(paper_names, **(paper_assumptions or {})) if paper_names else None
     return {"sizes": sizes, "replicas": list(replicas_list), "capacity_factors": list(capacity_factors),
             "warmup": warmup, "repeats": repeats, "seed": seed, "measured": measured, "paper": paper}
@@ -452,28 +415,23 @@ def print_tables(report, log=print):
     tokens = sizes["batch"] * sizes["seq_len"]
     log(f"1. step time (forward + backward + FactorizedAdam update), {tokens:,} tokens per global step, "
         f"median of {report['repeats']} interleaved steps after {report['warmup']} warm-up")
-    header = (f"{'R':>2} {'model':<24} {'median s':>9} {'min s':>8} {'median/repl.':>12} {'paired ratio':>12} "
-              f"{'dropped':>8} {'capacity':>8} {'all-to-all/replica/step':>23}")
-    log(header)
-    log("-" * len(header))
+    rows = []
     for replicas, result in report["measured"].items():
         if result is None:
-            log(f"{replicas:>2} FAILED (see above)")
+            rows.append([replicas, "FAILED (see above)"])
             continue
         for i, (label, r) in enumerate(result["models"].items()):
             exchange = r.get("exchange")
-            log(f"{replicas if i == 0 else '':>2} {label:<24} {fmt(r['median_s'], '.3f'):>9} "
-                f"{fmt(r['min_s'], '.3f'):>8} {fmt(r['vs_replicated'], '.2f') + 'x':>12} "
-                f"{fmt(r['paired_ratio'], '.2f') + 'x':>12} "
-                f"{(format(r['dropped_fraction'], '.2%') if 'dropped_fraction' in r else '-'):>8} "
-                f"{(exchange['capacity'] if exchange else '-'):>8} "
-                f"{(_size(exchange['sent_bytes']) if exchange else '-'):>23}")
+            rows.append([replicas if i == 0 else "", label, fmt(r["median_s"], ".3f"), fmt(r["min_s"], ".3f"),
+                         fmt(r["vs_replicated"], ".2f") + "x", fmt(r["paired_ratio"], ".2f") + "x",
+                         format(r["dropped_fraction"], ".2%") if "dropped_fraction" in r else "-",
+                         exchange["capacity"] if exchange else "-", _size(exchange["sent_bytes"]) if exchange else "-"])
+    log(harness.text_table([("R", 2), ("model", -24), ("median s", 9), ("min s", 8), ("median/repl.", 12),
+                            ("paired ratio", 12), ("dropped", 8), ("capacity", 8), ("all-to-all/replica/step", 23)],
+                           rows))
     log("")
     log("2. memory per replica (sums of the per-replica components of the variables; float32)")
-    header = (f"{'R':>2} {'model':<16} {'expert vars':>12} {'expert state':>13} {'other vars':>11} "
-              f"{'other state':>12} {'all-reduced/step':>17} {'experts in it':>13} {'embedding in it':>15}")
-    log(header)
-    log("-" * len(header))
+    rows = []
     for replicas, result in report["measured"].items():
         if result is None:
             continue
@@ -485,11 +443,13 @@ def print_tables(report, log=print):
         for i, (label, r) in enumerate(shown):
             m = r["memory"]
             ratio = "" if label == "replicated" else f" (1/{base['experts'][0] / m['experts'][0]:g})"
-            log(f"{replicas if i == 0 else '':>2} {label:<16} {_size(max(m['experts'])) + ratio:>12} "
-                f"{_size(max(m['expert_state'])):>13} {_size(max(m['other'])):>11} {_size(max(m['other_state'])):>12} "
-                f"{_size(m['all_reduced']):>17} "
-                f"{format(m['all_reduced_experts'] / m['all_reduced'], '.1%'):>13} "
-                f"{format(m['embedding'] / m['all_reduced'], '.1%'):>15}")
+            rows.append([replicas if i == 0 else "", label, _size(max(m["experts"])) + ratio,
+                         _size(max(m["expert_state"])), _size(max(m["other"])), _size(max(m["other_state"])),
+                         _size(m["all_reduced"]), format(m["all_reduced_experts"] / m["all_reduced"], ".1%"),
+                         format(m["embedding"] / m["all_reduced"], ".1%")])
+    log(harness.text_table([("R", 2), ("model", -16), ("expert vars", 12), ("expert state", 13), ("other vars", 11),
+                            ("other state", 12), ("all-reduced/step", 17), ("experts in it", 13),
+                            ("embedding in it", 15)], rows))
     paper = report.get("paper")
     if not paper:
         return
@@ -498,24 +458,16 @@ def print_tables(report, log=print):
     log(f"3. on paper, per GPU and step: {a['tokens_per_gpu']:,} tokens per GPU, capacity factor "
         f"{a['capacity_factor']:g}, {a['gpus_per_node']} GPUs per node, NVLink {a['nvlink_GBps']:g} GB/s inside a "
         f"node, {a['network_Gbps']:g} Gb/s per GPU between nodes, {a['gpu_memory_GB']:g} GB per GPU")
-    header = (f"{'model':<12} {'GPUs':>4} {'mode':<15} {'experts/GPU':>11} {'expert weights':>14} "
-              f"{'weights+grads+state':>19} {'fits':>4} {'all-reduce':>19} {'emb. all-gather':>19} "
-              f"{'all-to-all':>19} {'comm. ms':>9}")
-    log(header)
-    log("-" * len(header))
-
     def cell(row, what):
         return f"{_size(row[what + '_bytes_per_gpu'])}, {row[what + '_s'] * 1e3:,.1f} ms"
 
-    for row in paper["rows"]:
-        if "skipped" in row:
-            log(f"{row['model']:<12} {row['gpus']:>4} {row['mode']:<15} skipped ({row['skipped']})")
-            continue
-        log(f"{row['model']:<12} {row['gpus']:>4} {row['mode']:<15} {row['experts_per_gpu']:>11,} "
-            f"{_size(row['expert_weight_bytes']):>14} {_size(row['held_bytes']):>19} "
-            f"{'yes' if row['fits'] else 'no':>4} {cell(row, 'all_reduce'):>19} "
-            f"{cell(row, 'embedding_all_gather'):>19} {cell(row, 'all_to_all'):>19} "
-            f"{row['communication_s'] * 1e3:>9,.1f}")
+    rows = [[row["model"], row["gpus"], row["mode"]] + ([f"skipped ({row['skipped']})"] if "skipped" in row else [
+        f"{row['experts_per_gpu']:,}", _size(row["expert_weight_bytes"]), _size(row["held_bytes"]),
+        "yes" if row["fits"] else "no", cell(row, "all_reduce"), cell(row, "embedding_all_gather"),
+        cell(row, "all_to_all"), f"{row['communication_s'] * 1e3:,.1f}"]) for row in paper["rows"]]
+    log(harness.text_table([("model", -12), ("GPUs", 4), ("mode", -15), ("experts/GPU", 11), ("expert weights", 14),
+                            ("weights+grads+state", 19), ("fits", 4), ("all-reduce", 19), ("emb. all-gather", 19),
+                            ("all-to-all", 19), ("comm. ms", 9)], rows))
 
 
 NOTES = """\
@@ -551,10 +503,9 @@ What the figures can show and cannot:
 
 def parse(argv):
     """The flags, the sizes they give, the replica counts, capacity factors and paper models."""
-    p = argparse.ArgumentParser(
-        prog="zoo benchmark moe-parallel",
-        description="Expert parallelism against the replicated MoE: training step time on R logical CPU "
-                    "devices, memory per replica, and a model on paper of large presets on 8 and 64 GPUs.")
+    p = harness.parser("moe-parallel", "Expert parallelism against the replicated MoE: training step time on R "
+                       "logical CPU devices, memory per replica, and a model on paper of large presets on 8 and 64 "
+                       "GPUs.", 15, "timed steps per model, interleaved (default 15)")
     p.add_argument("--replicas", default=",".join(map(str, DEFAULT_REPLICAS)),
                    help="replica counts, each in its own child process (default 2,4)")
     p.add_argument("--capacity-factors", default=",".join(f"{c:g}" for c in DEFAULT_CAPACITY_FACTORS),
@@ -564,7 +515,6 @@ def parse(argv):
         p.add_argument(flag, dest=key, type=int, help=f"default {FULL[key]} (--small {SMALL[key]})")
     p.add_argument("--small", action="store_true", help="smoke test sizes (explicit size flags still win)")
     p.add_argument("--warmup", type=int, default=2, help="untimed steps per model first (default 2)")
-    p.add_argument("--repeats", type=int, default=15, help="timed steps per model, interleaved (default 15)")
     p.add_argument("--threads", type=int, default=0, help="TF intra-op threads (default 0: TensorFlow's choice)")
     p.add_argument("--seed", type=int, default=SEED)
     p.add_argument("--paper-models", default=",".join(PAPER_MODELS),
@@ -577,7 +527,6 @@ def parse(argv):
                    help=f"gigabits/s per GPU between nodes (default {PAPER_DEFAULTS['network_Gbps']:g})")
     p.add_argument("--nvlink-gbytes", type=float,
                    help=f"gigabytes/s per GPU inside a node (default {PAPER_DEFAULTS['nvlink_GBps']:g})")
-    p.add_argument("--json", metavar="PATH", help="also write the results here")
     args = p.parse_args(argv)
     sizes = dict(SMALL if args.small else FULL)
     for key in FULL:
@@ -592,13 +541,12 @@ def parse(argv):
 
 def main(argv):
     args, sizes, replicas_list, capacity_factors, paper_names = parse(argv)
-    command = ("zoo benchmark moe-parallel " + shlex.join(argv)).strip()
-    print(f"command: {command}", flush=True)
+    out = harness.header("moe-parallel", argv)
     print(f"model: {PRESET} resized, LSTM {sizes['width']} / SparseMoE {sizes['experts']} experts of ReLU hidden "
           f"{sizes['hidden']}, k = {sizes['k']} / LSTM {sizes['width']}, vocabulary {sizes['vocabulary']:,} (full "
           f"softmax), FactorizedAdam (global_clipnorm 1), global batch {sizes['batch']} x {sizes['seq_len']} tokens, "
           f"MirroredStrategy on R logical CPU devices; seed {args.seed}")
-    print(f"machine: {machine_summary()}", flush=True)
+    print(f"machine: {harness.machine_summary()}", flush=True)
     assumptions = {"gpus": tuple(int(g) for g in args.gpus.split(",") if g.strip()),
                    "tokens_per_gpu": args.tokens_per_gpu, "capacity_factor": args.paper_capacity_factor,
                    "network_Gbps": args.network_gbits, "nvlink_GBps": args.nvlink_gbytes}
@@ -608,15 +556,12 @@ def main(argv):
     print_tables(report)
     print()
     print(NOTES)
-    print(f"load average at the end: {load_average_text()}")
-    out = {"command": command, "benchmark": "moe-parallel", "cpu": cpu_model(), "cpu_count": os.cpu_count(),
-           **report, "measured": {str(r): v for r, v in report["measured"].items()}}
-    write_results(args.json, out)
-    return out
+    print(f"load average at the end: {harness.load_average_text()}")
+    return harness.report(args, {**out, **report, "measured": {str(r): v for r, v in report["measured"].items()}})
 
 
 if __name__ == "__main__":
     if sys.argv[1:2] == ["--worker"]:
-        worker(sys.argv[2])
+        harness.answer(worker, json.loads(sys.argv[2]))
     else:
         main(sys.argv[1:])

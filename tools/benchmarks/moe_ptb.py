@@ -7,18 +7,17 @@ and its compute-matched dense baseline `lstm-wide-ptb` (one always-used feed-for
 and max/mean load averaged over the last 100 training batches, as Table 6 averages them.
 """
 
-import argparse
-import shlex
 import sys
+
+from zoo.tools.benchmarks import harness
 
 
 def main(argv):
-    p = argparse.ArgumentParser(prog="zoo benchmark moe-ptb")
+    p = harness.parser("moe-ptb", None)
     p.add_argument("--steps", type=int, default=600)
     p.add_argument("--seed", type=int, default=0)
-    p.add_argument("--json", help="also write the results here")
     args = p.parse_args(argv)
-    print("command: zoo benchmark moe-ptb " + " ".join(shlex.quote(a) for a in argv), flush=True)
+    print(f"command: {harness.command('moe-ptb', argv)}", flush=True)
 
     import keras
 
@@ -55,8 +54,6 @@ def main(argv):
     valid = read_lines("ptb", "valid")
     print(f"\n{args.steps} steps of {train['batch_size']}x{train['seq_len']} tokens, seed {args.seed}; "
           "MoE statistics averaged over the last 100 training batches")
-    print(f"{'model':32s} {'params':>11s} {'s/step':>7s} {'CV(Imp)':>8s} {'CV(Load)':>9s} "
-          f"{'max/mean':>9s} {'valid ppl':>10s}")
     results = {}
     for label, model in models.items():
         m = trained[label]["metrics"]
@@ -66,13 +63,13 @@ def main(argv):
              "max_load_ratio": pick("max_load_ratio"),
              "valid_perplexity_stream": model.perplexity(valid, mode="stream")}
         results[label] = r
-        fmt = lambda v, spec: "-" if v is None else format(v, spec)  # noqa: E731
-        print(f"{label:32s} {r['params']:>11,d} {r['median_step_s']:>7.3f} {fmt(r['cv_importance'], '.3f'):>8s} "
-              f"{fmt(r['cv_load'], '.3f'):>9s} {fmt(r['max_load_ratio'], '.3f'):>9s} "
-              f"{r['valid_perplexity_stream']:>10.2f}")
-    from zoo.tools.benchmarks.common import write_results
-
-    write_results(args.json, {"argv": argv, "results": results})
+    fmt = harness.fmt
+    harness.report(args, {"argv": argv, "results": results}, harness.text_table(
+        [("model", -32), ("params", 11), ("s/step", 7), ("CV(Imp)", 8), ("CV(Load)", 9), ("max/mean", 9),
+         ("valid ppl", 10)],
+        [[label, f"{r['params']:,d}", f"{r['median_step_s']:.3f}", fmt(r["cv_importance"], ".3f"),
+          fmt(r["cv_load"], ".3f"), fmt(r["max_load_ratio"], ".3f"), f"{r['valid_perplexity_stream']:.2f}"]
+         for label, r in results.items()]))
     return results
 
 

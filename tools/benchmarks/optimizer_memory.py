@@ -19,16 +19,11 @@ module's own `optimizer_state_bytes` helper is reported as well when it exists. 
 optimisers' timed steps interleaved; median over `--repeats` after one warm-up step.
 """
 
-import argparse
-import os
-import shlex
-import statistics
 import sys
-import time
 
 import numpy as np
 
-from zoo.tools.benchmarks.common import cpu_model, fmt, machine_summary, write_results
+from zoo.tools.benchmarks import harness
 
 FULL = {"experts": 256, "k": 4, "input_dim": 512, "hidden": 1024}
 SMALL = {"experts": 16, "k": 4, "input_dim": 64, "hidden": 128}
@@ -107,7 +102,7 @@ def run_benchmark(sizes, optimizers=OPTIMIZERS, repeats=5, biases=False, seed=SE
         optimizer = make_optimizer(name)
         optimizer.build(variables)
         total, count = state_bytes(optimizer)
-        result = {"state_bytes": total, "state_variables": count, "times_s": []}
+        result = {"state_bytes": total, "state_variables": count}
         if name == "factorized_adam":
             from zoo import factorized_adam
 
@@ -128,21 +123,10 @@ def run_benchmark(sizes, optimizers=OPTIMIZERS, repeats=5, biases=False, seed=SE
         results[name] = result
         log(f"  {LABELS[name]}: built, {total / 2**20:,.2f} MiB of state in {count} variables", flush=True)
 
-    def timed(name):
-        start = time.perf_counter()
-        int(steps[name](gradients))  # waits for the step
-        return time.perf_counter() - start
-
+    # int(): waits for the step; the warm-up traces the tf.function
+    measured = harness.measure({name: (lambda s=steps[name]: int(s(gradients))) for name in optimizers}, repeats)
     for name in optimizers:
-        results[name]["warmup_s"] = [timed(name)]  # traces the tf.function
-    for _ in range(repeats):  # interleaved, so machine noise hits all alike
-        for name in optimizers:
-            results[name]["times_s"].append(timed(name))
-    for name in optimizers:
-        r = results[name]
-        r["median_s"] = statistics.median(r["times_s"])
-        r["min_s"] = min(r["times_s"])
-        log(f"  {LABELS[name]}: median step {r['median_s']:.4f} s", flush=True)
+        results[name].update(harness.summary(measured[name]["times_s"], measured[name]["warmup_s"]))
     adam = results.get("adam")
     for r in results.values():
         r["bytes_vs_adam"] = r["state_bytes"] / adam["state_bytes"] if adam else None
@@ -155,24 +139,20 @@ def run_benchmark(sizes, optimizers=OPTIMIZERS, repeats=5, biases=False, seed=SE
     }
 
 
-def print_table(report, log=print):
-    header = (f"{'optimizer':<20} {'state vars':>10} {'state bytes':>15} {'MiB':>10} {'bytes/param':>11} "
-              f"{'vs Adam':>8} {'median s':>9} {'min s':>8} {'steps':>5} {'time vs Adam':>12}")
-    log(header)
-    log("-" * len(header))
-    for name, r in report["results"].items():
-        log(f"{LABELS[name]:<20} {r['state_variables']:>10} {r['state_bytes']:>15,d} "
-            f"{r['state_bytes'] / 2**20:>10,.2f} {r['state_bytes'] / report['params']:>11.4f} "
-            f"{fmt(r['bytes_vs_adam'], '.3%'):>8} {r['median_s']:>9.4f} {r['min_s']:>8.4f} "
-            f"{len(r['times_s']):>5} {fmt(r['time_vs_adam'], '.2f') + 'x':>12}")
+def table(report):
+    return harness.text_table(
+        [("optimizer", -20), ("state vars", 10), ("state bytes", 15), ("MiB", 10), ("bytes/param", 11), ("vs Adam", 8),
+         ("median s", 9), ("min s", 8), ("steps", 5), ("time vs Adam", 12)],
+        [[LABELS[name], r["state_variables"], f"{r['state_bytes']:,d}", f"{r['state_bytes'] / 2**20:,.2f}",
+          f"{r['state_bytes'] / report['params']:.4f}", harness.fmt(r["bytes_vs_adam"], ".3%"), f"{r['median_s']:.4f}",
+          f"{r['min_s']:.4f}", len(r["times_s"]), harness.fmt(r["time_vs_adam"], ".2f") + "x"]
+         for name, r in report["results"].items()])
 
 
 def parse(argv):
     """The flags, the sizes they give and the optimisers."""
-    p = argparse.ArgumentParser(
-        prog="zoo benchmark optimizer-memory",
-        description="Optimiser state bytes and step time for a SparseMoE's expert variables: "
-                    "FactorizedAdam against Keras Adam and Adafactor.")
+    p = harness.parser("optimizer-memory", "Optimiser state bytes and step time for a SparseMoE's expert variables: "
+                       "FactorizedAdam against Keras Adam and Adafactor.", 5, "timed steps after 1 warm-up step (default 5)")
     p.add_argument("--experts", type=int, help=f"number of experts (default {FULL['experts']})")
     p.add_argument("--input-dim", type=int, help=f"input width (default {FULL['input_dim']})")
     p.add_argument("--hidden", type=int, help=f"expert hidden width (default {FULL['hidden']})")
@@ -180,11 +160,9 @@ def parse(argv):
     p.add_argument("--biases", action="store_true",
                    help="also the expert biases [E, hidden] and [E, output] (FactorizedAdam's default decides whether "
                         "they are factored)")
-    p.add_argument("--repeats", type=int, default=5, help="timed steps after 1 warm-up step (default 5)")
     p.add_argument("--optimizers", default=",".join(OPTIMIZERS), help="subset of " + ",".join(OPTIMIZERS))
     p.add_argument("--threads", type=int, default=0, help="TF intra-op threads (default 0: TensorFlow's choice)")
     p.add_argument("--seed", type=int, default=SEED)
-    p.add_argument("--json", metavar="PATH", help="also write the results here")
     args = p.parse_args(argv)
     sizes = dict(SMALL if args.small else FULL)
     for key in ("experts", "input_dim", "hidden"):
@@ -203,44 +181,28 @@ def parse(argv):
 
 def main(argv):
     args, sizes, optimizers = parse(argv)
-    command = "zoo benchmark optimizer-memory " + shlex.join(argv)
-    print(f"command: {command.strip()}", flush=True)
-
-    os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
-    import tensorflow as tf
-
-    tf.config.set_visible_devices([], "GPU")
-    if args.threads:
-        tf.config.threading.set_intra_op_parallelism_threads(args.threads)
-    import keras
-
+    out = harness.header("optimizer-memory", argv, sizes=sizes, biases=args.biases, repeats=args.repeats,
+                         seed=args.seed)
+    harness.cpu_tensorflow(args.threads)
     e, d, h = sizes["experts"], sizes["input_dim"], sizes["hidden"]
     print(f"optimizer-memory: the expert {'variables' if args.biases else 'matrices'} of SparseMoE({e}, "
           f"{sizes['k']}, {h}) on input {d}; one apply_gradients of fixed random gradients in a tf.function; "
           f"1 warm-up step, then {args.repeats} timed steps, optimisers interleaved; seed {args.seed}")
-    print(f"machine: {machine_summary()}; tensorflow {tf.__version__}, keras "
-          f"{keras.__version__}; device CPU", flush=True)
+    print(f"machine: {harness.machine_summary()}; {harness.versions()}; device CPU", flush=True)
     report = run_benchmark(sizes, optimizers, args.repeats, args.biases, args.seed)
-    print()
-    print("variables: " + ", ".join(f"{path} {shape}" for path, shape in report["variables"])
-          + f" = {report['params']:,} parameters, {report['param_bytes'] / 2**20:,.1f} MiB")
-    print_table(report)
+    lines = ["", "variables: " + ", ".join(f"{path} {shape}" for path, shape in report["variables"])
+             + f" = {report['params']:,} parameters, {report['param_bytes'] / 2**20:,.1f} MiB", table(report)]
     ours, adam = report["results"].get("factorized_adam"), report["results"].get("adam")
-    if ours:
-        helper = ours.get("helper_state_bytes")
-        if helper is not None:
-            agree = "agrees" if helper == ours["state_bytes"] else "DISAGREES"
-            print(f"zoo.factorized_adam.optimizer_state_bytes(FactorizedAdam) = {helper:,d} bytes ({agree})")
-        if ours.get("factored") is not None:
-            print(f"factored (row/column state): {sum(ours['factored'])} of {len(ours['factored'])} variables")
-        if adam:
-            print(f"ours/Adam: state {ours['bytes_vs_adam']:.3%} (target <= 1%), step time "
-                  f"{ours['time_vs_adam']:.2f}x (target <= 1.2x)")
-    out = {"command": command.strip(), "benchmark": "optimizer-memory", "sizes": sizes, "biases": args.biases,
-           "repeats": args.repeats, "seed": args.seed, "cpu": cpu_model(), "cpu_count": os.cpu_count(),
-           **report}
-    write_results(args.json, out)
-    return out
+    if ours and ours.get("helper_state_bytes") is not None:
+        agree = "agrees" if ours["helper_state_bytes"] == ours["state_bytes"] else "DISAGREES"
+        lines.append(f"zoo.factorized_adam.optimizer_state_bytes(FactorizedAdam) = {ours['helper_state_bytes']:,d} "
+                     f"bytes ({agree})")
+    if ours and ours.get("factored") is not None:
+        lines.append(f"factored (row/column state): {sum(ours['factored'])} of {len(ours['factored'])} variables")
+    if ours and adam:
+        lines.append(f"ours/Adam: state {ours['bytes_vs_adam']:.3%} (target <= 1%), step time "
+                     f"{ours['time_vs_adam']:.2f}x (target <= 1.2x)")
+    return harness.report(args, {**out, **report}, "\n".join(lines))
 
 
 if __name__ == "__main__":

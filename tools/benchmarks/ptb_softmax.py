@@ -5,22 +5,21 @@ Both models start from the same seed and train on the same batches, their steps 
 Penn Treebank validation split with the stream protocol.
 """
 
-import argparse
-import shlex
 import sys
+
+from zoo.tools.benchmarks import harness
 
 
 def main(argv):
-    p = argparse.ArgumentParser(prog="zoo benchmark ptb-softmax")
+    p = harness.parser("ptb-softmax", None)
     p.add_argument("--steps", type=int, default=500)
     p.add_argument("--cutoffs", default="2000,6000", help="adaptive-softmax cutoffs, comma-separated")
     p.add_argument("--batch-size", type=int, default=32)
     p.add_argument("--seq-len", type=int, default=64)
     p.add_argument("--seed", type=int, default=0)
-    p.add_argument("--json", help="also write the results here")
     args = p.parse_args(argv)
     cutoffs = [int(c) for c in args.cutoffs.split(",")]
-    print("command: zoo benchmark ptb-softmax " + " ".join(shlex.quote(a) for a in argv), flush=True)
+    print(f"command: {harness.command('ptb-softmax', argv)}", flush=True)
 
     import keras
 
@@ -50,17 +49,14 @@ def main(argv):
     full, adaptive = results["full"], results["adaptive"]
     print(f"gcnn-ptb, {args.steps} steps of {args.batch_size}x{args.seq_len} tokens, seed {args.seed}, "
           f"adaptive cutoffs {cutoffs}")
-    print(f"{'head':10s} {'params':>10s} {'median s/step':>14s} {'valid ppl (stream)':>19s}")
-    for name, r in results.items():
-        print(f"{name:10s} {r['params']:>10,d} {r['median_step_s']:>14.4f} {r['valid_perplexity_stream']:>19.2f}")
     speedup = full["median_step_s"] / adaptive["median_step_s"]
     gap = adaptive["valid_perplexity_stream"] / full["valid_perplexity_stream"] - 1
-    print(f"step time full/adaptive: {speedup:.2f}x; adaptive perplexity vs full: {gap:+.1%}")
-    from zoo.tools.benchmarks.common import write_results
-
-    write_results(
-        args.json, {"argv": argv, "cutoffs": cutoffs, "results": results, "speedup": speedup,
-                    "perplexity_gap": gap})
+    table = harness.text_table([("head", -10), ("params", 10), ("median s/step", 14), ("valid ppl (stream)", 19)],
+                               [[name, f"{r['params']:,d}", f"{r['median_step_s']:.4f}",
+                                 f"{r['valid_perplexity_stream']:.2f}"] for name, r in results.items()])
+    harness.report(args, {"argv": argv, "cutoffs": cutoffs, "results": results, "speedup": speedup,
+                          "perplexity_gap": gap}, f"{table}\nstep time full/adaptive: {speedup:.2f}x; adaptive "
+                                                  f"perplexity vs full: {gap:+.1%}")
     return results
 
 

@@ -16,18 +16,17 @@ one `</s>` per line) for that tokenizer. The `body` row bounds what a subword mo
 preset can reach against the word model, whatever its output layer.
 """
 
-import argparse
 import statistics
 import sys
-import time
+
+from zoo.tools.benchmarks import harness
 
 
 def main(argv):
-    parser = argparse.ArgumentParser(prog="zoo benchmark raw-text")
+    parser = harness.parser("raw-text", None, 30)
     parser.add_argument("--data", required=True, help="a raw-text directory (train/valid/test.txt) or file")
     parser.add_argument("--preset", default="gcnn-ptb")
     parser.add_argument("--vocabulary-size", type=int, default=None, help="subword ids (default: zoo train's)")
-    parser.add_argument("--repeats", type=int, default=30)
     parser.add_argument("--small", action="store_true", help="a tiny model and few repeats (tests)")
     args = parser.parse_args(argv)
     batch, seq_len = (4, 16) if args.small else (32, 64)
@@ -41,13 +40,13 @@ def main(argv):
                         "tokens_per_word": per_word[name], "words_per_second": tokens / seconds / per_word[name]}
     for name in report:
         report[name]["words_per_second_vs_word"] = report[name]["words_per_second"] / report["word"]["words_per_second"]
-    print(f"command: zoo benchmark raw-text {' '.join(argv)}")
-    print(f"{'model':8} {'ids':>7} {'output layer':>22} {'ms/step':>8} {'tokens/word':>12} {'words/s':>9} {'vs word':>8}")
-    for name, r in report.items():
-        head = f"adaptive {r['cutoffs']}" if r["cutoffs"] else "full softmax"
-        print(f"{name:8} {r['ids']:>7,} {head:>22} {r['seconds_per_step'] * 1000:>8.1f} {r['tokens_per_word']:>12.3f} "
-              f"{r['words_per_second']:>9,.0f} {r['words_per_second_vs_word']:>7.2f}x")
-    return report
+    print(f"command: {harness.command('raw-text', argv)}")
+    return harness.report(args, report, harness.text_table(
+        [("model", -8), ("ids", 7), ("output layer", 22), ("ms/step", 8), ("tokens/word", 12), ("words/s", 9),
+         ("vs word", 8)],
+        [[name, f"{r['ids']:,}", f"adaptive {r['cutoffs']}" if r["cutoffs"] else "full softmax",
+          f"{r['seconds_per_step'] * 1000:.1f}", f"{r['tokens_per_word']:.3f}", f"{r['words_per_second']:,.0f}",
+          f"{r['words_per_second_vs_word']:.2f}x"] for name, r in report.items()]))
 
 
 def _runs(args, batch, seq_len):
@@ -99,17 +98,8 @@ def _time_steps(runs, repeats):
         stacked = tuple(tf.stack([b[i] for b in batches]) for i in range(3))
         return iter(strategy.experimental_distribute_dataset(tf.data.Dataset.from_tensor_slices(stacked).repeat()))
 
-    iterators = {name: stream(run[1]) for name, run in runs.items()}
-    for name, run in runs.items():
-        for _ in range(2):
-            run[0].train(iterators[name])
-    times = {name: [] for name in runs}
-    for _ in range(repeats):
-        for name, run in runs.items():
-            start = time.perf_counter()
-            float(run[0].train(iterators[name]))
-            times[name].append(time.perf_counter() - start)
-    return times
+    calls = {name: (lambda run=run, it=stream(run[1]): float(run[0].train(it))) for name, run in runs.items()}
+    return {name: r["times_s"] for name, r in harness.measure(calls, repeats, warmup=2).items()}
 
 
 if __name__ == "__main__":

@@ -9,14 +9,13 @@ the median seconds of each, texts per second, the ratio, and the largest differe
 two ways' log-probabilities.
 """
 
-import argparse
 import contextlib
 import glob
 import os
 import statistics
-import time
 
-from zoo.tools.benchmarks.common import at_least_one, cpu_model, preset_list, write_results
+from zoo.tools.benchmarks import harness
+from zoo.tools.benchmarks.common import preset_list
 
 LICENCES = "/usr/share/common-licenses/*"
 
@@ -54,40 +53,38 @@ def measure(model, lines, repeats):
     import numpy as np
 
     ways = {"batched": contextlib.nullcontext, "one_per_call": one_text_per_call}
-    scores, times = {}, {name: [] for name in ways}
+    scores = {}
     for name, way in ways.items():
         with way():
             scores[name] = model.score(lines)  # untimed: traces the compiled functions
-    for _ in range(repeats):
-        for name, way in ways.items():
-            with way():
-                start = time.perf_counter()
-                model.score(lines)
-                times[name].append(time.perf_counter() - start)
+
+    def call(way):
+        with way():
+            return harness.timed(model.score, lines)[0]
+
+    times = harness.interleaved({name: (lambda way=way: call(way)) for name, way in ways.items()}, repeats)
     difference = max(float(np.abs(a - b).max()) for a, b in zip(scores["batched"], scores["one_per_call"]))
     return {**times, "max_difference": difference}
 
 
 def table(rows):
-    out = ["| preset | texts | one text per call: s (texts/s) | batched: s (texts/s) | × the speed | "
-           "largest difference |", "| --- | ---: | ---: | ---: | ---: | ---: |"]
+    out = []
     for r in rows:
         one, batched = statistics.median(r["one_per_call"]), statistics.median(r["batched"])
-        out.append(f"| `{r['preset']}` | {r['texts']:,} | {one:.2f} ({r['texts'] / one:,.0f}) | "
-                   f"{batched:.2f} ({r['texts'] / batched:,.0f}) | {one / batched:.2f}× | {r['max_difference']:.1e} |")
-    return "\n".join(out)
+        out.append([f"`{r['preset']}`", f"{r['texts']:,}", f"{one:.2f} ({r['texts'] / one:,.0f})",
+                    f"{batched:.2f} ({r['texts'] / batched:,.0f})", f"{one / batched:.2f}×", f"{r['max_difference']:.1e}"])
+    return harness.markdown_table(["preset", "texts:", "one text per call: s (texts/s):", "batched: s (texts/s):",
+                                   "× the speed:", "largest difference:"], out)
 
 
 def main(argv=None):
-    p = argparse.ArgumentParser(prog="zoo benchmark score", description=__doc__.split("\n\n")[0])
+    p = harness.parser("score", __doc__.split("\n\n")[0], 5, "timed calls of each way (default 5)")
     p.add_argument("--presets", default="gcnn-en,gcnn-ptb,lstmp-ptb",
                    help="comma-separated presets with trained weights, or preset directories")
     p.add_argument("--text", nargs="+", default=[LICENCES], help=f"files (or glob patterns) whose lines are "
                    f"scored (default: {LICENCES})")
-    p.add_argument("--repeats", type=int, default=5, help="timed calls of each way (default 5)")
-    p.add_argument("--json", help="write the results here")
     args = p.parse_args(argv)
-    at_least_one(args, "repeats")
+    harness.at_least_one(args, "repeats")
     import zoo
 
     lines = read_texts(args.text)
@@ -97,8 +94,8 @@ def main(argv=None):
         rows.append({"preset": preset, "texts": len(lines), **measure(model, lines, args.repeats)})
         print(f"  {preset}: done", flush=True)
     rendered = table(rows)
-    print(f"command: zoo benchmark score {' '.join(argv or [])}\n{cpu_model()}, {len(lines):,} texts, median of "
-          f"{args.repeats} calls each:\n{rendered}")
-    write_results(args.json, {"cpu": cpu_model(), "repeats": args.repeats, "texts": len(lines), "rows": rows,
-                              "table": rendered})
+    print(f"command: {harness.command('score', argv or [])}\n{harness.cpu_model()}, {len(lines):,} texts, median of "
+          f"{args.repeats} calls each:")
+    harness.report(args, {"cpu": harness.cpu_model(), "repeats": args.repeats, "texts": len(lines), "rows": rows,
+                          "table": rendered}, rendered)
     return rows

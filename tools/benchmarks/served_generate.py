@@ -19,13 +19,13 @@ model running only its step, output layer and an argmax per token (`floor_export
 of a decoding loop around that step under TensorFlow's graph executor, and a second table.
 """
 
-import argparse
 import json
 import os
 import statistics
 import tempfile
 
-from zoo.tools.benchmarks.common import at_least_one, cpu_model, load_average_text, with_stand_in_vocabulary, write_results
+from zoo.tools.benchmarks import harness
+from zoo.tools.benchmarks.common import with_stand_in_vocabulary
 from zoo.tools.benchmarks.serving_threads import measure
 
 
@@ -107,15 +107,15 @@ def baseline_export(directory, preset):
 def table(results):
     """Markdown rows from `{preset: {"baseline": [runs], "this version": [runs]}}`, each run's
     `new_tokens` the tokens its requests wrote."""
-    rows = ["| preset | `generate` batch 1, new tokens/s: baseline | this version | × baseline | "
-            "`serving_default` 64 lines, lines/s: baseline | this version | × baseline |",
-            "| --- | ---: | ---: | ---: | ---: | ---: | ---: |"]
+    rows = []
     for preset, sides in results.items():
-        gen = [statistics.median(r["new_tokens"] / r["generate_s"] for r in sides[s]) for s in ("baseline", "this version")]
+        gen = [harness.median_rate(sides[s], "new_tokens", "generate_s") for s in ("baseline", "this version")]
         score = [64 / statistics.median(r["serving_default_s"] for r in sides[s]) for s in ("baseline", "this version")]
-        rows.append(f"| `{preset}` | {gen[0]:,.0f} | {gen[1]:,.0f} | {gen[1] / gen[0]:.2f}× | "
-                    f"{score[0]:,.0f} | {score[1]:,.0f} | {score[1] / score[0]:.2f}× |")
-    return "\n".join(rows)
+        rows.append([f"`{preset}`", f"{gen[0]:,.0f}", f"{gen[1]:,.0f}", f"{gen[1] / gen[0]:.2f}×",
+                     f"{score[0]:,.0f}", f"{score[1]:,.0f}", f"{score[1] / score[0]:.2f}×"])
+    return harness.markdown_table(["preset", "`generate` batch 1, new tokens/s: baseline:", "this version:",
+                                   "× baseline:", "`serving_default` 64 lines, lines/s: baseline:", "this version:",
+                                   "× baseline:"], rows)
 
 
 FLOOR = "the step alone"
@@ -125,15 +125,15 @@ def floor_table(results):
     """Markdown rows of `--floor`: each side's new tokens/s and microseconds per new token, the
     step alone as a multiple of the baseline (the ceiling of a decoding loop around that step
     here) and this version's share of it."""
-    rows = ["| preset | baseline: new tokens/s (µs each) | this version | the step alone (`step`, output layer, "
-            "argmax) | the step alone × baseline | this version / the step alone |",
-            "| --- | ---: | ---: | ---: | ---: | ---: |"]
+    rows = []
     for preset, sides in results.items():
-        speed = {side: statistics.median(r["new_tokens"] / r["generate_s"] for r in runs) for side, runs in sides.items()}
-        cell = lambda side: f"{speed[side]:,.0f} ({1e6 / speed[side]:.0f})"
-        rows.append(f"| `{preset}` | {cell('baseline')} | {cell('this version')} | {cell(FLOOR)} | "
-                    f"{speed[FLOOR] / speed['baseline']:.2f}× | {speed['this version'] / speed[FLOOR]:.0%} |")
-    return "\n".join(rows)
+        speed = {side: harness.median_rate(runs, "new_tokens", "generate_s") for side, runs in sides.items()}
+        cell = lambda side: f"{speed[side]:,.0f} ({1e6 / speed[side]:.0f})"  # noqa: E731
+        rows.append([f"`{preset}`", cell("baseline"), cell("this version"), cell(FLOOR),
+                     f"{speed[FLOOR] / speed['baseline']:.2f}×", f"{speed['this version'] / speed[FLOOR]:.0%}"])
+    return harness.markdown_table(["preset", "baseline: new tokens/s (µs each):", "this version:", "the step alone "
+                                   "(`step`, output layer, argmax):", "the step alone × baseline:",
+                                   "this version / the step alone:"], rows)
 
 
 def floor_exports(base, presets, seed, blocks):
@@ -150,14 +150,14 @@ def floor_exports(base, presets, seed, blocks):
 
 
 def main(argv=None):
-    p = argparse.ArgumentParser(prog="zoo benchmark served-generate", description=__doc__.split("\n\n")[0])
+    p = harness.parser("served-generate", __doc__.split("\n\n")[0], 5, "fresh processes of each side per preset "
+                       "(default 5)")
     p.add_argument("--baseline", help="a directory of the earlier version's exports, <preset>/<version> "
                    "(docs/benchmarks.md#served-generate)")
     p.add_argument("--write-exports", metavar="DIR", help="only write this version's exports into DIR (the "
                    "baseline of a later version) and stop")
     p.add_argument("--presets", default="gcnn-ptb,lstmp-ptb", help="comma-separated presets (default gcnn-ptb,lstmp-ptb)")
     p.add_argument("--seed", type=int, default=0, help="the random weights' seed, the same on both sides (default 0)")
-    p.add_argument("--repeats", type=int, default=5, help="fresh processes of each side per preset (default 5)")
     p.add_argument("--calls", type=int, default=9, help="timed requests of each kind per process (default 9)")
     p.add_argument("--new-tokens", type=int, default=100, help="new tokens per generate request (default 100; "
                    "random weights write them all)")
@@ -168,9 +168,8 @@ def main(argv=None):
     p.add_argument("--floor", action="store_true", help="also time, in the same alternation, a SavedModel of "
                    "this version's model that runs only its step, output layer and an argmax per token: the "
                    "ceiling of a decoding loop around that step under TensorFlow's graph executor")
-    p.add_argument("--json", help="write the results here")
     args = p.parse_args(argv)
-    at_least_one(args, "repeats", "calls", "new_tokens", "head_blocks")
+    harness.at_least_one(args, "repeats", "calls", "new_tokens", "head_blocks")
     presets = [name.strip() for name in args.presets.split(",") if name.strip()]
     if not presets:
         raise ValueError(f"--presets must name at least one preset, got {args.presets!r}.")
@@ -184,24 +183,19 @@ def main(argv=None):
         raise ValueError("--baseline is required: a directory of the earlier version's exports "
                          "(or --write-exports DIR to make this version's).")
     baselines = {preset: baseline_export(args.baseline, preset) for preset in presets}
-    start_load = load_average_text()
+    start_load = harness.load_average_text()
     results = {}
     with tempfile.TemporaryDirectory(prefix="zoo-served-") as base:
         current = exports_of(base, presets, args.seed, args.head_blocks)
         blocks = {preset: exported_head_blocks(path) for preset, path in current.items()}
         floors = floor_exports(base, presets, args.seed, blocks) if args.floor else {}
         for preset in presets:
-            sides = results[preset] = {"baseline": [], "this version": []}
-            order = [("baseline", baselines[preset]), ("this version", current[preset])]
-            if args.floor:
-                sides[FLOOR] = []
-                order.append((FLOOR, floors[preset]))
-            for i in range(args.repeats):
-                for side, export in order:
-                    sides[side].append(measure(export, 0, 0, args.calls, args.new_tokens, args.top_k))
-                print(f"  {preset} {i + 1}/{args.repeats}: " + ", ".join(
-                    f"{side} {runs[-1]['new_tokens'] / runs[-1]['generate_s']:,.0f} tok/s" for side, runs in sides.items()),
-                    flush=True)
+            exports = {"baseline": baselines[preset], "this version": current[preset], FLOOR: floors.get(preset)}
+            results[preset] = harness.interleaved(
+                {side: (lambda e=export: measure(e, 0, 0, args.calls, args.new_tokens, args.top_k))
+                 for side, export in exports.items() if export}, args.repeats)
+            print(f"  {preset}: " + ", ".join(f"{side} {harness.median_rate(runs, 'new_tokens', 'generate_s'):,.0f} "
+                                              "tok/s" for side, runs in results[preset].items()), flush=True)
     from zoo.models.generation import l2_cache_bytes
 
     cache = l2_cache_bytes()
@@ -210,12 +204,12 @@ def main(argv=None):
     rendered = table(results)
     if args.floor:
         rendered += "\n\n" + floor_table(results)
-    print(f"{cpu_model()}, load average {start_load} at the start, {load_average_text()} at the end; medians of "
-          f"{args.repeats} fresh processes per side, {args.calls} requests each; both sides wrote the same text: "
-          + ", ".join(f"{preset} {'yes' if ok else 'NO'}" for preset, ok in same.items())
+    print(f"{harness.cpu_model()}, load average {start_load} at the start, {harness.load_average_text()} at the end; "
+          f"medians of {args.repeats} fresh processes per side, {args.calls} requests each; both sides wrote the same "
+          "text: " + ", ".join(f"{preset} {'yes' if ok else 'NO'}" for preset, ok in same.items())
           + "; this version's output layer in " + ", ".join(f"{n} block{'s' * (n > 1)} ({preset})" for preset, n in blocks.items())
-          + f", level-2 cache {cache} bytes per core\n{rendered}")
-    write_results(args.json, {"presets": presets, "baseline": baselines, "seed": args.seed, "cpu": cpu_model(),
-                              "repeats": args.repeats, "calls": args.calls, "new_tokens": args.new_tokens,
-                              "top_k": args.top_k, "head_blocks": blocks, "l2_cache_bytes": cache,
-                              "same_text": same, "results": results, "table": rendered})
+          + f", level-2 cache {cache} bytes per core")
+    harness.report(args, {"presets": presets, "baseline": baselines, "seed": args.seed, "cpu": harness.cpu_model(),
+                          "repeats": args.repeats, "calls": args.calls, "new_tokens": args.new_tokens,
+                          "top_k": args.top_k, "head_blocks": blocks, "l2_cache_bytes": cache,
+                          "same_text": same, "results": results, "table": rendered}, rendered)

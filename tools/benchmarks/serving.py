@@ -26,9 +26,7 @@ machine noise hits both alike:
 Ratios are SavedModel / in-process time (below 1: the SavedModel is faster); the target is ≤ 1.1.
 """
 
-import argparse
 import os
-import shlex
 import statistics
 import sys
 import tempfile
@@ -37,7 +35,8 @@ import time
 
 import numpy as np
 
-from zoo.tools.benchmarks.common import cpu_model, fmt, load_average_text, machine_summary, write_results
+from zoo.tools.benchmarks import harness
+from zoo.tools.benchmarks.harness import fmt, percentile
 
 DEFAULT_PRESETS = ("gcnn-ptb", "lstm-ptb", "lstm-moe-ptb")
 WORDS_PER_SENTENCE = 20
@@ -54,11 +53,6 @@ SMALL_CONFIGS = {
     "gcnn-moe-ptb": {"embedding_dim": 8, "blocks": [[[3, 16]], [[3, 16]]],
                      "moe": {"after_blocks": [1], "num_experts": 4, "k": 2, "hidden_units": 8}},
 }
-
-
-def percentile(values, q):
-    """The q-th percentile (0–100), linear interpolation between order statistics."""
-    return float(np.percentile(np.asarray(values, dtype=np.float64), q))
 
 
 def sentences(vocabulary, count, words=WORDS_PER_SENTENCE, seed=SEED):
@@ -136,12 +130,6 @@ class InProcess:
                 "perplexity": np.exp(-total / lengths)}
 
 
-def _time(fn, *args):
-    start = time.perf_counter()
-    out = fn(*args)
-    return time.perf_counter() - start, out
-
-
 def measure(preset, args, log=print):
     import tensorflow as tf
 
@@ -156,10 +144,8 @@ def measure(preset, args, log=print):
     np.testing.assert_allclose(local.score_general(one)[0], want_one, atol=1e-5)
     want_batch = local.batched(batch)
     with tempfile.TemporaryDirectory(prefix="zoo-bench-serving-") as base:
-        start = time.perf_counter()
-        path = export_saved_model(model, base, preset)
-        export_s = time.perf_counter() - start
-        size = sum(os.path.getsize(os.path.join(r, f)) for r, _, fs in os.walk(path) for f in fs)
+        export_s, path = harness.timed(export_saved_model, model, base, preset)
+        size = harness.directory_bytes(path)
         serve = tf.saved_model.load(path).signatures["serving_default"]
 
         def served(texts):
@@ -175,22 +161,15 @@ def measure(preset, args, log=print):
         for _ in range(args.warmup):
             served(one), local.score(one), local.score_general(one), served(batch), local.batched(batch)
         local.score(batch)
-        # Interleaved, the order alternating from round to round (ABBA), so that neither path
-        # always runs right after the other.
-        paths = {"saved": lambda: served(one), "score": lambda: local.score(one),
-                 "general": lambda: local.score_general(one)}
-        latency = {name: [] for name in paths}
-        for i in range(args.latency_calls):
-            for name in (list(paths) if i % 2 == 0 else list(paths)[::-1]):
-                latency[name].append(_time(paths[name])[0])
-        paths = {"saved": lambda: served(batch), "batched": lambda: local.batched(batch),
-                 "score": lambda: local.score(batch)}
-        throughput = {name: [] for name in paths}
-        for i in range(args.batch_calls):
-            for name in (list(paths) if i % 2 == 0 else list(paths)[::-1]):
-                if name == "score" and i % 5:  # 64 calls each: every fifth round is enough for its median
-                    continue
-                throughput[name].append(_time(paths[name])[0])
+        def timed(paths):
+            return {name: (lambda fn=fn: harness.timed(fn)[0]) for name, fn in paths.items()}
+
+        latency = harness.interleaved(timed({"saved": lambda: served(one), "score": lambda: local.score(one),
+                                             "general": lambda: local.score_general(one)}), args.latency_calls)
+        throughput = harness.interleaved(timed({"saved": lambda: served(batch), "batched": lambda: local.batched(batch),
+                                                "score": lambda: local.score(batch)}), args.batch_calls,
+                                         # 64 calls each: every fifth round is enough for its median
+                                         skip=lambda name, i: name == "score" and i % 5)
         generate = tf.saved_model.load(path).signatures["generate"]
         prompt = sentences(model.tokenizer, 1, words=10, seed=SEED + 2)
         settings = {"max_new_tokens": tf.constant(args.new_tokens), "temperature": tf.constant(0.8),
@@ -204,10 +183,7 @@ def measure(preset, args, log=print):
             raise AssertionError(f"generate: the SavedModel wrote {written['saved']!r}, in process {written['local']!r}")
         for _ in range(args.warmup):
             paths["saved"](), paths["local"]()
-        generating = {name: [] for name in paths}
-        for i in range(args.generate_calls):
-            for name in (list(paths) if i % 2 == 0 else list(paths)[::-1]):
-                generating[name].append(_time(paths[name])[0])
+        generating = harness.interleaved(timed(paths), args.generate_calls)
         log(f"  {preset}: latency, throughput and generate measured; {args.threads} threads for {args.seconds:g} s ...",
             flush=True)
         stress = run_stress(served, one, want_one, args.threads, args.seconds)
@@ -309,10 +285,8 @@ def print_table(results, log=print):
 
 
 def parse(argv):
-    p = argparse.ArgumentParser(
-        prog="zoo benchmark serving",
-        description="Latency, throughput and multi-threaded calls of the exported SavedModel's "
-                    "serving_default against the in-process Keras model.")
+    p = harness.parser("serving", "Latency, throughput and multi-threaded calls of the exported SavedModel's "
+                       "serving_default against the in-process Keras model.")
     p.add_argument("--presets", default=",".join(DEFAULT_PRESETS), help="comma-separated presets")
     p.add_argument("--latency-calls", type=int, default=2000, help="one-sentence calls per path (default 2000: enough calls for a steady p99)")
     p.add_argument("--batch-calls", type=int, default=30,
@@ -325,7 +299,6 @@ def parse(argv):
     p.add_argument("--threads", type=int, default=8, help="threads of the stress run (default 8)")
     p.add_argument("--seconds", type=float, default=30.0, help="length of the stress run (default 30)")
     p.add_argument("--small", action="store_true", help="smoke test: tiny configs of the presets")
-    p.add_argument("--json", metavar="PATH", help="also write the results here")
     args = p.parse_args(argv)
     for name in ("latency_calls", "batch_calls", "threads", "generate_calls", "new_tokens"):
         if getattr(args, name) < 1:
@@ -338,36 +311,25 @@ def parse(argv):
 def main(argv):
     args = parse(argv)
     presets = [s.strip() for s in args.presets.split(",") if s.strip()]
-    command = shlex.join(getattr(sys, "orig_argv", sys.argv))
-    print(f"$ {command}", flush=True)
-
-    os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
-    import tensorflow as tf
-
-    tf.config.set_visible_devices([], "GPU")  # a CPU benchmark
-    import keras
-
+    out = harness.header("serving", argv, args=vars(args))
+    harness.cpu_tensorflow()
     print(f"serving: serving_default of the exported SavedModel (loaded with tf.saved_model.load in this "
           f"process) against the in-process model on the same text; {WORDS_PER_SENTENCE}-word sentences of "
           f"random vocabulary words (seed {SEED}); random weights{' (tiny configs)' if args.small else ''}")
-    print(f"machine: {machine_summary()}; tensorflow {tf.__version__}, keras "
-          f"{keras.__version__}; TF threads: default; device CPU")
+    print(f"machine: {harness.machine_summary()}; {harness.versions()}; TF threads: default; device CPU")
     print(f"calls: {args.warmup} warm-up each, then latency {args.latency_calls} x 1 sentence and throughput "
           f"{args.batch_calls} x {BATCH} sentences per path, paths interleaved; stress {args.threads} threads x "
           f"{args.seconds:g} s", flush=True)
     results = [measure(preset, args) for preset in presets]
     print()
     print_table(results)
-    print(f"load average at the end: {load_average_text()} (other processes share "
+    print(f"load average at the end: {harness.load_average_text()} (other processes share "
           f"the {os.cpu_count()} CPUs: timings move with them; the interleaving keeps the ratios fair)")
     print(f"ratios: SavedModel time / in-process time (p50 and p99 of one sentence against model.score, its "
           f"tf.function traced for [1, 21] only (static shapes, as when every sentence has 20 words) or for "
           f"[1, None] (as after sentences of two lengths); batch against the faster in-process path); target "
           f"<= {TARGET_RATIO}. The SavedModel's signature has [None] inputs, as TF Serving needs.")
-    out = {"command": command, "benchmark": "serving", "cpu": cpu_model(), "cpu_count": os.cpu_count(),
-           "args": vars(args), "results": results}
-    write_results(args.json, out)
-    return out
+    return harness.report(args, {**out, "results": results})
 
 
 if __name__ == "__main__":

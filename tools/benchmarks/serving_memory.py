@@ -8,12 +8,12 @@ after `tf.saved_model.load`, and after one `serving_default` request of 32 sente
 what its first requests add. The table gives the medians of `--repeats` processes per preset.
 """
 
-import argparse
 import os
 import statistics
 import tempfile
 
-from zoo.tools.benchmarks.common import at_least_one, child_json, cpu_model, preset_list, write_results
+from zoo.tools.benchmarks import harness
+from zoo.tools.benchmarks.common import preset_list
 
 DEFAULT_PRESETS = ("gcnn-ptb", "gcnn-ptb-deep", "lstmp-ptb", "gcnn-en")
 
@@ -49,36 +49,29 @@ print(json.dumps({"imported_rss": imported["VmRSS"], "loaded_rss": after_load["V
 
 def measure(export):
     """One fresh process's resident memory (bytes) at each stage."""
-    return child_json(CHILD, [export], f"the process serving {export}")
-
-
-def directory_bytes(path):
-    return sum(os.path.getsize(os.path.join(root, name)) for root, _, names in os.walk(path) for name in names)
+    return harness.python_child(CHILD, [export], f"the process serving {export}")
 
 
 def table(rows):
     """Markdown rows from `[(preset, parameters, weights, export bytes, [per-process results])]`."""
-    mib = 2 ** 20
-    out = ["| preset | parameters | weights | export on disk (MiB) | the model, once loaded (MiB) | "
-           "after its first requests (MiB) | process peak (MiB) |",
-           "| --- | ---: | --- | ---: | ---: | ---: | ---: |"]
+    mib, out = 2 ** 20, []
     for preset, parameters, weights, size, runs in rows:
         median = lambda key: statistics.median(r[key] for r in runs)  # noqa: E731
         base = median("imported_rss")
-        out.append(f"| `{preset}` | {parameters:,} | {weights} | {size / mib:,.1f} | "
-                   f"{(median('loaded_rss') - base) / mib:,.1f} | {(median('served_rss') - base) / mib:,.1f} | "
-                   f"{median('peak_rss') / mib:,.1f} |")
-    return "\n".join(out)
+        out.append([f"`{preset}`", f"{parameters:,}", weights, f"{size / mib:,.1f}",
+                    f"{(median('loaded_rss') - base) / mib:,.1f}", f"{(median('served_rss') - base) / mib:,.1f}",
+                    f"{median('peak_rss') / mib:,.1f}"])
+    return harness.markdown_table(["preset", "parameters:", "weights", "export on disk (MiB):",
+                                   "the model, once loaded (MiB):", "after its first requests (MiB):",
+                                   "process peak (MiB):"], out)
 
 
 def main(argv=None):
-    p = argparse.ArgumentParser(prog="zoo benchmark serving-memory", description=__doc__.split("\n\n")[0])
+    p = harness.parser("serving-memory", __doc__.split("\n\n")[0], 3, "fresh processes per preset (default 3)")
     p.add_argument("--presets", default=",".join(DEFAULT_PRESETS), help="comma-separated presets or preset "
                    f"directories (default {','.join(DEFAULT_PRESETS)})")
-    p.add_argument("--repeats", type=int, default=3, help="fresh processes per preset (default 3)")
-    p.add_argument("--json", help="write the results here")
     args = p.parse_args(argv)
-    at_least_one(args, "repeats")
+    harness.at_least_one(args, "repeats")
     presets = preset_list(args.presets)
     import zoo
     from zoo.export import export_saved_model
@@ -91,12 +84,12 @@ def main(argv=None):
             model = zoo.load(preset, weights="trained") if trained else zoo.load(preset)
             export = export_saved_model(model, base, preset.replace("/", "_"))
             runs = [measure(export) for _ in range(args.repeats)]
-            rows.append((preset, model.count_params(), "trained" if trained else "random", directory_bytes(export),
+            rows.append((preset, model.count_params(), "trained" if trained else "random", harness.directory_bytes(export),
                          runs))
             print(f"  {preset}: {(runs[-1]['served_rss'] - runs[-1]['imported_rss']) / 2 ** 20:,.1f} MiB", flush=True)
     rendered = table(rows)
-    print(f"{cpu_model()}, medians of {args.repeats} fresh processes per preset (resident memory above a process "
-          f"that has imported TensorFlow):\n{rendered}")
-    write_results(args.json, {"cpu": cpu_model(), "repeats": args.repeats, "table": rendered,
-                              "rows": [{"preset": r[0], "parameters": r[1], "weights": r[2], "export_bytes": r[3],
-                                        "runs": r[4]} for r in rows]})
+    print(f"{harness.cpu_model()}, medians of {args.repeats} fresh processes per preset (resident memory above a "
+          "process that has imported TensorFlow):")
+    harness.report(args, {"cpu": harness.cpu_model(), "repeats": args.repeats, "table": rendered,
+                          "rows": [{"preset": r[0], "parameters": r[1], "weights": r[2], "export_bytes": r[3],
+                                    "runs": r[4]} for r in rows]}, rendered)

@@ -40,11 +40,6 @@ def test_stress_counts_calls_errors_and_wrong_answers(bench):
     assert stress["wrong_answers"] == sum(1 for n in seen if n % 5 == 0 and n % 7)
 
 
-def test_percentile_interpolates(bench):
-    assert bench.percentile([1, 2, 3, 4, 5], 50) == 3.0
-    assert bench.percentile(list(range(101)), 99) == pytest.approx(99.0)
-
-
 @pytest.mark.slow
 def test_a_tiny_run_prints_the_table_with_ratios_and_no_errors(bench, capsys):
     out = bench.main(["--small", "--presets", "gcnn-ptb", "--seconds", "1", "--latency-calls", "20",

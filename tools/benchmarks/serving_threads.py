@@ -12,11 +12,10 @@ the table gives the medians over processes of each process's median, and the rat
 default setting.
 """
 
-import argparse
 import statistics
 import tempfile
 
-from zoo.tools.benchmarks.common import at_least_one, child_json, cpu_model, load_average_text, write_results
+from zoo.tools.benchmarks import harness
 
 # (label, intra-op threads, inter-op threads): 0 is the server's default, one thread per core; an
 # inter-op count below 0 runs every op in the thread of the request that needs it
@@ -66,55 +65,51 @@ print(json.dumps(out))
 
 def measure(export, intra, inter, calls, new_tokens, top_k=40):
     """One fresh process's medians (seconds) for one thread setting."""
-    return child_json(CHILD, [export, intra, inter, calls, new_tokens, top_k],
-                      f"the process with intra {intra}, inter {inter}")
+    return harness.python_child(CHILD, [export, intra, inter, calls, new_tokens, top_k],
+                                f"the process with intra {intra}, inter {inter}")
 
 
 def table(results, new_tokens):
     """Markdown rows from `{label: [per-process results]}`, the first label being the baseline."""
-    rows = ["| thread pools (intra, inter) | `generate` batch 1, new tokens/s | × defaults | "
-            "`serving_default` 64 lines, lines/s | × defaults |", "| --- | ---: | ---: | ---: | ---: |"]
-    base = None
+    rows, base = [], None
     for label, runs in results.items():
         gen = new_tokens / statistics.median(r["generate_s"] for r in runs)
         score = 64 / statistics.median(r["serving_default_s"] for r in runs)
         base = base or (gen, score)
-        rows.append(f"| {label} | {gen:,.0f} | {gen / base[0]:.2f}× | {score:,.0f} | {score / base[1]:.2f}× |")
-    return "\n".join(rows)
+        rows.append([label, f"{gen:,.0f}", f"{gen / base[0]:.2f}×", f"{score:,.0f}", f"{score / base[1]:.2f}×"])
+    return harness.markdown_table(["thread pools (intra, inter)", "`generate` batch 1, new tokens/s:", "× defaults:",
+                                   "`serving_default` 64 lines, lines/s:", "× defaults:"], rows)
 
 
 def main(argv=None):
-    p = argparse.ArgumentParser(prog="zoo benchmark serving-threads", description=__doc__.split("\n\n")[0])
+    p = harness.parser("serving-threads", __doc__.split("\n\n")[0], 5, "fresh processes of each setting (default 5)")
     p.add_argument("--preset", default="gcnn-ptb", help="a preset (random weights: the speed does not depend on "
                    "them, and no row stops early) or a preset directory")
-    p.add_argument("--repeats", type=int, default=5, help="fresh processes of each setting (default 5)")
     p.add_argument("--calls", type=int, default=9, help="timed requests of each kind per process (default 9)")
     p.add_argument("--new-tokens", type=int, default=100, help="new tokens per generate request (default 100)")
-    p.add_argument("--json", help="write the results here")
     args = p.parse_args(argv)
-    at_least_one(args, "repeats", "calls", "new_tokens")
+    harness.at_least_one(args, "repeats", "calls", "new_tokens")
     import zoo
     from zoo.export import export_saved_model
 
     model = zoo.load(args.preset)
-    start_load = load_average_text()
-    results = {label: [] for label, _, _ in SETTINGS}
+    start_load = harness.load_average_text()
+
+    def run(label, intra, inter):
+        out = measure(export, intra, inter, args.calls, args.new_tokens)
+        if out["new_tokens"] != args.new_tokens:
+            raise RuntimeError(f"{label}: generate wrote {out['new_tokens']} tokens, not {args.new_tokens}.")
+        return out
+
     with tempfile.TemporaryDirectory(prefix="zoo-threads-") as base:
         export = export_saved_model(model, base, "model", max_new_tokens=max(args.new_tokens, 1))
-        for i in range(args.repeats):
-            for label, intra, inter in SETTINGS:
-                run = measure(export, intra, inter, args.calls, args.new_tokens)
-                if run["new_tokens"] != args.new_tokens:
-                    raise RuntimeError(f"{label}: generate wrote {run['new_tokens']} tokens, not {args.new_tokens}.")
-                results[label].append(run)
-            print(f"  {i + 1}/{args.repeats}: " + ", ".join(
-                f"{label} {args.new_tokens / runs[-1]['generate_s']:,.0f} tok/s" for label, runs in results.items()),
-                flush=True)
+        runs = harness.interleaved({s[0]: (lambda s=s: run(*s)) for s in SETTINGS}, args.repeats)
+    results = {label: runs[label] for label, _, _ in SETTINGS}  # the server's defaults first: the table's base
     same = len({r["completion"] for runs in results.values() for r in runs}) == 1
     rendered = table(results, args.new_tokens)
-    print(f"{args.preset}, {cpu_model()}, load average {start_load} at the start, {load_average_text()} at the end; "
-          f"medians of {args.repeats} fresh processes per setting, {args.calls} requests each; "
-          f"every setting wrote the same text: {'yes' if same else 'NO'}\n{rendered}")
-    write_results(args.json, {"preset": args.preset, "cpu": cpu_model(), "repeats": args.repeats,
-                              "calls": args.calls, "new_tokens": args.new_tokens, "same_text": same,
-                              "results": results, "table": rendered})
+    print(f"{args.preset}, {harness.cpu_model()}, load average {start_load} at the start, "
+          f"{harness.load_average_text()} at the end; medians of {args.repeats} fresh processes per setting, "
+          f"{args.calls} requests each; every setting wrote the same text: {'yes' if same else 'NO'}")
+    harness.report(args, {"preset": args.preset, "cpu": harness.cpu_model(), "repeats": args.repeats,
+                          "calls": args.calls, "new_tokens": args.new_tokens, "same_text": same,
+                          "results": results, "table": rendered}, rendered)

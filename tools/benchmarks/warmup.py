@@ -9,12 +9,11 @@ replays the records or not, then times one `serving_default` request (8 sentence
 gives the median of `--repeats` of each, and the ratio cold / warm.
 """
 
-import argparse
 import os
 import statistics
 import tempfile
 
-from zoo.tools.benchmarks.common import at_least_one, child_json, cpu_model, write_results
+from zoo.tools.benchmarks import harness
 
 CHILD = r"""
 import json, sys, time
@@ -45,44 +44,36 @@ print(json.dumps({"load_s": t1 - t0, "replay_s": t2 - t1, "serving_default_s": s
 
 def measure(export, replay):
     """One fresh process's timings (seconds)."""
-    return child_json(CHILD, [export, "1" if replay else "0"], f"the {'warm' if replay else 'cold'} process",
-                      timeout=900)
+    return harness.python_child(CHILD, [export, "1" if replay else "0"],
+                                f"the {'warm' if replay else 'cold'} process", timeout=900)
 
 
 def table(cold, warm):
     """Markdown rows: the medians of each first request, cold and warm, and their ratio."""
-    rows = ["| first request after a fresh load | without warmup (ms) | with warmup replayed (ms) | ratio |",
-            "| --- | ---: | ---: | ---: |"]
+    rows = []
     for key, label in (("serving_default_s", "`serving_default`, 8 sentences"),
                        ("generate_s", "`generate`, 1 prompt, 20 greedy tokens")):
-        c = statistics.median(r[key] for r in cold) * 1e3
-        w = statistics.median(r[key] for r in warm) * 1e3
-        rows.append(f"| {label} | {c:,.1f} | {w:,.1f} | {c / w:.1f}× |")
-    replay = statistics.median(r["replay_s"] for r in warm)
-    rows.append(f"| (replaying the warmup records at load) | — | {replay * 1e3:,.0f} | |")
-    return "\n".join(rows)
+        c, w = (statistics.median(r[key] for r in runs) * 1e3 for runs in (cold, warm))
+        rows.append([label, f"{c:,.1f}", f"{w:,.1f}", f"{c / w:.1f}×"])
+    rows.append(["(replaying the warmup records at load)", "—", f"{statistics.median(r['replay_s'] for r in warm) * 1e3:,.0f}", ""])
+    return harness.markdown_table(["first request after a fresh load", "without warmup (ms):",
+                                   "with warmup replayed (ms):", "ratio:"], rows)
 
 
 def main(argv=None):
-    p = argparse.ArgumentParser(prog="zoo benchmark warmup", description=__doc__.split("\n\n")[0])
+    p = harness.parser("warmup", __doc__.split("\n\n")[0], 5, "fresh processes of each kind (default 5)")
     p.add_argument("--preset", default="gcnn-ptb", help="a preset with trained weights, or a preset directory")
-    p.add_argument("--repeats", type=int, default=5, help="fresh processes of each kind (default 5)")
-    p.add_argument("--json", help="write the results here")
     args = p.parse_args(argv)
-    at_least_one(args, "repeats")
+    harness.at_least_one(args, "repeats")
     import zoo
     from zoo.export import export_saved_model
 
     model = zoo.load(args.preset, weights=None if os.path.isdir(args.preset) else "trained")
     with tempfile.TemporaryDirectory(prefix="zoo-warmup-") as base:
         export = export_saved_model(model, base, "model")
-        cold, warm = [], []
-        for i in range(args.repeats):
-            cold.append(measure(export, False))
-            warm.append(measure(export, True))
-            print(f"  {i + 1}/{args.repeats}: cold {cold[-1]['generate_s'] * 1e3:.0f} ms, warm "
-                  f"{warm[-1]['generate_s'] * 1e3:.0f} ms (first generate)", flush=True)
-    rendered = table(cold, warm)
-    print(f"{args.preset}, {cpu_model()}, median of {args.repeats} fresh processes each:\n{rendered}")
-    write_results(args.json, {"preset": args.preset, "cpu": cpu_model(), "repeats": args.repeats,
-                              "cold": cold, "warm": warm, "table": rendered})
+        runs = harness.interleaved({"cold": lambda: measure(export, False), "warm": lambda: measure(export, True)},
+                                   args.repeats)
+    rendered = table(runs["cold"], runs["warm"])
+    print(f"{args.preset}, {harness.cpu_model()}, median of {args.repeats} fresh processes each:")
+    harness.report(args, {"preset": args.preset, "cpu": harness.cpu_model(), "repeats": args.repeats, **runs,
+                          "table": rendered}, rendered)

@@ -1,5 +1,5 @@
 """Fast checks of `zoo benchmark` (tools/benchmarks/ through tools/cli/): the registry and its help.
-(The shared helpers: tools/benchmarks/common_test.py.)"""
+(The shared harness: tools/benchmarks/harness_test.py.)"""
 
 import pytest
 

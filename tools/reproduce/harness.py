@@ -6,10 +6,10 @@ again from the stored units, measuring nothing."""
 import json
 import os
 
-from zoo.tools.benchmarks.common import load_average
+from zoo.tools.benchmarks.harness import load_average, machine
 from zoo.tools.reproduce.experiments import experiment, experiments
 from zoo.files import write_json
-from zoo.tools.reproduce.record import DEFAULT_OUT, command_line, git_state, machine, now
+from zoo.tools.reproduce.record import DEFAULT_OUT, command_line, git_state, now
 
 
 def reproduce(name, out=DEFAULT_OUT, quick=False, repeats=None, command=None, log=print, minutes=None):

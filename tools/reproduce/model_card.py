@@ -20,7 +20,8 @@ import sys
 import time
 
 from zoo.files import write_json
-from zoo.tools.reproduce.record import git_state, machine, now
+from zoo.tools.benchmarks.harness import machine
+from zoo.tools.reproduce.record import git_state, now
 
 # A fixed probe of the shipped weights, recorded in the JSON and checked by
 # tests/trained_presets_test.py: text written for it (in no corpus), and prompts for greedy decoding.

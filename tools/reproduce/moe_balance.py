@@ -20,7 +20,8 @@ import json
 import sys
 
 from zoo.files import write_json
-from zoo.tools.reproduce.record import git_state, machine, now
+from zoo.tools.benchmarks.harness import machine
+from zoo.tools.reproduce.record import git_state, now
 
 
 def measure(preset_dir, data, start, batches, window, seed=0, batch_size=32, seq_len=64, log=print):

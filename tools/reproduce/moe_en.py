@@ -34,7 +34,8 @@ import statistics
 import subprocess
 
 from zoo.files import write_json
-from zoo.tools.reproduce.record import git_state, machine, now
+from zoo.tools.benchmarks.harness import machine
+from zoo.tools.reproduce.record import git_state, now
 
 STEPS = 3_000
 VALIDATE_EVERY = 500

@@ -1,42 +1,17 @@
-"""The record of a run of `zoo reproduce`: when, on what machine, at which commit, by which command.
-Its JSON goes through the library's one atomic writer, `zoo.files.write_json`."""
+"""The record of a run of `zoo reproduce`: when, at which commit, by which command. The machine is
+described by the measurement harness (`zoo.tools.benchmarks.harness.machine`) and the JSON written
+by the library's one atomic writer, `zoo.files.write_json`."""
 
 import datetime
 import os
-import platform
 import shlex
 import subprocess
-import sys
 
-from zoo.tools.benchmarks.common import cpu_model, proc_kib
 from zoo.tools.cli.reproduce import DEFAULT_OUT, QUICK_OUT  # noqa: F401  (the command line's defaults)
 
 
 def now():
     return datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds")
-
-
-def machine():
-    """What the figures were measured on. The load average shows whether the machine was shared."""
-    info = {
-        "cpu_model": cpu_model(),
-        "cores": os.cpu_count(),
-        "cores_usable": len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count(),
-        "python": platform.python_version(),
-        "platform": platform.platform(),
-    }
-    try:
-        info["memory_gib"] = round(proc_kib("MemTotal", "/proc/meminfo") / 2**20, 1)
-    except (OSError, RuntimeError, ValueError):
-        pass
-    if "tensorflow" in sys.modules:  # the experiments import it; --results does not need it
-        import keras
-        import tensorflow as tf
-
-        info["tensorflow"] = tf.__version__
-        info["keras"] = keras.version()
-        info["gpus"] = [d.name for d in tf.config.list_physical_devices("GPU")]
-    return info
 
 
 def git_state():

@@ -259,7 +259,7 @@ def run_unit(key, settings, corpus, log, optimizer=None):
     import keras
 
     import zoo
-    from zoo.tools.benchmarks.common import cpu_model, load_average
+    from zoo.tools.benchmarks.harness import cpu_model, load_average
     from zoo.training.extension import pieces_per_word
 
     domain, arm = key.split("/")

@@ -37,6 +37,8 @@ import re
 import statistics
 import time
 
+from zoo.tools.benchmarks import harness
+
 NAME = "table4"
 DESCRIPTION = ("throughput (750 sequences × 20 tokens) and responsiveness (one sequence of 15,000 tokens) "
                "of LSTM-2048, GCNN-9 and GCNN-8 Bottleneck at Google Billion Word's vocabulary, every "
@@ -187,7 +189,7 @@ def timed(fn):
 
 def _load_average():
     """The 1-minute load average, or None."""
-    from zoo.tools.benchmarks.common import load_average
+    from zoo.tools.benchmarks.harness import load_average
 
     return (load_average() or [None])[0]
 
@@ -237,8 +239,7 @@ def _run(settings, pending, save, log):
         tokens = (settings["throughput_batch"][0] * settings["throughput_batch"][1] if mode == "throughput"
                   else settings["responsiveness_tokens"])
         for r in range(settings["repeats"]):
-            order = pairs[2 * r % len(pairs):] + pairs[:2 * r % len(pairs)]
-            for preset, variant in order:
+            for preset, variant in harness.rotated(pairs, 2 * r):  # each round starts two pairs later
                 key = f"{mode}/{preset}/{variant}/{r}"
                 if key not in pending:
                     continue

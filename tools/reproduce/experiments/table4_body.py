@@ -28,6 +28,7 @@ token.
 
 import statistics
 
+from zoo.tools.benchmarks import harness
 from zoo.tools.reproduce.experiments import table4
 
 NAME = "table4-body"
@@ -178,8 +179,7 @@ def run(settings, pending, save, log, done=None):
                 pending.discard(key)
         tokens = settings["responsiveness_tokens"]
         for r in range(settings["repeats"]):
-            shift = len(settings["calls"]) * r % len(pairs)  # each round starts one model later
-            for preset, call in pairs[shift:] + pairs[:shift]:
+            for preset, call in harness.rotated(pairs, len(settings["calls"]) * r):  # each round one model later
                 key = f"{preset}/{call}/{r}"
                 if key not in pending:
                     continue
