@@ -245,43 +245,34 @@ def run_stress(served, texts, want, threads, seconds):
 
 
 def print_table(results, log=print):
-    ms = 1e3
-    header = (f"{'preset':<13} {'path':<44} {'p50 ms':>8} {'p99 ms':>8} {'batch-64 ms':>11} {'sent/s':>8}")
-    log(header)
-    log("-" * len(header))
+    def path(label, lat, thr=None):
+        return [label, fmt(lat["p50_s"] * 1e3, ".2f") if lat else "-", fmt(lat["p99_s"] * 1e3, ".2f") if lat else "-",
+                f"{thr['median_s'] * 1e3:.1f}" if thr else "-", f"{thr['sentences_per_s']:.0f}" if thr else "-"]
+
+    def ratio(label, p50, p99, batch, checked, what=""):
+        return [label, f"{p50:.2f}", f"{p99:.2f}", "" if batch is None else f"{batch:.2f}", "",
+                f" {what}<= {TARGET_RATIO}: {'yes' if max(checked) <= TARGET_RATIO else 'NO'}"]
+
+    rows = []
     for r in results:
-        rows = [
-            ("SavedModel serving_default", r["latency_saved"], r["throughput_saved"]),
-            ("in-process model.score (static [1, 21] trace)", r["latency_score"], r["throughput_score"]),
-            ("in-process model.score (trace for [1, None])", r["latency_general"], None),
-            ("in-process batched tf.function", None, r["throughput_batched"]),
-        ]
-        for i, (label, lat, thr) in enumerate(rows):
-            col = r["preset"] if i == 0 else ""
-            p50 = fmt(lat["p50_s"] * ms, ".2f") if lat else "-"
-            p99 = fmt(lat["p99_s"] * ms, ".2f") if lat else "-"
-            batch = f"{thr['median_s'] * ms:.1f}" if thr else "-"
-            rate = f"{thr['sentences_per_s']:.0f}" if thr else "-"
-            log(f"{col:<13} {label:<44} {p50:>8} {p99:>8} {batch:>11} {rate:>8}")
-        q, g = r["ratios"], r["ratios_general"]
-        log(f"{'':<13} {'ratio SavedModel / in-process (static)':<44} {q['latency_p50']:>8.2f} "
-            f"{q['latency_p99']:>8.2f} {q['batch']:>11.2f} {'':>8}  "
-            f"<= {TARGET_RATIO}: {'yes' if max(q.values()) <= TARGET_RATIO else 'NO'}")
-        log(f"{'':<13} {'ratio SavedModel / in-process ([1, None])':<44} {g['latency_p50']:>8.2f} "
-            f"{g['latency_p99']:>8.2f} {'':>11} {'':>8}  "
-            f"<= {TARGET_RATIO}: {'yes' if max(g.values()) <= TARGET_RATIO else 'NO'}")
-        n = r["generate_saved"]["new_tokens"]
-        for label, key in ((f"SavedModel generate ({n} new tokens)", "generate_saved"),
-                           (f"in-process lm.generate, graph loop ({n} new)", "generate_local")):
-            log(f"{'':<13} {label:<44} {fmt(r[key]['p50_s'] * ms, '.2f'):>8} {fmt(r[key]['p99_s'] * ms, '.2f'):>8} "
-                f"{'-':>11} {'-':>8}")
-        q = r["ratios_generate"]
-        log(f"{'':<13} {'ratio SavedModel / in-process (generate)':<44} {q['p50']:>8.2f} {q['p99']:>8.2f} "
-            f"{'':>11} {'':>8}  p50 <= {TARGET_RATIO}: {'yes' if q['p50'] <= TARGET_RATIO else 'NO'}")
-        s = r["stress"]
-        log(f"{'':<13} {'stress: %d threads, %.0f s' % (s['threads'], s['seconds']):<44} {s['calls']:>8} calls, "
-            f"{s['calls_per_s']:.0f}/s, errors {s['errors']}, wrong answers {s['wrong_answers']}"
-            + (f" (first: {s['first_error']})" if s["first_error"] else ""))
+        q, g, n, s = r["ratios"], r["ratios_general"], r["generate_saved"]["new_tokens"], r["stress"]
+        rows += [[r["preset"], *path("SavedModel serving_default", r["latency_saved"], r["throughput_saved"])],
+                 ["", *path("in-process model.score (static [1, 21] trace)", r["latency_score"], r["throughput_score"])],
+                 ["", *path("in-process model.score (trace for [1, None])", r["latency_general"])],
+                 ["", *path("in-process batched tf.function", None, r["throughput_batched"])],
+                 ["", *ratio("ratio SavedModel / in-process (static)", q["latency_p50"], q["latency_p99"], q["batch"],
+                             q.values())],
+                 ["", *ratio("ratio SavedModel / in-process ([1, None])", g["latency_p50"], g["latency_p99"], None,
+                             g.values())],
+                 ["", *path(f"SavedModel generate ({n} new tokens)", r["generate_saved"])],
+                 ["", *path(f"in-process lm.generate, graph loop ({n} new)", r["generate_local"])],
+                 ["", *ratio("ratio SavedModel / in-process (generate)", r["ratios_generate"]["p50"],
+                             r["ratios_generate"]["p99"], None, [r["ratios_generate"]["p50"]], "p50 ")],
+                 ["", f"stress: {s['threads']} threads, {s['seconds']:.0f} s", s["calls"],
+                  f"calls, {s['calls_per_s']:.0f}/s, errors {s['errors']}, wrong answers {s['wrong_answers']}"
+                  + (f" (first: {s['first_error']})" if s["first_error"] else "")]]
+    log(harness.text_table([("preset", -13), ("path", -44), ("p50 ms", 8), ("p99 ms", 8), ("batch-64 ms", 11),
+                            ("sent/s", 8), ("", -1)], rows))
 
 
 def parse(argv):
