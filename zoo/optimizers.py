@@ -7,7 +7,13 @@ schedule (`warmup_steps`, or `decay_steps` with `final_fraction`), and any other
 Keras optimiser it names.
 """
 
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
 import keras
+import tensorflow as tf
 
 from zoo.factorized_adam import FactorizedAdam
 
@@ -31,32 +37,32 @@ class WarmupRsqrtDecay(keras.optimizers.schedules.LearningRateSchedule):
     """Shazeer et al. (2017), Appendix C.1: the learning rate rises linearly over the first
     `warmup_steps` steps, then decays as the inverse square root of the step number."""
 
-    def __init__(self, learning_rate, warmup_steps):
+    def __init__(self, learning_rate: float, warmup_steps: int):
         self.learning_rate = learning_rate
         self.warmup_steps = warmup_steps
 
-    def __call__(self, step):
+    def __call__(self, step: int | tf.Tensor) -> tf.Tensor:
         step = keras.ops.cast(step, "float32") + 1.0
         warmup = float(self.warmup_steps)
         return self.learning_rate * keras.ops.minimum(step / warmup, keras.ops.sqrt(warmup / step))
 
-    def get_config(self):
+    def get_config(self) -> dict[str, Any]:
         return {"learning_rate": self.learning_rate, "warmup_steps": self.warmup_steps}
 
 
-def without_clipping(spec):
+def without_clipping(spec: Mapping[str, Any]) -> dict[str, Any]:
     """`spec` with its gradient clipping removed (under either key)."""
     return {key: value for key, value in spec.items() if key not in ("global_clipnorm", FORMER_CLIP_KEY)}
 
 
-def learning_rate_at(optimizer, step):
+def learning_rate_at(optimizer: keras.optimizers.Optimizer, step: int) -> float:
     """The learning rate `optimizer` applies at `step`: Keras's public `learning_rate` reads the
     schedule at the optimizer's iteration count, which this sets to `step`."""
     optimizer.iterations.assign(step)
     return float(optimizer.learning_rate)
 
 
-def _pop_learning_rate(config):
+def _pop_learning_rate(config: dict[str, Any]) -> float | keras.optimizers.schedules.LearningRateSchedule | None:
     warmup = config.pop("warmup_steps", None)
     decay = config.pop("decay_steps", None)
     final_fraction = config.pop("final_fraction", 0.02)
@@ -74,7 +80,7 @@ def _pop_learning_rate(config):
     return rate
 
 
-def from_config(config=None):
+def from_config(config: Mapping[str, Any] | None = None) -> keras.optimizers.Optimizer:
     """A Keras optimiser from a preset's optimizer spec (see the module docstring), the paper's
     recipe by default."""
     config = dict(PAPER_RECIPE if config is None else config)

@@ -15,11 +15,15 @@ finds the weights as a local file, `zoo.preset_directory` builds the model, fill
 and attaches the tokenizer that `zoo.preset_directory.resolve_tokenizer` chooses.
 """
 
+from __future__ import annotations
+
 import contextlib
 import dataclasses
 import difflib
 import inspect
 import os
+from collections.abc import Mapping
+from typing import TYPE_CHECKING, Any
 
 import tensorflow as tf
 
@@ -27,6 +31,9 @@ import zoo.weights
 from zoo import preset_directory
 from zoo.deprecation import former_name, warn
 from zoo.layers.validation import plain
+
+if TYPE_CHECKING:
+    from zoo.models.base import LanguageModel
 
 # What a preset's `tokenizer` field says about its tokens.
 TOKENIZERS = {
@@ -121,8 +128,34 @@ def init_arguments(cls):
     return (set(params) - {"self", "args", "kwargs"}) | {"name"}
 
 
-def register_presets(presets, model_class):
-    """Register `{name: fields}` against `model_class`; returns the `Preset`s made."""
+def register_presets(presets: Mapping[str, Mapping[str, Any]], model_class: type[LanguageModel]) -> list[Preset]:
+    """Register `{name: fields}` against `model_class`; returns the `Preset`s made.
+
+    Args:
+        presets: `{name: fields}`, the fields those of `Preset`: `description` and `config` (the
+            family's `__init__` arguments) are required; `tokenizer`, `paper`, `train` and
+            `fine_tune_optimizer` are optional.
+        model_class: the model family (`zoo.GCNNLanguageModel`, ... or a subclass).
+
+    Returns:
+        The `Preset`s made, in the order of `presets`.
+
+    Example: a preset of a tiny GCNN, which `zoo.load` then builds by name.
+
+    >>> import zoo
+    >>> made = zoo.register_presets({"gcnn-tiny": {
+    ...     "description": "A GCNN of width 8, for trying things out.",
+    ...     "config": {"vocabulary_size": 50, "embedding_dim": 8, "blocks": [[[3, 8]]]}}}, zoo.GCNNLanguageModel)
+    >>> [preset.name for preset in made], zoo.presets()["gcnn-tiny"]
+    (['gcnn-tiny'], 'A GCNN of width 8, for trying things out.')
+    >>> zoo.load("gcnn-tiny", weights="random").count_params()
+    1266
+    >>> zoo.register_presets({"gcnn-tiny": {"description": "...", "config": {"width": 8}}}, zoo.GCNNLanguageModel)
+    Traceback (most recent call last):
+    ...
+    ValueError: Preset 'gcnn-tiny' of GCNNLanguageModel has config key(s) ['width'] that GCNNLanguageModel does not take; ...
+    >>> del PRESETS["gcnn-tiny"]  # (the example leaves the registry as it found it)
+    """
     fields = {f.name for f in dataclasses.fields(Preset)} - {"name", "model_class"}
     if not isinstance(presets, dict):
         raise ValueError(f"register_presets takes a dict of {{name: fields}}, got {type(presets).__name__}.")
@@ -167,12 +200,24 @@ def register_presets(presets, model_class):
     return made
 
 
-def presets():
-    """Every preset name with its one-line description."""
+def presets() -> dict[str, str]:
+    """Every preset name with its one-line description.
+
+    Returns:
+        `{name: description}`, in the order the presets were registered.
+
+    Example:
+
+    >>> import zoo
+    >>> zoo.presets()["lstm-ptb"]
+    'The recurrent baseline on the Penn Treebank: a 2-layer LSTM of 256 units, embedding 256, dropout 0.2.'
+    >>> [name for name in zoo.presets() if name.startswith("gcnn-1")]
+    ['gcnn-13', 'gcnn-14b', 'gcnn-14']
+    """
     return {name: preset.description for name, preset in PRESETS.items()}
 
 
-def get_preset(name):
+def get_preset(name: str | os.PathLike) -> Preset:
     """The `Preset` called `name`; an unknown name is refused with the closest known ones, a path
     (a preset directory that is not there) as a directory that does not exist."""
     if name not in PRESETS and isinstance(name, (str, os.PathLike)) and (
@@ -188,7 +233,7 @@ def get_preset(name):
     return PRESETS[name]
 
 
-def model_config(name_or_dir, **overrides):
+def model_config(name_or_dir: str | os.PathLike, **overrides) -> tuple[type[LanguageModel], dict[str, Any]]:
     """`(model class, config)` for a preset name or a preset directory, with `overrides` applied."""
     cls, config, _, _ = _blueprint(name_or_dir, overrides)
     return cls, config
@@ -218,8 +263,8 @@ def _blueprint(name_or_dir, overrides):
     return cls, config, preset, directory
 
 
-def load(name_or_dir: "str | os.PathLike", weights: "str | os.PathLike | None" = None,
-         weights_sha256: "str | None" = None, **overrides) -> "zoo.models.LanguageModel":
+def load(name_or_dir: str | os.PathLike, weights: str | os.PathLike | None = None,
+         weights_sha256: str | None = None, **overrides) -> LanguageModel:
     """A built model from a preset name or from a preset directory written by `save_to_preset`.
 
     The model comes with its weights and, where one is found, its tokenizer (`model.tokenizer`):
@@ -274,7 +319,7 @@ def load(name_or_dir: "str | os.PathLike", weights: "str | os.PathLike | None" =
     return model
 
 
-def fine_tune_optimizer(preset):
+def fine_tune_optimizer(preset: Preset | str) -> dict[str, Any] | None:
     """The optimizer spec that fine-tuning `preset`'s (a `Preset` or a name) trained weights
     starts with, or None where it is the preset's own."""
     preset = get_preset(preset) if isinstance(preset, str) else preset
@@ -282,18 +327,30 @@ def fine_tune_optimizer(preset):
     return None if spec is None else dict(spec)
 
 
-def build(name_or_dir, **overrides):
+def build(name_or_dir: str | os.PathLike, **overrides) -> LanguageModel:
     """The model of a preset name or a preset directory, with `overrides` of its config, built
     from that config alone: its initial weights, no tokenizer (`load` adds both)."""
     return preset_directory.build_model(*model_config(name_or_dir, **overrides))
 
 
-def count_params(name_or_dir, **overrides):
+def count_params(name_or_dir: str | os.PathLike, **overrides) -> int:
     """The parameter count of a preset (or preset directory), read off the model's own layers.
 
     The model is built inside a `tf.Graph`, where its variables are graph nodes that are never
     initialised: the shapes are the layers' own (no hand-written mirror of them) and nothing is
-    allocated, so even Table 7's 5-billion-parameter models are counted without their memory."""
+    allocated, so even Table 7's 5-billion-parameter models are counted without their memory.
+
+    Returns:
+        The number of weights of the model the preset and `overrides` make.
+
+    Example: Table 1's GCNN-14 (WikiText-103), and the treebank GCNN at a tiny size.
+
+    >>> import zoo
+    >>> zoo.count_params("gcnn-14")
+    223498623
+    >>> zoo.count_params("gcnn-ptb", vocabulary_size=50, embedding_dim=8, blocks=[[[2, 8]]])
+    1138
+    """
     with tf.Graph().as_default():
         return build(name_or_dir, **overrides).count_params()
 

@@ -47,6 +47,8 @@ import inspect
 import numbers
 import os
 import warnings
+from collections.abc import Callable, Iterable, Sequence
+from typing import Any
 
 import keras
 import tensorflow as tf
@@ -93,6 +95,39 @@ def _takes_track_metrics(cls):
 
 
 class LanguageModel(Inference, Generation, keras.Model):
+    """The base of every model family (`zoo.GCNNLanguageModel`, `zoo.StackLanguageModel`): a Keras
+    model from token ids to hidden states, with its output layer (`head`), its training
+    (`compile`, `fit`, the loss) and what it answers once trained (`log_probs`, `score`,
+    `perplexity`, `decode_step`, `generate`). The module docstring gives the contract a family
+    fulfils; docs/adding-a-family.md walks through one.
+
+    Args:
+        vocabulary_size: the number of token ids.
+        optimizer: the preset's own optimiser spec (`zoo.optimizers`), None for the GCNN
+            paper's recipe.
+        quantization: "int8" for a model whose weights are int8 from the start (the config of
+            a quantized preset); None for float32.
+        tail_widths: the widths of an adaptive softmax's tail clusters where they are not the
+            factor's (a model whose tokenizer was extended: `zoo.models.extend`).
+        **kwargs: `keras.Model`'s (`name=`).
+
+    Example: whatever the family, `call` gives hidden states, `log_probs` the distributions,
+    and `step` from `initial_state`, one token at a time, what `call` gives.
+
+    >>> import numpy as np, zoo
+    >>> lm = zoo.GCNNLanguageModel(vocabulary_size=50, embedding_dim=8, blocks=[[[3, 8]]])
+    >>> isinstance(lm, zoo.LanguageModel), lm.hidden_dim, lm.stream_context
+    (True, 8, 2)
+    >>> ids = np.array([[1, 2, 3, 4]])
+    >>> tuple(lm(ids).shape), lm.log_probs(ids).shape
+    ((1, 4, 8), (1, 4, 50))
+    >>> state = lm.initial_state(1)
+    >>> for t in range(4):
+    ...     hidden, state = lm.step(ids[:, t], state)
+    >>> bool(np.allclose(hidden, lm(ids)[:, -1], atol=1e-5))
+    True
+    """
+
     def __init_subclass__(cls, **kwargs):
         super().__init_subclass__(**kwargs)
         missing = [name for name in CONTRACT if _provider(cls, name) in LanguageModel.__mro__]
@@ -118,7 +153,8 @@ class LanguageModel(Inference, Generation, keras.Model):
         if keras.saving.get_registered_object(name) is None:
             keras.saving.register_keras_serializable(package="zoo")(cls)
 
-    def __init__(self, vocabulary_size, optimizer=None, quantization=None, tail_widths=None, **kwargs):
+    def __init__(self, vocabulary_size: int, optimizer: dict[str, Any] | None = None, quantization: str | None = None,
+                 tail_widths: Sequence[int] | None = None, **kwargs):
         super().__init__(**kwargs)
         # an adaptive softmax's tail widths when not the factor's (a tokenizer extended: zoo.models.extend)
         self.tail_widths = None if tail_widths is None else list(tail_widths)
@@ -150,7 +186,7 @@ class LanguageModel(Inference, Generation, keras.Model):
             name = "tokenizer"
         super().__setattr__(name, value)
 
-    def make_head(self, cutoffs=None, factor=4):
+    def make_head(self, cutoffs: Sequence[int] | None = None, factor: float = 4) -> FullSoftmax | AdaptiveSoftmax:
         """The output layer: a full softmax, or an adaptive softmax when `cutoffs` are given."""
         if cutoffs:
             return AdaptiveSoftmax(self.vocabulary_size, list(cutoffs), factor=factor, tail_widths=self.tail_widths,
@@ -159,7 +195,7 @@ class LanguageModel(Inference, Generation, keras.Model):
             raise ValueError("tail_widths are the widths of an adaptive softmax's tail clusters; give cutoffs too.")
         return FullSoftmax(self.vocabulary_size, name="head")
 
-    def build(self, input_shape=None):
+    def build(self, input_shape: tuple[int | None, ...] | None = None) -> None:
         """Builds the output layer. A family's `build` calls this first, then builds its own
         layers: unseeded Keras initialisers draw their seeds when created, and this order (the
         output layer, then the layers bottom up) is the one every release of the zoo has used, so
@@ -213,7 +249,8 @@ class LanguageModel(Inference, Generation, keras.Model):
         self.quantization = mode
         self._forget_traces()
 
-    def extend_tokenizer(self, lines, max_new_ids: int, log=None) -> "LanguageModel":
+    def extend_tokenizer(self, lines: Iterable[str], max_new_ids: int,
+                         log: Callable[[str], None] | None = None) -> LanguageModel:
         """A new model whose subword tokenizer has up to `max_new_ids` more ids, for pieces of
         `lines` (the text to fine-tune on) that it lacks, each new row started from the pieces it
         replaces (`zoo.models.extend`): before training, text without the new pieces scores as
@@ -252,14 +289,14 @@ class LanguageModel(Inference, Generation, keras.Model):
                 if cache is not None:
                     cache.pop(self, None)
 
-    def served_hidden(self, token_ids):
+    def served_hidden(self, token_ids: tf.Tensor) -> tf.Tensor:
         """`call` as a served graph runs it: not training, and no layer's running statistics
         updated (`track_metrics=False`, for a family whose `call` takes it)."""
         if _takes_track_metrics(type(self)):
             return self(token_ids, training=False, track_metrics=False)
         return self(token_ids, training=False)
 
-    def state_name(self, path):
+    def state_name(self, path: Sequence[int]) -> str:
         """The serving name of the decoding-state tensor at `path` in `initial_state`'s nesting."""
         return "state_" + "_".join(str(i) for i in path)
 
@@ -331,7 +368,11 @@ class LanguageModel(Inference, Generation, keras.Model):
             )
         return super().fit(*args, **kwargs)
 
-    def compute_loss(self, x=None, y=None, y_pred=None, sample_weight=None, training=True):
+    def compute_loss(self, x: tf.Tensor | None = None, y: tf.Tensor | None = None, y_pred: tf.Tensor | None = None,
+                     sample_weight: tf.Tensor | None = None, training: bool = True) -> tf.Tensor:
+        """The mean negative log-likelihood of the real tokens of the global batch (the output
+        layer's, from the hidden states `y_pred` and the targets `y`), plus the inner layers'
+        auxiliary losses (a mixture of experts' balance losses)."""
         nll = self.head.loss(y_pred, y)
         if sample_weight is None:
             sample_weight = ops.ones_like(nll)
@@ -352,11 +393,12 @@ class LanguageModel(Inference, Generation, keras.Model):
             loss = loss + ops.cast(ops.sum(ops.stack(aux)), "float32") / replicas
         return loss
 
-    def make_optimizer(self):
+    def make_optimizer(self) -> keras.optimizers.Optimizer:
         """The preset's own optimiser (the paper's recipe when the preset names none)."""
         return optimizers.from_config(self.optimizer_config)
 
-    def predict_step(self, data):
+    def predict_step(self, data: tf.Tensor | tuple[tf.Tensor, ...]) -> tf.Tensor:
+        """`predict` gives the log-distributions `<float32>[batch, time, vocabulary_size]`."""
         x, _, _ = keras.utils.unpack_x_y_sample_weight(data)
         return self.head.log_prob(self(x, training=False))
 
@@ -389,7 +431,7 @@ class LanguageModel(Inference, Generation, keras.Model):
         families = set(registry.FAMILIES) | set(registry.RENAMED_FAMILIES)  # the classes a zoo preset names
         return preset_directory.save(self, directory, families=families)
 
-    def get_config(self):
+    def get_config(self) -> dict[str, Any]:
         config = {"vocabulary_size": self.vocabulary_size, "optimizer": self.optimizer_config, "name": self.name}
         if self.quantization is not None:  # only then, so that float32 configs stay as they were
             config["quantization"] = self.quantization

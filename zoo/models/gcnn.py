@@ -1,6 +1,10 @@
 """The gated convolutional language model (Dauphin et al. 2016, Figure 1)."""
 
+from __future__ import annotations
+
 import contextlib
+from collections.abc import Iterator, Sequence
+from typing import Any
 
 import keras
 import tensorflow as tf
@@ -52,28 +56,41 @@ class GCNNLanguageModel(LanguageModel):
         head_bias: the adaptive softmax's head has a bias (fairseq's has none).
         adaptive_softmax_2018: the adaptive softmax of fairseq's 2018 checkpoints
             (`layers.AdaptiveSoftmax`'s `fairseq_2018`).
+
+    Example: a plain GLU block of kernel 3 and a bottleneck block of kernel 5 (Table 1's two
+    kinds), with an adaptive softmax.
+
+    >>> import numpy as np, zoo
+    >>> from zoo.layers import bottleneck_spec
+    >>> lm = zoo.GCNNLanguageModel(vocabulary_size=50, embedding_dim=16, cutoffs=[10, 30],
+    ...                            blocks=[[[3, 16]], bottleneck_spec(5, narrow=8, wide=16)])
+    >>> lm.receptive_field, type(lm.head).__name__  # 1 + (3 - 1) + (5 - 1) tokens
+    (7, 'AdaptiveSoftmax')
+    >>> log_probs = lm.log_probs(np.array([[1, 2, 3, 4, 5]]))
+    >>> log_probs.shape, bool(np.allclose(np.exp(log_probs).sum(-1), 1, atol=1e-5))
+    ((1, 5, 50), True)
     """
 
     def __init__(
         self,
-        vocabulary_size,
-        embedding_dim=128,
-        blocks=((4, 128),),
-        activation="glu",
-        weight_norm=True,
-        dropout=0.0,
-        cutoffs=None,
-        moe=None,
-        optimizer=None,
-        feed_forward=None,
-        tie_embeddings=False,
-        embedding_dropout=0.0,
-        input_projection=False,
-        output_projection=None,
-        residual=True,
-        residual_scale=1.0,
-        head_bias=True,
-        adaptive_softmax_2018=False,
+        vocabulary_size: int,
+        embedding_dim: int = 128,
+        blocks: Sequence[Sequence[int] | Sequence[Sequence[int]]] = ((4, 128),),
+        activation: str = "glu",
+        weight_norm: bool = True,
+        dropout: float = 0.0,
+        cutoffs: Sequence[int] | None = None,
+        moe: dict[str, Any] | None = None,
+        optimizer: dict[str, Any] | None = None,
+        feed_forward: dict[str, Any] | None = None,
+        tie_embeddings: bool = False,
+        embedding_dropout: float = 0.0,
+        input_projection: bool = False,
+        output_projection: int | None = None,
+        residual: bool | Sequence[bool] = True,
+        residual_scale: float = 1.0,
+        head_bias: bool = True,
+        adaptive_softmax_2018: bool = False,
         **kwargs,
     ):
         super().__init__(vocabulary_size=vocabulary_size, optimizer=optimizer, **kwargs)
@@ -171,7 +188,7 @@ class GCNNLanguageModel(LanguageModel):
                 self.feed_forward_layers.append(FeedForward([self.feed_forward["hidden_units"]],
                                                             self.blocks_config[i][-1][1], name=f"feed_forward_{i}"))
 
-    def build(self, input_shape=None):
+    def build(self, input_shape: tuple[int | None, ...] | None = None) -> None:
         super().build(input_shape)  # the output layer first (see LanguageModel.build)
         self.embedding.build((None, None))
         dim = self.embedding_dim
@@ -188,26 +205,28 @@ class GCNNLanguageModel(LanguageModel):
             self.output_projection_layer.build((None, None, dim))
 
     @property
-    def hidden_dim(self):
+    def hidden_dim(self) -> int:
+        """The width `call` returns: the last block's (or the output projection's)."""
         return self.output_projection or self.blocks_config[-1][-1][1]
 
     @property
-    def receptive_field(self):
+    def receptive_field(self) -> int:
         """How many tokens (the current one included) position t can see."""
         return 1 + sum(k - 1 for block in self.blocks_config for k, _ in block)
 
     @property
-    def stream_context(self):
+    def stream_context(self) -> int:
+        """Tokens of left context a stream window needs: the receptive field less one."""
         return self.receptive_field - 1
 
     @property
-    def exact_windows(self):
+    def exact_windows(self) -> bool:
         """Whether windows with `stream_context` tokens of left context score a long line exactly
         as one sequence does: yes, the context covers the receptive field (the mixture-of-experts
         layers' capacity depends on the batch, so not with them)."""
         return not self._moe_after
 
-    def call(self, token_ids, training=None, track_metrics=True):
+    def call(self, token_ids: tf.Tensor, training: bool | None = None, track_metrics: bool = True) -> tf.Tensor:
         """`track_metrics=False`: no mixture of experts updates its balance metrics (a served
         graph keeps no state)."""
         x = self.embedding(token_ids)
@@ -235,7 +254,7 @@ class GCNNLanguageModel(LanguageModel):
             raise ValueError(f"{key} after_blocks names a block twice: {list(indices)!r}.")
         return list(indices)
 
-    def branch_after(self, i):
+    def branch_after(self, i: int) -> SparseMoE | FeedForward | None:
         """The residual branch after block i (a `SparseMoE` or a `FeedForward`), or None."""
         if i in self._moe_after:
             return self.moe_layers[self._moe_after[i]]
@@ -252,7 +271,8 @@ class GCNNLanguageModel(LanguageModel):
             return x + self.feed_forward_layers[self._feed_forward_after[i]](x)
         return x
 
-    def initial_state(self, batch_size):
+    def initial_state(self, batch_size: int | tf.Tensor) -> list[list[tf.Tensor]]:
+        """Each conv layer's `kernel_size - 1` zero inputs, block by block."""
         states, dim = [], self.embedding_dim
         if self.input_projection_layer is not None:
             dim = self.input_projection_layer.filters
@@ -261,13 +281,15 @@ class GCNNLanguageModel(LanguageModel):
             dim = block.layer_specs[-1][1]
         return states
 
-    def state_name(self, path):
+    def state_name(self, path: Sequence[int]) -> str:
         """`state_block_<i>_conv_<j>`: the last k−1 inputs of conv layer j of residual block i."""
         if len(path) == 2:
             return f"state_block_{path[0]}_conv_{path[1]}"
         return super().state_name(path)
 
-    def step(self, token_ids, state):
+    def step(self, token_ids: tf.Tensor, state: list[list[tf.Tensor]]) -> tuple[tf.Tensor, list[list[tf.Tensor]]]:
+        """`<int>[batch]` ids and the state `initial_state` or `step` gave: `(hidden [batch,
+        hidden_dim], state)`, what `call` gives at this position."""
         x = self.embedding(token_ids)
         if self.input_projection_layer is not None:
             x = self.input_projection_layer(x[:, None, :])[:, 0, :]
@@ -281,7 +303,7 @@ class GCNNLanguageModel(LanguageModel):
         return x, new_state
 
     @contextlib.contextmanager
-    def loop_invariants(self):
+    def loop_invariants(self) -> Iterator[None]:
         """While a decoding loop is traced (`zoo.models.generation`): every conv layer's
         `g · v / ‖v‖` computed once, outside the loop, instead of at every token."""
         with contextlib.ExitStack() as stack:
@@ -290,7 +312,7 @@ class GCNNLanguageModel(LanguageModel):
                     stack.enter_context(conv.kernel_computed_once())
             yield
 
-    def prefill(self, token_ids, lengths):
+    def prefill(self, token_ids: tf.Tensor, lengths: tf.Tensor) -> tuple[tf.Tensor, list[list[tf.Tensor]]]:
         """The whole prompt in one parallel pass: the convolutions over every position at once,
         each conv layer's state (its last k−1 inputs) gathered at each row's length."""
         x = self.embedding(token_ids)
@@ -306,7 +328,7 @@ class GCNNLanguageModel(LanguageModel):
             last = self.output_projection_layer(last[:, None, :])[:, 0, :]
         return last, states
 
-    def get_config(self):
+    def get_config(self) -> dict[str, Any]:
         config = super().get_config()
         config.update(
             {

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Iterable
-from typing import Sequence
+from typing import TYPE_CHECKING, Sequence
 
 import numpy as np
 import tensorflow as tf
@@ -14,6 +14,9 @@ import tensorflow as tf
 from zoo.data import pipeline
 from zoo.data.corpus import read_lines, scored_words, unknown_share
 from zoo.deprecation import warn
+
+if TYPE_CHECKING:
+    from zoo.data import CharTokenizer, SubwordTokenizer, WordTokenizer
 
 
 # A line longer than this many characters is scored alone under mode="sentence" (not padded into
@@ -118,7 +121,9 @@ class Inference:
     """The inference methods of `LanguageModel`: compiled `tf.function`s for the model's work,
     numpy around them."""
 
-    def check_ids(self, token_ids):
+    def check_ids(self, token_ids: Sequence | np.ndarray) -> np.ndarray:
+        """`token_ids` as an int32 array; empty, non-integer or out-of-vocabulary ids are refused
+        in one sentence."""
         ids = np.asarray(token_ids)
         if ids.size == 0:
             raise ValueError("Got an empty sequence of token ids; give at least one token.")
@@ -132,13 +137,13 @@ class Inference:
             )
         return ids.astype("int32")
 
-    def require_tokenizer(self):
+    def require_tokenizer(self) -> WordTokenizer | CharTokenizer | SubwordTokenizer:
         """`self.tokenizer`; a model without one is refused in one sentence."""
         if self.tokenizer is None:
             raise ValueError("This model has no tokenizer: give token ids, or load a preset directory with one.")
         return self.tokenizer
 
-    def require_vocabulary(self):
+    def require_vocabulary(self) -> WordTokenizer | CharTokenizer | SubwordTokenizer:
         """Deprecated: the former name of `require_tokenizer`."""
         warn("LanguageModel.require_vocabulary()", "LanguageModel.require_tokenizer()")
         return self.require_tokenizer()

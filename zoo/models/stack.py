@@ -24,6 +24,11 @@ before they joined this one) load as this family: `recurrent_config` gives their
 their weights files have the same layout.
 """
 
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
 import keras
 import tensorflow as tf
 from keras import ops
@@ -69,10 +74,24 @@ class StackLanguageModel(LanguageModel):
         stream_context: tokens of left context each window gets under the stream protocol.
         cutoffs, optimizer: as for `GCNNLanguageModel`.
         residual: add each layer's input to its output when their widths agree (C.1).
+
+    Example: Appendix C's LSTM–MoE–LSTM at a tiny size (4 experts, k = 2).
+
+    >>> import numpy as np, zoo
+    >>> lm = zoo.StackLanguageModel(vocabulary_size=50, embedding_dim=8, layers=[
+    ...     {"type": "lstm", "units": 8}, {"type": "moe", "num_experts": 4, "k": 2, "hidden_units": 8},
+    ...     {"type": "lstm", "units": 8}])
+    >>> [type(layer).__name__ for layer in lm.stack]
+    ['LSTM', 'SparseMoE', 'LSTM']
+    >>> lm.log_probs(np.array([[1, 2, 3]])).shape
+    (1, 3, 50)
+    >>> [[tuple(s.shape) for s in layer] for layer in lm.initial_state(2)]  # (h, c) of each LSTM
+    [[(2, 8), (2, 8)], [], [(2, 8), (2, 8)]]
     """
 
-    def __init__(self, vocabulary_size, embedding_dim=512, layers=(), dropout=0.0, stream_context=64,
-                 cutoffs=None, optimizer=None, residual=True, **kwargs):
+    def __init__(self, vocabulary_size: int, embedding_dim: int = 512, layers: Sequence[dict[str, Any]] = (),
+                 dropout: float = 0.0, stream_context: int = 64, cutoffs: Sequence[int] | None = None,
+                 optimizer: dict[str, Any] | None = None, residual: bool = True, **kwargs):
         super().__init__(vocabulary_size=vocabulary_size, optimizer=optimizer, **kwargs)
         self.layer_specs = check_stack(layers)
         check_int("embedding_dim", embedding_dim, minimum=1)
@@ -91,7 +110,7 @@ class StackLanguageModel(LanguageModel):
         self.head = self.make_head(cutoffs)
         self.build()
 
-    def build(self, input_shape=None):
+    def build(self, input_shape: tuple[int | None, ...] | None = None) -> None:
         super().build(input_shape)  # the output layer first (see LanguageModel.build)
         self.embedding.build((None, None))
         for layer, dim in zip(self.stack, [self.embedding_dim] + self._widths()[:-1]):
@@ -123,11 +142,13 @@ class StackLanguageModel(LanguageModel):
         return dims
 
     @property
-    def hidden_dim(self):
+    def hidden_dim(self) -> int:
+        """The width `call` returns: the last layer's."""
         return self._widths()[-1]
 
     @property
-    def stream_context(self):
+    def stream_context(self) -> int:
+        """Tokens of left context a stream window gets (the `stream_context` argument)."""
         return self._stream_context
 
     def _apply(self, i, layer, x, training, state=None, track_metrics=False):
@@ -143,7 +164,7 @@ class StackLanguageModel(LanguageModel):
         y = layer(x, training=training, track_metrics=track_metrics) if spec["type"] == "moe" else layer(x)
         return ops.sigmoid(y), state  # C.1: the MoE output goes through a sigmoid
 
-    def call(self, token_ids, training=None, track_metrics=True):
+    def call(self, token_ids: tf.Tensor, training: bool | None = None, track_metrics: bool = True) -> tf.Tensor:
         """`track_metrics=False`: no mixture of experts updates its balance metrics (a served
         graph keeps no state)."""
         # an int8 model's weights dequantized once, not at each step of the recurrent layers' loops
@@ -159,7 +180,8 @@ class StackLanguageModel(LanguageModel):
         """A layer's output `y` with its input `x` added (C.1's residual), if the widths agree."""
         return y + x if self.residual and y.shape[-1] == x.shape[-1] else y
 
-    def initial_state(self, batch_size):
+    def initial_state(self, batch_size: int | tf.Tensor) -> list[list[tf.Tensor]]:
+        """`[h, c]` of each LSTM, `[h]` of each Elman layer, `[]` of any other layer: zeros."""
         states = []
         for spec in self.layer_specs:
             if spec["type"] == "lstm":
@@ -171,14 +193,16 @@ class StackLanguageModel(LanguageModel):
                 states.append([])
         return states
 
-    def state_name(self, path):
+    def state_name(self, path: Sequence[int]) -> str:
         """`state_lstm_<i>_h` and `state_lstm_<i>_c` of the LSTM at position i of the stack,
         `state_rnn_<i>_h` of an Elman layer."""
         if len(path) == 2:
             return f"state_{self.layer_specs[path[0]]['type']}_{path[0]}_{'hc'[path[1]]}"
         return super().state_name(path)
 
-    def step(self, token_ids, state):
+    def step(self, token_ids: tf.Tensor, state: list[list[tf.Tensor]]) -> tuple[tf.Tensor, list[list[tf.Tensor]]]:
+        """`<int>[batch]` ids and the state `initial_state` or `step` gave: `(hidden [batch,
+        hidden_dim], state)`, what `call` gives at this position."""
         x = self.embedding(token_ids)
         new_state = []
         for i, (layer, s) in enumerate(zip(self.stack, state)):
@@ -187,7 +211,7 @@ class StackLanguageModel(LanguageModel):
             x = self._join(x, y)
         return x, new_state
 
-    def prefill(self, token_ids, lengths):
+    def prefill(self, token_ids: tf.Tensor, lengths: tf.Tensor) -> tuple[tf.Tensor, list[list[tf.Tensor]]]:
         """The prompt through each recurrent layer once (masked past each row's length, so a
         row's final state is the state at its last token); position-wise layers over every
         position at once."""
@@ -205,7 +229,7 @@ class StackLanguageModel(LanguageModel):
                 x = self._join(x, y)
         return tf.gather(x, lengths - 1, batch_dims=1), states
 
-    def get_config(self):
+    def get_config(self) -> dict[str, Any]:
         config = super().get_config()
         config.update({"embedding_dim": self.embedding_dim, "layers": self.layer_specs,
                        "dropout": self.dropout, "stream_context": self._stream_context,
