@@ -2,6 +2,7 @@
 medians, and one vocabulary measured with the child processes replaced by made-up results (one
 child per model under process isolation, one for both under vocabulary isolation)."""
 
+import json
 import os
 
 import numpy as np
@@ -76,3 +77,28 @@ def test_the_table_says_failed_for_a_model_without_a_result(capsys):
     assert lines[2].split()[:5] == ["small", "ours", "AdaptiveSoftmax", "1,234", "0.5000"]
     assert lines[3].split()[1:] == ["ours", "FullSoftmax", "FAILED", "(see", "above)"]
     assert lines[4].split() == ["ratio", "of", "medians:", "full/adaptive", "-x"]
+
+
+@pytest.mark.ci  # a child process with TensorFlow, through the harness's protocol
+def test_a_small_run_measures_both_models_in_one_child(tmp_path):
+    import math
+
+    from zoo.layers.adaptive_softmax import AdaptiveSoftmax
+    from zoo.layers.softmax import FullSoftmax
+
+    report = bench.main(["--small", "--isolation", "vocabulary", "--repeats", "2", "--threads", "1",
+                         "--json", str(tmp_path / "r.json")])
+    results = report["vocabularies"]["small"]["results"]
+    for name, layer in (("adaptive", AdaptiveSoftmax(20_000, [2_000, 10_000], factor=bench.FACTOR)),
+                        ("full", FullSoftmax(20_000))):
+        layer.build((None, bench.HIDDEN))
+        r = results[name]
+        assert r["params"] == layer.count_params()  # the child built the same layer
+        assert len(r["warmup_s"]) == 1 and len(r["times_s"]) == 2
+        assert r["median_s"] == pytest.approx(sum(r["times_s"]) / 2) and r["min_s"] == min(r["times_s"])
+    # at initialisation every id is about equally likely: the mean NLL is about log V
+    assert abs(results["full"]["loss"] - math.log(20_000)) < 0.1
+    ratio = results["full"]["median_s"] / results["adaptive"]["median_s"]
+    assert report["vocabularies"]["small"]["full_over_adaptive"] == ratio
+    assert json.loads((tmp_path / "r.json").read_text())["vocabularies"]["small"]["results"]["full"]["params"] == \
+        results["full"]["params"]

@@ -65,8 +65,8 @@ def measure(calls, repeats, warmup=1):
     `repeats` timed rounds interleaved: `{name: summary(...) + {"result": the last call's result}}`."""
     warm = {name: [timed(fn)[0] for _ in range(warmup)] for name, fn in calls.items()}
     runs = interleaved({name: (lambda fn=fn: timed(fn)) for name, fn in calls.items()}, repeats)
-    return {name: {**summary([s for s, _ in runs[name]], warm[name]), "result": runs[name][-1][1] if runs[name] else None}
-            for name in calls}
+    return {name: {**summary([s for s, _ in runs[name]], warm[name]),
+                   "result": runs[name][-1][1] if runs[name] else None} for name in calls}
 
 
 def paired_ratio(times, baseline):
