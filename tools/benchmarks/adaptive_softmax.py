@@ -202,10 +202,7 @@ def parse(argv):
     p.add_argument("--torch-python", default=os.environ.get("ZOO_TORCH_PYTHON"),
                    help="a Python with torch installed (default: $ZOO_TORCH_PYTHON; torch skipped if unset)")
     args = p.parse_args(argv)
-    if args.repeats is not None and args.repeats < 1:
-        raise ValueError(f"--repeats must be >= 1, got {args.repeats}.")
-    if args.threads < 1:
-        raise ValueError(f"--threads must be >= 1, got {args.threads}.")
+    harness.at_least_one(args, "repeats", "threads")
     if args.torch_python and not (os.path.isfile(args.torch_python) and os.access(args.torch_python, os.X_OK)):
         raise ValueError(f"--torch-python {args.torch_python!r} is not an executable file.")
     return args

@@ -21,8 +21,8 @@ def test_flags_default_to_both_vocabularies_process_isolation_and_every_cpu(monk
 
 
 @pytest.mark.parametrize("argv, message", [
-    (["--repeats", "0"], "--repeats must be >= 1, got 0"),
-    (["--threads", "0"], "--threads must be >= 1, got 0"),
+    (["--repeats", "0"], "--repeats must be at least 1, got 0"),
+    (["--threads", "0"], "--threads must be at least 1, got 0"),
     (["--torch-python", "/no/such/python"], "'/no/such/python' is not an executable file"),
 ])
 def test_a_bad_value_is_refused_in_one_sentence(argv, message):

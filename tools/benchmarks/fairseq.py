@@ -342,11 +342,10 @@ def parse_args(argv):
     p.add_argument("--small", action="store_true", help="tiny architectures: a smoke test")
     p.add_argument("--skip-export", action="store_true", help="no conversion figures beyond the convert itself")
     args = p.parse_args(argv)
-    if args.threads < 1:
-        p.error(f"--threads must be >= 1, got {args.threads}")
-    for name in ("repeats", "new_tokens"):
-        if getattr(args, name) is not None and getattr(args, name) < 1:
-            p.error(f"--{name.replace('_', '-')} must be >= 1, got {getattr(args, name)}")
+    try:
+        harness.at_least_one(args, "threads", "repeats", "new_tokens")
+    except ValueError as e:
+        p.error(str(e))
     return args
 
 

@@ -331,9 +331,7 @@ def parse(argv):
     for key, value in (QUICK if args.quick else DEFAULTS).items():
         if getattr(args, key) is None:
             setattr(args, key, value)
-    for name in ("repeats", "new_tokens", "batch", "prompt_tokens", "long_prompt"):
-        if getattr(args, name) < 1:
-            raise ValueError(f"--{name.replace('_', '-')} must be >= 1, got {getattr(args, name)}.")
+    harness.at_least_one(args, "repeats", "new_tokens", "batch", "prompt_tokens", "long_prompt")
     if not args.temperature > 0:
         raise ValueError(f"--temperature must be > 0 (the sampled rows), got {args.temperature}.")
     return args

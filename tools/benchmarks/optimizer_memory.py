@@ -164,13 +164,9 @@ def parse(argv):
     p.add_argument("--threads", type=int, default=0, help="TF intra-op threads (default 0: TensorFlow's choice)")
     p.add_argument("--seed", type=int, default=SEED)
     args = p.parse_args(argv)
+    harness.at_least_one(args, "experts", "input_dim", "hidden")
     sizes = dict(SMALL if args.small else FULL)
-    for key in ("experts", "input_dim", "hidden"):
-        value = getattr(args, key)
-        if value is not None:
-            if value < 1:
-                raise ValueError(f"--{key.replace('_', '-')} must be >= 1, got {value}.")
-            sizes[key] = value
+    sizes.update({key: getattr(args, key) for key in ("experts", "input_dim", "hidden") if getattr(args, key)})
     sizes["k"] = min(sizes["k"], sizes["experts"])
     optimizers = tuple(o.strip() for o in args.optimizers.split(",") if o.strip())
     for name in optimizers:

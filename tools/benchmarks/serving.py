@@ -291,9 +291,7 @@ def parse(argv):
     p.add_argument("--seconds", type=float, default=30.0, help="length of the stress run (default 30)")
     p.add_argument("--small", action="store_true", help="smoke test: tiny configs of the presets")
     args = p.parse_args(argv)
-    for name in ("latency_calls", "batch_calls", "threads", "generate_calls", "new_tokens"):
-        if getattr(args, name) < 1:
-            raise ValueError(f"--{name.replace('_', '-')} must be >= 1, got {getattr(args, name)}.")
+    harness.at_least_one(args, "latency_calls", "batch_calls", "threads", "generate_calls", "new_tokens")
     if args.seconds <= 0 or args.warmup < 0:
         raise ValueError("--seconds must be > 0 and --warmup >= 0.")
     return args
