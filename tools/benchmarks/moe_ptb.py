@@ -19,11 +19,8 @@ def main(argv):
     args = p.parse_args(argv)
     print(f"command: {harness.command('moe-ptb', argv)}", flush=True)
 
-    import keras
-
-    import zoo
-    from zoo.data import pipeline, ptb_tokenizer, read_lines
     from zoo.registry import get_preset
+    from zoo.tools.benchmarks.side_by_side import on_ptb
 
     def without_balancing():
         layers = [dict(s) for s in get_preset("lstm-moe-ptb").config["layers"]]
@@ -37,32 +34,18 @@ def main(argv):
         "lstm-moe-ptb, losses 0/0": ("lstm-moe-ptb", without_balancing()),
         "lstm-wide-ptb (dense)": ("lstm-wide-ptb", {}),
     }
-    models = {}
-    for label, (preset, overrides) in variants.items():
-        keras.utils.set_random_seed(args.seed)
-        model = zoo.load(preset, **overrides)
-        model.compile()
-        models[label] = model
-    vocab = ptb_tokenizer()
     train = get_preset("lstm-moe-ptb").train
-    batches = pipeline.stream_dataset(read_lines("ptb", "train"), vocab, train["batch_size"], train["seq_len"],
-                                      shuffle=True, seed=args.seed, repeat=True)
-    from zoo.tools.benchmarks import side_by_side
-
-    trained = side_by_side.train_side_by_side(
-        models, batches, args.steps, track=("cv_importance", "cv_load", "max_load_ratio"))
-    valid = read_lines("ptb", "valid")
+    run = on_ptb(variants, args.seed, train["batch_size"], train["seq_len"], args.steps,
+                 track=("cv_importance", "cv_load", "max_load_ratio"))
     print(f"\n{args.steps} steps of {train['batch_size']}x{train['seq_len']} tokens, seed {args.seed}; "
           "MoE statistics averaged over the last 100 training batches")
     results = {}
-    for label, model in models.items():
-        m = trained[label]["metrics"]
-        pick = lambda suffix: next((v for k, v in m.items() if k.endswith(suffix)), None)  # noqa: E731
-        r = {"params": model.count_params(), "median_step_s": trained[label]["median_step_s"],
-             "cv_importance": pick("cv_importance"), "cv_load": pick("cv_load"),
-             "max_load_ratio": pick("max_load_ratio"),
-             "valid_perplexity_stream": model.perplexity(valid, mode="stream")}
-        results[label] = r
+    for label, r in run.items():
+        pick = lambda suffix: next((v for k, v in r["metrics"].items() if k.endswith(suffix)), None)  # noqa: E731
+        results[label] = {"params": r["params"], "median_step_s": r["median_step_s"],
+                          "cv_importance": pick("cv_importance"), "cv_load": pick("cv_load"),
+                          "max_load_ratio": pick("max_load_ratio"),
+                          "valid_perplexity_stream": r["valid_perplexity_stream"]}
     fmt = harness.fmt
     harness.report(args, {"argv": argv, "results": results}, harness.text_table(
         [("model", -32), ("params", 11), ("s/step", 7), ("CV(Imp)", 8), ("CV(Load)", 9), ("max/mean", 9),

@@ -21,31 +21,12 @@ def main(argv):
     cutoffs = [int(c) for c in args.cutoffs.split(",")]
     print(f"command: {harness.command('ptb-softmax', argv)}", flush=True)
 
-    import keras
+    from zoo.tools.benchmarks.side_by_side import on_ptb
 
-    import zoo
-    from zoo.data import pipeline, ptb_tokenizer, read_lines
-
-    vocab = ptb_tokenizer()
-    models = {}
-    for name, overrides in (("full", {}), ("adaptive", {"cutoffs": cutoffs})):
-        keras.utils.set_random_seed(args.seed)
-        model = zoo.load("gcnn-ptb", **overrides)
-        model.compile()
-        models[name] = model
-    batches = pipeline.stream_dataset(read_lines("ptb", "train"), vocab, args.batch_size, args.seq_len,
-                                      shuffle=True, seed=args.seed, repeat=True)
-    from zoo.tools.benchmarks import side_by_side
-
-    trained = side_by_side.train_side_by_side(models, batches, args.steps)
-    valid = read_lines("ptb", "valid")
-    results = {}
-    for name, model in models.items():
-        results[name] = {
-            "median_step_s": trained[name]["median_step_s"],
-            "valid_perplexity_stream": model.perplexity(valid, mode="stream"),
-            "params": model.count_params(),
-        }
+    run = on_ptb({"full": ("gcnn-ptb", {}), "adaptive": ("gcnn-ptb", {"cutoffs": cutoffs})}, args.seed,
+                 args.batch_size, args.seq_len, args.steps)
+    results = {name: {key: r[key] for key in ("median_step_s", "valid_perplexity_stream", "params")}
+               for name, r in run.items()}
     full, adaptive = results["full"], results["adaptive"]
     print(f"gcnn-ptb, {args.steps} steps of {args.batch_size}x{args.seq_len} tokens, seed {args.seed}, "
           f"adaptive cutoffs {cutoffs}")

@@ -31,3 +31,26 @@ def train_side_by_side(models, batches, steps, report_every=100, track=()):
                 metrics[key] = statistics.mean(float(l[key]) for l in recent[name])
         out[name] = {"median_step_s": statistics.median(steady), "metrics": metrics}
     return out
+
+
+def on_ptb(variants, seed, batch_size, seq_len, steps, track=()):
+    """The Penn Treebank run `zoo benchmark ptb-softmax` and `moe-ptb` share: every variant
+    (`{label: (preset, overrides)}`) made from `seed` and compiled, trained side by side on the same
+    shuffled batches of the training split, then scored on the validation split (stream).
+    Returns `{label: {"params", "median_step_s", "metrics", "valid_perplexity_stream"}}`."""
+    import keras
+
+    import zoo
+    from zoo.data import pipeline, ptb_tokenizer, read_lines
+
+    models = {}
+    for label, (preset, overrides) in variants.items():
+        keras.utils.set_random_seed(seed)
+        models[label] = zoo.load(preset, **overrides)
+        models[label].compile()
+    batches = pipeline.stream_dataset(read_lines("ptb", "train"), ptb_tokenizer(), batch_size, seq_len, shuffle=True,
+                                      seed=seed, repeat=True)
+    trained = train_side_by_side(models, batches, steps, track=track)
+    valid = read_lines("ptb", "valid")
+    return {label: {"params": model.count_params(), **trained[label],
+                    "valid_perplexity_stream": model.perplexity(valid, mode="stream")} for label, model in models.items()}
