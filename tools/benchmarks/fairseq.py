@@ -313,9 +313,7 @@ def export_check(path, prompt_words):
     ids = tf.constant([[2] + list(range(4, 4 + prompt_words))], tf.int32)
     score_s, scored = harness.timed(loaded.signatures["score_ids"], token_ids=ids,
                                     lengths=tf.constant([ids.shape[1]], tf.int32))
-    generate_s, made = harness.timed(loaded.signatures["generate"], text=tf.constant(["w000000 w000001 w000002"]),
-                                     max_new_tokens=tf.constant(8), temperature=tf.constant(0.0), top_k=tf.constant(0),
-                                     top_p=tf.constant(1.0), seed=tf.constant(0), num_beams=tf.constant(1))
+    generate_s, made = harness.timed(harness.generate_request, loaded, ["w000000 w000001 w000002"], 8)
     log_probs = scored["token_log_probs"].numpy()[0]
     return {"load_s": load_s, "score_first_call_s": score_s, "generate_first_call_s": generate_s,
             "score_lengths": int(scored["lengths"].numpy()[0]), "score_finite": bool(np.isfinite(log_probs).all()),

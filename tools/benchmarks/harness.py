@@ -429,6 +429,16 @@ class Worker:
         self.close()
 
 
+def generate_request(loaded, text, max_new_tokens, temperature=0.0, top_k=0):
+    """The `generate` signature of the SavedModel `loaded` called as a model server calls it: the
+    prompts `text`, every argument a tensor (top-p 1, seed 0, no beams); the signature's outputs."""
+    import tensorflow as tf
+
+    return loaded.signatures["generate"](
+        text=tf.constant(text), max_new_tokens=tf.constant(max_new_tokens), temperature=tf.constant(temperature),
+        top_k=tf.constant(top_k), top_p=tf.constant(1.0), seed=tf.constant(0), num_beams=tf.constant(1))
+
+
 def run_once(command, what, timeout=None):
     """A one-shot child's answer (its one JSON line); a failure raises a RuntimeError naming `what`."""
     with Worker(command, what, timeout) as child:
@@ -437,5 +447,7 @@ def run_once(command, what, timeout=None):
 
 def python_child(script, args, what, timeout=1800):
     """The answer of the Python source `script` run with the arguments `args` in a fresh interpreter
-    (nothing of this process imported)."""
-    return run_once([sys.executable, "-c", script, *map(str, args)], what, timeout)
+    (nothing of this process imported; the script may `import harness`, this file, which imports
+    neither the zoo nor TensorFlow)."""
+    here = f"import sys; sys.path.insert(0, {os.path.dirname(os.path.abspath(__file__))!r})\n"
+    return run_once([sys.executable, "-c", here + script, *map(str, args)], what, timeout)

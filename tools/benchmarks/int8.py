@@ -28,7 +28,8 @@ DEFAULT_PRESETS = ("gcnn-ptb", "gcnn-ptb-deep", "lstmp-ptb", "gcnn-en")
 SENTENCE = "the company said it would buy the stock of the bank for about one billion dollars in cash next year"
 
 CHILD = r"""
-import json, sys, time
+import json
+import harness
 import tensorflow as tf
 try:
     import tensorflow_text  # noqa: F401  (a subword export's tokenizer ops)
@@ -39,26 +40,21 @@ models = [tf.saved_model.load(p) for p in paths]
 requests = {
     "serving_default_1": lambda m: m.signatures["serving_default"](text=tf.constant([sentence])),
     "serving_default_32": lambda m: m.signatures["serving_default"](text=tf.constant([sentence] * 32)),
-    "generate_1": lambda m: m.signatures["generate"](
-        text=tf.constant(["the company said"]), max_new_tokens=tf.constant(new_tokens), temperature=tf.constant(0.0),
-        top_k=tf.constant(0), top_p=tf.constant(1.0), seed=tf.constant(0), num_beams=tf.constant(1)),
+    "generate_1": lambda m: harness.generate_request(m, ["the company said"], new_tokens),
 }
-times = {name: [[], []] for name in requests}
+times = {}
 for name, request in requests.items():
     for m in models:  # traced and warm before timing
         request(m); request(m)
-    for i in range(calls):
-        order = (0, 1) if i % 2 == 0 else (1, 0)
-        for j in order:
-            start = time.perf_counter()
-            request(models[j])
-            times[name][j].append(time.perf_counter() - start)
+    runs = harness.interleaved({j: (lambda m=m: harness.timed(request, m)[0]) for j, m in enumerate(models)}, calls)
+    times[name] = [runs[0], runs[1]]
 print(json.dumps(times))
 """
 
 
 KERNELS_CHILD = r"""
-import json, statistics, sys, time
+import json, statistics, sys
+import harness
 import numpy as np
 import tensorflow as tf
 from tensorflow.compat import v1
@@ -101,12 +97,7 @@ out = {}
 for name, fetch in fetches.items():
     for _ in range(3):
         session.run(fetch)
-    times = []
-    for _ in range(repeats):
-        start = time.perf_counter()
-        session.run(fetch)
-        times.append(time.perf_counter() - start)
-    out[name] = statistics.median(times) / loops
+    out[name] = statistics.median(harness.timed(session.run, fetch)[0] for _ in range(repeats)) / loops
 print(json.dumps(out))
 """
 

@@ -29,6 +29,7 @@ def memory():
                 fields[name] = int(value.split()[0]) * 1024
     return fields
 
+import harness
 import tensorflow as tf
 try:
     import tensorflow_text  # noqa: F401  (a subword export's tokenizer ops)
@@ -38,9 +39,7 @@ imported = memory()
 loaded = tf.saved_model.load(sys.argv[1])
 after_load = memory()
 loaded.signatures["serving_default"](text=tf.constant(["the company said it would buy the stock"] * 32))
-loaded.signatures["generate"](text=tf.constant(["the company said"]), max_new_tokens=tf.constant(20),
-                              temperature=tf.constant(0.0), top_k=tf.constant(0), top_p=tf.constant(1.0),
-                              seed=tf.constant(0), num_beams=tf.constant(1))
+harness.generate_request(loaded, ["the company said"], 20)
 served = memory()
 print(json.dumps({"imported_rss": imported["VmRSS"], "loaded_rss": after_load["VmRSS"],
                   "served_rss": served["VmRSS"], "peak_rss": served["VmHWM"]}))

@@ -27,7 +27,8 @@ SETTINGS = (
 )
 
 CHILD = r"""
-import json, statistics, sys, time
+import json, statistics, sys
+import harness
 import tensorflow as tf
 from tensorflow.compat import v1
 v1.disable_eager_execution()
@@ -50,12 +51,7 @@ for key, (fetch, feed) in (("generate", generate), ("serving_default", score)):
         continue
     for _ in range(2):
         result = session.run(fetch, feed)
-    times = []
-    for _ in range(calls):
-        start = time.perf_counter()
-        result = session.run(fetch, feed)
-        times.append(time.perf_counter() - start)
-    out[key + "_s"] = statistics.median(times)
+    out[key + "_s"] = statistics.median(harness.timed(session.run, fetch, feed)[0] for _ in range(calls))
     if key == "generate":
         out["new_tokens"] = int(result["lengths"][0])
         out["completion"] = result["completion"][0].decode()

@@ -16,29 +16,24 @@ import tempfile
 from zoo.tools.benchmarks import harness
 
 CHILD = r"""
-import json, sys, time
-t0 = time.perf_counter()
-import tensorflow as tf
-export, replay = sys.argv[1], sys.argv[2] == "1"
-loaded = tf.saved_model.load(export)
-t1 = time.perf_counter()
-if replay:
+import harness
+
+def replay(export, loaded):
     from tensorflow_serving.apis import prediction_log_pb2
     for record in tf.data.TFRecordDataset(export + "/assets.extra/tf_serving_warmup_requests"):
         request = prediction_log_pb2.PredictionLog.FromString(record.numpy()).predict_log.request
         loaded.signatures[request.model_spec.signature_name](
             **{k: tf.constant(tf.make_ndarray(v)) for k, v in request.inputs.items()})
-t2 = time.perf_counter()
+
+load_s, tf = harness.timed(__import__, "tensorflow")
+export = sys.argv[1]
+seconds, loaded = harness.timed(tf.saved_model.load, export)
+replay_s = harness.timed(replay, export, loaded)[0] if sys.argv[2] == "1" else 0.0
 text = tf.constant(["the company said it would buy the stock"] * 8)
-start = time.perf_counter()
-loaded.signatures["serving_default"](text=text)["perplexity"].numpy()
-score = time.perf_counter() - start
-start = time.perf_counter()
-loaded.signatures["generate"](text=tf.constant(["the company said"]), max_new_tokens=tf.constant(20),
-                              temperature=tf.constant(0.0), top_k=tf.constant(0), top_p=tf.constant(1.0),
-                              seed=tf.constant(0), num_beams=tf.constant(1))["text"].numpy()
-generate = time.perf_counter() - start
-print(json.dumps({"load_s": t1 - t0, "replay_s": t2 - t1, "serving_default_s": score, "generate_s": generate}))
+score = harness.timed(lambda: loaded.signatures["serving_default"](text=text)["perplexity"].numpy())[0]
+generate = harness.timed(lambda: harness.generate_request(loaded, ["the company said"], 20)["text"].numpy())[0]
+harness.answer(lambda: {"load_s": load_s + seconds, "replay_s": replay_s, "serving_default_s": score,
+                        "generate_s": generate})
 """
 
 

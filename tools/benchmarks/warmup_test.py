@@ -18,3 +18,15 @@ def test_the_table_gives_medians_and_the_cold_to_warm_ratio():
 def test_a_bad_repeat_count_is_one_sentence():
     with pytest.raises(ValueError, match=r"^--repeats must be at least 1, got 0\.$"):
         warmup.main(["--repeats", "0"])
+
+
+@pytest.mark.ci  # two fresh TensorFlow processes through the harness's protocol
+def test_a_fresh_process_replays_the_exports_warmup_records_only_when_asked(tmp_path, tiny_model, tiny_lines):
+    from tests.model_checks import vocab_model
+    from zoo.export import export_saved_model
+
+    model, _ = vocab_model(tiny_model, tiny_lines)
+    export = export_saved_model(model, str(tmp_path), "tiny")
+    cold, warm = warmup.measure(export, False), warmup.measure(export, True)
+    assert set(cold) == set(warm) == {"load_s", "replay_s", "serving_default_s", "generate_s"}
+    assert cold["replay_s"] == 0.0 and warm["replay_s"] > 0.0  # the records were read and answered
