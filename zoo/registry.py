@@ -23,7 +23,7 @@ import difflib
 import inspect
 import os
 from collections.abc import Mapping
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import tensorflow as tf
 
@@ -31,9 +31,6 @@ import zoo.weights
 from zoo import preset_directory
 from zoo.deprecation import former_name, warn
 from zoo.layers.validation import plain
-
-if TYPE_CHECKING:
-    from zoo.models.base import LanguageModel
 
 # What a preset's `tokenizer` field says about its tokens.
 TOKENIZERS = {
@@ -128,7 +125,8 @@ def init_arguments(cls):
     return (set(params) - {"self", "args", "kwargs"}) | {"name"}
 
 
-def register_presets(presets: Mapping[str, Mapping[str, Any]], model_class: type[LanguageModel]) -> list[Preset]:
+def register_presets(presets: Mapping[str, Mapping[str, Any]],
+                     model_class: type[zoo.models.LanguageModel]) -> list[Preset]:
     """Register `{name: fields}` against `model_class`; returns the `Preset`s made.
 
     Args:
@@ -153,7 +151,7 @@ def register_presets(presets: Mapping[str, Mapping[str, Any]], model_class: type
     >>> zoo.register_presets({"gcnn-tiny": {"description": "...", "config": {"width": 8}}}, zoo.GCNNLanguageModel)
     Traceback (most recent call last):
     ...
-    ValueError: Preset 'gcnn-tiny' of GCNNLanguageModel has config key(s) ['width'] that GCNNLanguageModel does not take; ...
+    ValueError: Preset 'gcnn-tiny' of GCNNLanguageModel has config key(s) ['width'] that ... does not take; ...
     >>> del PRESETS["gcnn-tiny"]  # (the example leaves the registry as it found it)
     """
     fields = {f.name for f in dataclasses.fields(Preset)} - {"name", "model_class"}
@@ -233,7 +231,7 @@ def get_preset(name: str | os.PathLike) -> Preset:
     return PRESETS[name]
 
 
-def model_config(name_or_dir: str | os.PathLike, **overrides) -> tuple[type[LanguageModel], dict[str, Any]]:
+def model_config(name_or_dir: str | os.PathLike, **overrides) -> tuple[type[zoo.models.LanguageModel], dict[str, Any]]:
     """`(model class, config)` for a preset name or a preset directory, with `overrides` applied."""
     cls, config, _, _ = _blueprint(name_or_dir, overrides)
     return cls, config
@@ -264,7 +262,7 @@ def _blueprint(name_or_dir, overrides):
 
 
 def load(name_or_dir: str | os.PathLike, weights: str | os.PathLike | None = None,
-         weights_sha256: str | None = None, **overrides) -> LanguageModel:
+         weights_sha256: str | None = None, **overrides) -> zoo.models.LanguageModel:
     """A built model from a preset name or from a preset directory written by `save_to_preset`.
 
     The model comes with its weights and, where one is found, its tokenizer (`model.tokenizer`):
@@ -327,7 +325,7 @@ def fine_tune_optimizer(preset: Preset | str) -> dict[str, Any] | None:
     return None if spec is None else dict(spec)
 
 
-def build(name_or_dir: str | os.PathLike, **overrides) -> LanguageModel:
+def build(name_or_dir: str | os.PathLike, **overrides) -> zoo.models.LanguageModel:
     """The model of a preset name or a preset directory, with `overrides` of its config, built
     from that config alone: its initial weights, no tokenizer (`load` adds both)."""
     return preset_directory.build_model(*model_config(name_or_dir, **overrides))
