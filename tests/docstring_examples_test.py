@@ -161,7 +161,8 @@ def test_the_example_in_the_docstring_runs(name):
     for test in tests:
         runner.run(test)
     result = runner.summarize(verbose=False)
-    assert result.attempted > 0 and result.failed == 0, f"{result.failed} of {result.attempted} examples of {name} failed"
+    assert result.attempted > 0 and result.failed == 0, \
+        f"{result.failed} of {result.attempted} examples of {name} failed"
 
 
 @pytest.mark.parametrize("name", cases(CALLABLES))
