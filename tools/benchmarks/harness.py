@@ -295,7 +295,7 @@ def markdown_table(columns, rows):
     shown), `rows` lists of cells."""
     heads = [c[:-1] if c.endswith(":") else c for c in columns]
     rules = ["---:" if c.endswith(":") else "---" for c in columns]
-    return "\n".join(("| " + " | ".join(map(str, cells)) + " |").replace("|  |", "| |") for cells in [heads, rules, *rows])
+    return "\n".join("|" + "|".join(f" {c} " if str(c) else " " for c in cells) + "|" for cells in [heads, rules, *rows])
 
 
 def text_table(columns, rows):

@@ -68,6 +68,7 @@ def test_self_time_shares_sum_the_ops_by_key_largest_first():
 def test_markdown_table_has_the_columns_and_right_aligns_those_marked():
     table = harness.markdown_table(["model", "median s:", "× base:"], [["`a`", "0.123", "1.00×"]])
     assert table.splitlines() == ["| model | median s | × base |", "| --- | ---: | ---: |", "| `a` | 0.123 | 1.00× |"]
+    assert harness.markdown_table(["a", "b", "c"], [["x", "", ""]]).splitlines()[2] == "| x | | |"  # empty cells
 
 
 def test_text_table_pads_each_column_to_its_width():
