@@ -10,6 +10,9 @@ It records, with public APIs that both sides have:
   top-k, top-p, beam, all beams, no-repeat n-grams, a stop string, id prompts, XLA on and off),
   and of a tiny MoE model;
 - the outputs of every signature of an export of the trained `gcnn-ptb`, loaded with TensorFlow;
+- each tokenizer kind (the treebank's words, characters, `gcnn-en`'s subwords) on awkward text:
+  ids, decoded text, token texts, per-word indices; and `gcnn-en`'s per-word scores, generations
+  and served outputs;
 - the README's main job with a step budget instead of a time budget (`zoo train` on the treebank,
   `zoo evaluate`), its printed lines without the timings.
 Floats are kept to 6 significant digits; the comparison names every key that differs.
@@ -130,7 +133,8 @@ def served(work):
     for name, kwargs in calls.items():
         signature = sigs[name.split("_")[0] if name.startswith("generate") else name]
         result = signature(**kwargs)
-        out[name] = {k: (v.numpy().astype(str).tolist() if v.dtype == tf.string else
+        out[name] = {k: (np.vectorize(lambda b: b.decode("utf-8", "replace"), otypes=[object])(v.numpy()).tolist()
+                         if v.dtype == tf.string else
                          np.round(v.numpy().astype(np.float64), 4).tolist()) for k, v in sorted(result.items())}
     decode = sigs["decode_step"]
     inputs = {k: tf.zeros(v.shape.as_list()[:1] and [2] + v.shape.as_list()[1:], v.dtype)
@@ -138,6 +142,56 @@ def served(work):
     inputs["token_ids"] = tf.constant([1, 4], tf.int32)
     out["decode_step"] = {k: np.round(v.numpy().astype(np.float64), 4).tolist()
                           for k, v in sorted(decode(**inputs).items()) if k != "state" and v.shape.rank <= 2}
+    return out
+
+
+AWKWARD = ["the company said", "  The\tcompany\u00a0said\u2028it ", "", "é café 日本語 😀 \u2581x",
+           "<s> the </s> <unk>", "x" * 300, "Кириллица and \u0301 combining", "a\x00b \x1c c"]
+
+
+def tokenizers():
+    import zoo
+    from zoo.data import CharTokenizer, ptb_tokenizer
+
+    en = zoo.load("gcnn-en", weights="trained")
+    kinds = {"word": ptb_tokenizer(), "char": CharTokenizer.build(AWKWARD[:5] + ["plain text"]), "subword": en.tokenizer}
+    out = {}
+    for kind, tokenizer in kinds.items():
+        ids = [tokenizer.encode(text) for text in AWKWARD]
+        out[kind] = {"ids": ids, "decoded": [tokenizer.decode(row) for row in ids],
+                     "with_specials": [tokenizer.decode(row, strip_specials=False) for row in ids],
+                     "texts": [tokenizer.token_texts(row) for row in ids],
+                     "words": [tokenizer.word_index(row) for row in ids],
+                     "normalized": [tokenizer.normalize(text) for text in AWKWARD],
+                     "bytes": tokenizer.encode(b"caf\xe9 \xe2\x82 the")}
+    out["gcnn-en"] = {"score": [[float(x) for x in row] for row in en.score(AWKWARD[:2] + AWKWARD[3:5])],
+                      "greedy": en.generate(AWKWARD[:2], max_new_tokens=8, sampler="greedy"),
+                      "sampled": en.generate(AWKWARD[:2], max_new_tokens=8, top_p=0.9, seed=3)}
+    return out
+
+
+def served_subword(work):
+    import numpy as np
+    import tensorflow as tf
+    import tensorflow_text  # noqa: F401  (the SentencePiece ops)
+
+    import zoo
+    from zoo.export import export_saved_model
+
+    path = export_saved_model(zoo.load("gcnn-en", weights="trained"), os.path.join(work, "exports"), "en")
+    sigs = tf.saved_model.load(path).signatures
+    text = tf.constant(AWKWARD[:2] + AWKWARD[3:5] + ["caf\xe9".encode("latin-1")])
+    out = {}
+    for name, signature, kwargs in [
+            ("serving_default", "serving_default", dict(text=text)),
+            ("next_token", "next_token", dict(text=text, k=tf.constant(3))),
+            ("generate", "generate", dict(text=text, max_new_tokens=tf.constant(6), temperature=tf.constant(0.0),
+                                          top_k=tf.constant(0), top_p=tf.constant(1.0), seed=tf.constant(1),
+                                          num_beams=tf.constant(1)))]:
+        result = sigs[signature](**kwargs)
+        out[name] = {k: (np.vectorize(lambda b: b.decode("utf-8", "replace"), otypes=[object])(v.numpy()).tolist()
+                         if v.dtype == tf.string else
+                         np.round(v.numpy().astype(np.float64), 4).tolist()) for k, v in sorted(result.items())}
     return out
 
 
@@ -158,7 +212,7 @@ def readme_job(work):
 def snapshot(path):
     with tempfile.TemporaryDirectory() as work:
         out = {"training": training_losses(work), "generations": generations(), "served": served(work),
-               "readme": readme_job(work)}
+               "tokenizers": tokenizers(), "served_subword": served_subword(work), "readme": readme_job(work)}
     with open(path, "w") as f:
         json.dump(rounded(out), f, indent=1, sort_keys=True)
 

@@ -33,14 +33,9 @@ from tests.library_source import library_modules
 # other items of issue 53 are reshaping while this item (item 7) lands, which are annotated and
 # given examples once those changes are in. Skipped here by name, so that what remains stays
 # visible; a name here that no longer exists fails `test_pending_names_exist`.
-DATA = ("issue 53, item 7 waits for the reshaping of zoo/data (tokenizers, vocab, graph_tokenizers, pipeline, "
-        "datasets, corpus) by the tokenizer and data pipeline work")
 SAMPLERS = "issue 53, item 7 waits for the reshaping of zoo/models/samplers.py and generation.py by the sampler work"
 EXPORT = "issue 53, item 7 waits for the reshaping of export/ by the serving and export work"
 PENDING = {
-    **dict.fromkeys(["zoo.data.CharTokenizer", "zoo.data.SubwordTokenizer", "zoo.data.WordTokenizer",
-                     "zoo.data.build_tokenizer", "zoo.data.load_tokenizer", "zoo.data.normalize_subword",
-                     "zoo.data.read_lines", "zoo.data.sentence_dataset", "zoo.data.stream_dataset"], DATA),
     **dict.fromkeys(["zoo.models.samplers.Sampler", "zoo.models.samplers.Greedy", "zoo.models.samplers.Random",
                      "zoo.models.samplers.TopK", "zoo.models.samplers.TopP", "zoo.models.samplers.Beam",
                      "zoo.models.samplers.Served", "zoo.models.samplers.resolve",
@@ -48,10 +43,8 @@ PENDING = {
     **dict.fromkeys(["zoo.export.export_saved_model", "zoo.export.existing_versions", "zoo.export.ExportError"],
                     EXPORT),
 }
-# Examples (only: the callables are annotated) that fail for a reason in a PENDING module: this one
-# trains a SubwordTokenizer on one repeated line, which zoo.data refuses at every size (300: "the
-# largest it accepts is 271"; 271: "the smallest accepted is 275").
-PENDING_EXAMPLES = {"zoo.LanguageModel.extend_tokenizer": DATA}
+# Examples (only: the callables are annotated) that fail for a reason in a PENDING module.
+PENDING_EXAMPLES = {}
 
 # Examples that must train and cannot be made quick run in the `ci` tier (pytest.ini). None today:
 # `zoo.training.train` and `Trainer` train a tiny model for four steps in a few seconds.

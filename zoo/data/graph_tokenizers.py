@@ -1,19 +1,17 @@
-"""The tokenizer family's in-graph side: each tokenizer of `zoo.data.tokenizers` as TensorFlow ops,
-so that an export (`zoo.export`) tokenises inside the graph TF Serving runs. A tokenizer's
-`graph_tokenizer(asset_dir)` returns one of these; this module imports nothing of the zoo.
+"""The tokenizers' encoding and decoding, as TensorFlow ops: the one implementation of each, which
+a tokenizer's Python API (`zoo.data.base_tokenizer.Tokenizer`) runs eagerly and an export
+(`zoo.export`) traces into the graph TF Serving runs. This module imports nothing of the zoo.
 
-`zoo.data.vocab.WordTokenizer.encode` splits a line with Python's `str.split()`, and
-`CharTokenizer.encode` takes the characters of `line.strip()` (a space becoming U+2581,
-any other whitespace character dropped). The ops here reproduce both exactly:
+Words are Python's `str.split()` of a line and characters those of `line.strip()` (a space
+becoming U+2581, any other whitespace character dropped), computed here as ops:
 
 - the input bytes are first decoded as UTF-8 with every invalid sequence replaced by U+FFFD,
-  which is what `bytes.decode("utf-8", errors="replace")` gives, so bytes that are not UTF-8 end
-  up as unknown words instead of an error;
+  so bytes that are not UTF-8 end up as unknown words instead of an error;
 - "whitespace" is Python's: the 29 code points for which `str.isspace()` is true (ASCII
   whitespace, the separators \\x1c–\\x1f, U+0085, U+00A0, U+1680, U+2000–U+200A, U+2028,
   U+2029, U+202F, U+205F, U+3000), not only the ASCII whitespace `tf.strings.split` knows;
-- words are looked up in a `tf.lookup.StaticHashTable` initialised from the vocabulary file (a
-  SavedModel asset), unknown words going to `<unk>`.
+- words are looked up in a `tf.lookup.StaticHashTable` holding the vocabulary, unknown words
+  going to `<unk>`.
 
 Only core ops are used (`UnicodeTranscode`, `StaticRegexReplace`/`RegexFullMatch`,
 `StringSplitV2`, `UnicodeDecode`, hash tables), so stock TF Serving loads the result; nothing
@@ -28,6 +26,7 @@ Serving's model server links them in; in Python, `import tensorflow_text` before
 
 import functools
 import sys
+from typing import Protocol
 
 import numpy as np
 import tensorflow as tf
@@ -92,62 +91,40 @@ def split_characters(text):
     return tf.ragged.boolean_mask(marked, chars.with_flat_values(keep))
 
 
-class Tokenizer:
-    """Words (or characters) → ids and ids → words, from a vocabulary file, in the graph.
+class GraphTokenizer(Protocol):
+    """The in-graph interface: what a tokenizer's `graph` (`zoo.data.Tokenizer.graph`) is, which
+    its Python API runs eagerly and an export traces. Ids are int32 or int64, text tf.string."""
 
-    `vocabulary_file` holds one token per line, a token's id being its line number, as
-    `WordTokenizer.save` writes it. The two lookup tables (`tables`) must be tracked by the object
-    saved with `tf.saved_model.save` (`zoo.export.saved_model` sets them as an attribute of its
-    `tf.Module` root), so that the save ships the file as an asset (`assets/vocabulary.txt`) and
-    the loaded tables read it from there.
-    """
-
-    def __init__(self, vocabulary, vocabulary_file):
-        self.kind = vocabulary.kind  # "word" or "char"
-        self.size = len(vocabulary)
-        self.pad_id, self.bos_id, self.eos_id, self.unk_id = (
-            vocabulary.pad_id, vocabulary.bos_id, vocabulary.eos_id, vocabulary.unk_id)
-        whole_line, line_number = tf.lookup.TextFileIndex.WHOLE_LINE, tf.lookup.TextFileIndex.LINE_NUMBER
-        self.word_to_id = tf.lookup.StaticHashTable(
-            tf.lookup.TextFileInitializer(vocabulary_file, tf.string, whole_line, tf.int64, line_number,
-                                          vocab_size=self.size),
-            default_value=self.unk_id,
-        )
-        self.id_to_word = tf.lookup.StaticHashTable(
-            tf.lookup.TextFileInitializer(vocabulary_file, tf.int64, line_number, tf.string, whole_line,
-                                          vocab_size=self.size),
-            default_value="",
-        )
+    size: int
+    pad_id: int
+    bos_id: int
+    eos_id: int
+    unk_id: int
 
     @property
-    def tables(self):
-        return [self.word_to_id, self.id_to_word]
+    def resources(self) -> list:
+        """The trackable objects (lookup tables, the SentencePiece model) that the object given to
+        `tf.saved_model.save` must reference."""
 
-    def tokens(self, text):
-        return split_characters(text) if self.kind == "char" else split_words(text)
+    def encode(self, text: tf.Tensor) -> tf.RaggedTensor:
+        """[batch] text → int32 ids [batch, (tokens)], without `<s>` / `</s>`."""
 
-    def encode(self, text):
-        """Ragged [batch, tokens] int32 ids of each line's words, without `<s>` / `</s>`."""
-        tokens = self.tokens(text)
-        return tokens.with_flat_values(tf.cast(self.word_to_id.lookup(tokens.flat_values), tf.int32))
+    def decode(self, ids: tf.Tensor | tf.RaggedTensor, whole_characters: bool = False) -> tf.Tensor:
+        """ids [batch, tokens], dense or ragged → text [batch]; `<pad>`, `<s>`, `</s>` and ids outside
+        the vocabulary dropped; with `whole_characters`, bytes at the end that begin a character
+        without finishing it left out."""
 
-    def decode(self, ids):
-        """The token of each id (any shape); "" for an id outside the vocabulary."""
-        return self.id_to_word.lookup(tf.cast(ids, tf.int64))
+    def normalize(self, text: tf.Tensor) -> tf.Tensor:
+        """[batch] text → what `decode(encode(text))` gives when every token is known."""
 
+    def token_texts(self, ids: tf.Tensor | tf.RaggedTensor) -> tf.Tensor | tf.RaggedTensor:
+        """The readable text of each id (any shape); "" outside the vocabulary."""
 
-# --- The tokenizer family's in-graph side (`zoo.data.tokenizers`) --------------------------
-#
-# Every tokenizer's `graph_tokenizer(asset_dir)` returns an object with one interface, for the
-# export's `tf.function`s:
-#   kind, size, pad_id, bos_id, eos_id, unk_id;
-#   encode(text [batch] tf.string) -> tf.RaggedTensor int32 [batch, tokens], without <s> / </s>,
-#       the ids of Python's `encode(line)[1:-1]`;
-#   decode(ids [batch, tokens], dense or ragged) -> tf.string [batch], Python's `decode(row)`
-#       (<pad>, <s>, </s> and ids outside the vocabulary dropped);
-#   token_texts(ids, any shape) -> tf.string, Python's `token_texts` per id ("" outside);
-#   resources: the trackable objects (lookup tables, the SentencePiece model) that the object
-#       given to `tf.saved_model.save` must reference.
+    def token_names(self, ids: tf.Tensor | tf.RaggedTensor) -> tf.Tensor | tf.RaggedTensor:
+        """The vocabulary's entry of each id (any shape); "" outside the vocabulary."""
+
+    def starts_word(self, ids: tf.Tensor | tf.RaggedTensor) -> tf.Tensor | tf.RaggedTensor:
+        """Whether each id (any shape) begins a whitespace-separated word."""
 
 
 def _as_ragged(ids):
@@ -165,9 +142,10 @@ def _kept(ids, size, first):
 
 
 def unfinished_characters(byte_values):
-    """`zoo.data.tokenizers.unfinished_character` for each row of `byte_values`, <int32>[batch, 4]:
-    each row's last 4 ids as bytes (-1 for a piece that is not a byte, or before the row's
-    start); <int32>[batch]."""
+    """How many of each row's last bytes begin a UTF-8 character that they do not finish (the lead
+    byte and the continuation bytes after it, when fewer than the lead byte announces; else 0), for
+    `decode(whole_characters=True)`. `byte_values`: <int32>[batch, 4], each row's last 4 ids as
+    bytes (-1 for a piece that is not a byte, or before the row's start); <int32>[batch]."""
     done = tf.zeros_like(byte_values[:, 0], tf.bool)
     drop = continuations = tf.zeros_like(byte_values[:, 0])
     for k in range(4):  # from the last id back
@@ -180,39 +158,77 @@ def unfinished_characters(byte_values):
     return drop
 
 
-class GraphTokenizer:
-    """The family's in-graph interface over the word / character `Tokenizer` above, which it
-    wraps (`inner`, whose `decode` is per id, as `zoo.export.signatures` uses it)."""
+class WordGraphTokenizer:
+    """`zoo.data.vocab.WordTokenizer` as TensorFlow ops: the one implementation of its encoding
+    and decoding, run eagerly by the Python API and traced into an export.
 
-    def __init__(self, tokenizer):
-        self.inner = tokenizer
-        self.kind, self.size = tokenizer.kind, tokenizer.size
-        self.pad_id, self.bos_id, self.eos_id, self.unk_id = (
-            tokenizer.pad_id, tokenizer.bos_id, tokenizer.eos_id, tokenizer.unk_id)
+    `tokens`: the vocabulary, a token's id being its position. Two lookup tables hold it
+    (`resources`, which the object given to `tf.saved_model.save` must track; their keys and
+    values are constants of the graph, so an export needs no vocabulary file)."""
+
+    def __init__(self, tokens, pad_id, bos_id, eos_id, unk_id):
+        self.size = len(tokens)
+        self.pad_id, self.bos_id, self.eos_id, self.unk_id = pad_id, bos_id, eos_id, unk_id
+        keys, values = tf.constant(list(tokens), tf.string), tf.range(self.size, dtype=tf.int64)
+        self.word_to_id = tf.lookup.StaticHashTable(
+            tf.lookup.KeyValueTensorInitializer(keys, values), default_value=self.unk_id)
+        self.id_to_word = tf.lookup.StaticHashTable(
+            tf.lookup.KeyValueTensorInitializer(values, keys), default_value="")
 
     @property
     def resources(self):
-        return self.inner.tables
+        return [self.word_to_id, self.id_to_word]
 
-    @property
-    def tables(self):
-        return self.inner.tables
+    def split(self, text):
+        """The tokens of each line: `line.split()` → ragged [batch, words]."""
+        return split_words(text)
+
+    def join(self, tokens):
+        """Each row of ragged `tokens` as one string: the inverse of `split` for known tokens."""
+        return tf.strings.reduce_join(tokens, axis=1, separator=" ")
 
     def encode(self, text):
-        return self.inner.encode(text)
+        tokens = self.split(text)
+        return tokens.with_flat_values(tf.cast(self.word_to_id.lookup(tokens.flat_values), tf.int32))
+
+    def normalize(self, text):
+        return self.join(self.split(text))
+
+    def token_names(self, ids):
+        """The vocabulary's entry of each id (any shape, dense or ragged); "" outside it."""
+        if isinstance(ids, tf.RaggedTensor):
+            return ids.with_flat_values(self.token_names(ids.flat_values))
+        return self.id_to_word.lookup(tf.cast(ids, tf.int64))
+
+    def token_texts(self, ids):
+        return self.token_names(ids)
+
+    def decode(self, ids, whole_characters=False):  # words and characters are always whole
+        ids = _kept(ids, self.size, self.eos_id + 1)
+        return self.join(ids.with_flat_values(self.token_names(ids.flat_values)))
+
+    def starts_word(self, ids):
+        """Every id in the vocabulary past the reserved ones is a word of its own."""
+        if isinstance(ids, tf.RaggedTensor):
+            return ids.with_flat_values(self.starts_word(ids.flat_values))
+        return (ids > self.eos_id) & (ids < self.size)
+
+
+class CharGraphTokenizer(WordGraphTokenizer):
+    """`zoo.data.vocab.CharTokenizer` as TensorFlow ops: the characters of `line.strip()`, a space
+    as U+2581 (as the vocabulary stores it, and as `token_names` gives it), any other whitespace
+    character dropped."""
+
+    def split(self, text):
+        return split_characters(text)
+
+    def join(self, tokens):
+        return tf.strings.regex_replace(tf.strings.reduce_join(tokens, axis=1), SPACE_MARK, " ")
 
     def token_texts(self, ids):
         if isinstance(ids, tf.RaggedTensor):
             return ids.with_flat_values(self.token_texts(ids.flat_values))
-        texts = self.inner.decode(ids)
-        return tf.strings.regex_replace(texts, SPACE_MARK, " ") if self.kind == "char" else texts
-
-    def decode(self, ids, whole_characters=False):  # words and characters are always whole
-        ids = _kept(ids, self.size, self.eos_id + 1)
-        tokens = ids.with_flat_values(self.inner.decode(ids.flat_values))
-        if self.kind == "char":
-            return tf.strings.regex_replace(tf.strings.reduce_join(tokens, axis=1), SPACE_MARK, " ")
-        return tf.strings.reduce_join(tokens, axis=1, separator=" ")
+        return tf.strings.regex_replace(self.token_names(ids), SPACE_MARK, " ")
 
 
 # Python's whitespace and U+2581, SentencePiece's word-boundary mark, which it would give back as
@@ -228,6 +244,28 @@ def normalize_subword_in_graph(text):
     text = tft.normalize_utf8(decode_utf8(text), "NFC")
     text = tf.strings.regex_replace(text, SUBWORD_SPACES + "+", " ")
     return tf.strings.strip(text)  # only spaces are left to strip
+
+
+def shared_sentencepiece_model(model_proto):
+    """tensorflow-text's SentencePiece model resource, named by the model's SHA-256.
+
+    tensorflow-text creates it private to its kernel, and eager TensorFlow destroys its cached
+    kernels whenever the global seed is set (`keras.utils.set_random_seed`, `tf.random.set_seed`):
+    a tokenizer built before would then find its model gone ("Resource … SentencepieceOp does not
+    exist"). A resource with a shared name outlives its kernel, and the next kernel finds it again;
+    the same model always gets the same name, so sharing it is sharing equal data. The name is also
+    what an export's graph creates it under."""
+    import hashlib
+
+    from tensorflow_text.python.ops import sentencepiece_tokenizer as sentencepiece_ops
+
+    class SharedSentencepieceModel(sentencepiece_ops._SentencepieceModelResource):
+        def _create_resource(self):
+            with tf.name_scope("SentenceTokenizerInitializer"):
+                return sentencepiece_ops.gen_sentencepiece_tokenizer.sentencepiece_op(
+                    model=self._model, shared_name=self._name)
+
+    return SharedSentencepieceModel(model_proto, "zoo_sentencepiece_" + hashlib.sha256(model_proto).hexdigest()[:32])
 
 
 class SubwordGraphTokenizer:
@@ -246,6 +284,7 @@ class SubwordGraphTokenizer:
         self.size = len(id_to_sentencepiece)
         self.pad_id, self.bos_id, self.eos_id, self.unk_id = 0, 1, 2, int(unk_id)
         self.sentencepiece = tft.SentencepieceTokenizer(model=model_proto, out_type=tf.int32)
+        self.sentencepiece._model_resource = shared_sentencepiece_model(bytes(model_proto))
         self._to_id = np.asarray(sentencepiece_to_id, np.int32)
         self._to_sentencepiece = np.asarray(id_to_sentencepiece, np.int32)
         self._texts = list(texts)
@@ -262,6 +301,9 @@ class SubwordGraphTokenizer:
     @property
     def resources(self):
         return [self.sentencepiece]
+
+    def normalize(self, text):
+        return normalize_subword_in_graph(text)
 
     def encode(self, text):
         pieces = self.sentencepiece.tokenize(normalize_subword_in_graph(tf.reshape(text, [-1])))
@@ -290,6 +332,10 @@ class SubwordGraphTokenizer:
         inside = (ids >= 0) & (ids < self.size)
         texts = tf.gather(tf.constant(self._texts), tf.where(inside, ids, 0))
         return tf.where(inside, texts, "")
+
+    def token_names(self, ids):
+        """A piece's name is its readable text (`token_texts`)."""
+        return self.token_texts(ids)
 
     def starts_word(self, ids):
         """Whether each id (any shape, dense or ragged) is a piece that starts a word: its text

@@ -1,12 +1,13 @@
-"""The in-graph tokenisers against `WordTokenizer.encode` / `CharTokenizer.encode` on awkward
-text: every Python whitespace character, separators TensorFlow's own split does not know, bytes
-that are not UTF-8, reserved tokens typed as words."""
+"""The in-graph word and character tokenisers (the one implementation, which the Python API runs
+too) against Python's own `str.split()` / `str.strip()` on awkward text: every Python whitespace
+character, separators TensorFlow's own split does not know, bytes that are not UTF-8, reserved
+tokens typed as words."""
 
 import numpy as np
 import pytest
 import tensorflow as tf
 
-from zoo.data.graph_tokenizers import WHITESPACE, Tokenizer, python_whitespace
+from zoo.data.graph_tokenizers import WHITESPACE, python_whitespace
 from zoo.data.vocab import CharTokenizer, WordTokenizer
 
 LINES = [
@@ -25,39 +26,43 @@ def test_whitespace_is_pythons():
     assert got == "".join(c for c in text if not c.isspace())
 
 
-def _words_tokenizer(tmp_path, vocabulary):
-    path = tmp_path / "vocabulary.txt"
-    path.write_text("".join(t + "\n" for t in vocabulary.tokens), encoding="utf-8")
-    return Tokenizer(vocabulary, str(path))
+def python_words(vocabulary, text):
+    """The oracle: Python's `str.split()` looked up in the vocabulary."""
+    return [vocabulary.index.get(w, vocabulary.unk_id) for w in text.split()]
 
 
-def test_word_ids_equal_vocabulary_encode(tmp_path):
+def python_characters(vocabulary, text):
+    """The oracle: the characters of `text.strip()`, a space as U+2581, other whitespace dropped."""
+    chars = ["\u2581" if c == " " else c for c in text.strip()]
+    return [vocabulary.index.get(c, vocabulary.unk_id) for c in chars if not c.isspace()]
+
+
+def test_word_ids_are_pythons_split():
     vocabulary = WordTokenizer.build(["the cat sat on the mat", "é ca t", "\u200bcat"])
-    tokenizer = _words_tokenizer(tmp_path, vocabulary)
-    got = tokenizer.encode(tf.constant(LINES + BYTES)).to_list()
-    want = [vocabulary.encode(line, add_bos=False, add_eos=False) for line in LINES]
-    want += [vocabulary.encode(b.decode("utf-8", "replace"), add_bos=False, add_eos=False) for b in BYTES]
+    graph = vocabulary.graph
+    got = graph.encode(tf.constant(LINES + BYTES)).to_list()
+    want = [python_words(vocabulary, line) for line in LINES]
+    want += [python_words(vocabulary, b.decode("utf-8", "replace")) for b in BYTES]
     assert got == want
+    assert [row[1:-1] for row in vocabulary.encode_batch(LINES + BYTES)] == want  # the Python API: the same ops
     assert got[9] == [1, 4, 2, 3, 0]  # "<s> the </s> <unk> <pad>" typed in are those ids, as in Python
-    assert tokenizer.decode(tf.constant([[4, 2], [60, -1]])).numpy().tolist() == [[b"the", b"</s>"], [b"", b""]]
+    assert graph.token_names(tf.constant([[4, 2], [60, -1]])).numpy().tolist() == [[b"the", b"</s>"], [b"", b""]]
 
 
-def test_character_ids_equal_character_vocabulary_encode(tmp_path):
+def test_character_ids_are_pythons_strip():
     vocabulary = CharTokenizer.build(["the cat sat", "é\u200b"])
-    tokenizer = _words_tokenizer(tmp_path, vocabulary)
-    assert tokenizer.kind == "char"
-    got = tokenizer.encode(tf.constant(LINES + BYTES)).to_list()
-    want = [vocabulary.encode(line, add_bos=False, add_eos=False) for line in LINES]
-    want += [vocabulary.encode(b.decode("utf-8", "replace"), add_bos=False, add_eos=False) for b in BYTES]
+    got = vocabulary.graph.encode(tf.constant(LINES + BYTES)).to_list()
+    want = [python_characters(vocabulary, line) for line in LINES]
+    want += [python_characters(vocabulary, b.decode("utf-8", "replace")) for b in BYTES]
     assert got == want
-    assert got[3] == vocabulary.encode("the   cat", add_bos=False, add_eos=False)  # stripped, inner spaces kept
+    assert [row[1:-1] for row in vocabulary.encode_batch(LINES + BYTES)] == want
+    assert got[3] == python_characters(vocabulary, "the   cat")  # stripped, inner spaces kept
 
 
 @pytest.mark.parametrize("line", ["", "x" * 5, "a b"])
-def test_a_batch_of_one_and_of_many_agree(tmp_path, line):
+def test_a_batch_of_one_and_of_many_agree(line):
     vocabulary = WordTokenizer.build(["a b x"])
-    tokenizer = _words_tokenizer(tmp_path, vocabulary)
-    alone = tokenizer.encode(tf.constant([line])).to_list()[0]
-    many = tokenizer.encode(tf.constant(["a", line, ""])).to_list()[1]
-    assert alone == many == vocabulary.encode(line, add_bos=False, add_eos=False)
+    alone = vocabulary.graph.encode(tf.constant([line])).to_list()[0]
+    many = vocabulary.graph.encode(tf.constant(["a", line, ""])).to_list()[1]
+    assert alone == many == python_words(vocabulary, line)
     assert np.all(np.array(alone) >= 0)

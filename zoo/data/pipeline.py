@@ -13,16 +13,21 @@ Two layouts, matching the two evaluation protocols:
 Targets equal to `<s>` get weight 0: the model sees `<s>` but never has to predict it (§4.1).
 """
 
+from __future__ import annotations
+
+from collections.abc import Sequence
+
 import numpy as np
 import tensorflow as tf
 
+from zoo.data.base_tokenizer import Tokenizer
 from zoo.data.corpus import check_lines
 from zoo.deprecation import renamed_keywords
 
 
 @renamed_keywords(vocabulary="tokenizer")
 def encode(lines, tokenizer):
-    return [tokenizer.encode(line) for line in lines]
+    return tokenizer.encode_batch(lines)
 
 
 @renamed_keywords(vocabulary="tokenizer")
@@ -30,10 +35,11 @@ def stream_ids(lines, tokenizer):
     """All lines as one id stream, each wrapped in `<s> … </s>`. With a tokenizer whose line
     start is `</s>` (`bos_id == eos_id`, fairseq's convention) one `</s>` opens the stream and
     each line's `</s>` opens the next, as in fairseq's streams."""
-    if tokenizer.bos_id == tokenizer.eos_id:
-        encoded = (tokenizer.encode(line, add_bos=i == 0) for i, line in enumerate(lines))
+    if tokenizer.bos_id == tokenizer.eos_id:  # one `</s>` first, then each line's own
+        rows = tokenizer.encode_batch(lines, add_bos=False)
+        encoded = ([[tokenizer.bos_id]] if rows else []) + rows
     else:
-        encoded = tokenizer.encode_batch(lines) if hasattr(tokenizer, "encode_batch") else map(tokenizer.encode, lines)
+        encoded = tokenizer.encode_batch(lines)
     return np.fromiter((i for ids in encoded for i in ids), dtype=np.int32)
 
 
@@ -79,8 +85,22 @@ def stream_windows(ids, seq_len, context=0, bos_id=1):
 
 
 @renamed_keywords(vocabulary="tokenizer")
-def stream_dataset(lines, tokenizer, batch_size, seq_len, context=0, shuffle=False, seed=0,
-                   repeat=False):
+def stream_dataset(lines: Sequence[str], tokenizer: Tokenizer, batch_size: int, seq_len: int, context: int = 0,
+                   shuffle: bool = False, seed: int = 0, repeat: bool = False) -> tf.data.Dataset:
+    """The `stream` layout: `(inputs, targets, sample_weight)` batches of windows of `seq_len`
+    scored tokens of all lines as one stream (`stream_arrays`), each window after the first with
+    `context` more tokens seen but not scored.
+
+    Returns a `tf.data.Dataset` of int32 `[batch, context + seq_len]` inputs and targets and
+    float32 weights; `shuffle` shuffles the windows (and drops a last partial batch), `repeat`
+    repeats them forever.
+
+    >>> from zoo.data import WordTokenizer
+    >>> tokenizer = WordTokenizer.build(["a b c", "b c"])
+    >>> inputs, targets, weights = next(iter(stream_dataset(["a b c", "b c"], tokenizer, 2, 4)))
+    >>> inputs.numpy().tolist(), targets.numpy().tolist(), weights.numpy().tolist()
+    ([[1, 6, 4, 5], [2, 1, 4, 5]], [[6, 4, 5, 2], [1, 4, 5, 2]], [[1.0, 1.0, 1.0, 1.0], [0.0, 1.0, 1.0, 1.0]])
+    """
     check_lines(lines)
     inputs, targets, weights = stream_arrays(lines, tokenizer, seq_len, context)
     ds = tf.data.Dataset.from_tensor_slices((inputs, targets, weights))
@@ -92,9 +112,21 @@ def stream_dataset(lines, tokenizer, batch_size, seq_len, context=0, shuffle=Fal
 
 
 @renamed_keywords(vocabulary="tokenizer")
-def sentence_dataset(lines, tokenizer, batch_size, shuffle=False, seed=0, max_length=None,
-                     boundaries=(8, 16, 24, 32, 48, 64, 96, 128)):
-    """One sentence per row: inputs `<s> w1 … wn`, targets `w1 … wn </s>`, padded with 0."""
+def sentence_dataset(lines: Sequence[str], tokenizer: Tokenizer, batch_size: int, shuffle: bool = False,
+                     seed: int = 0, max_length: int | None = None,
+                     boundaries: Sequence[int] = (8, 16, 24, 32, 48, 64, 96, 128)) -> tf.data.Dataset:
+    """One sentence per row: inputs `<s> w1 … wn`, targets `w1 … wn </s>`, padded with 0.
+
+    Returns a `tf.data.Dataset` of `(inputs, targets, sample_weight)` batches of sentences of
+    similar lengths (bucketed at `boundaries`), each cut to `max_length` targets if given; the
+    weight is 0 on padding.
+
+    >>> from zoo.data import WordTokenizer
+    >>> tokenizer = WordTokenizer.build(["a b c"])
+    >>> inputs, targets, weights = next(iter(sentence_dataset(["a b c", "b"], tokenizer, 2)))
+    >>> inputs.numpy().tolist(), targets.numpy().tolist(), weights.numpy().tolist()
+    ([[1, 4, 5, 6], [1, 5, 0, 0]], [[4, 5, 6, 2], [5, 2, 0, 0]], [[1.0, 1.0, 1.0, 1.0], [1.0, 1.0, 0.0, 0.0]])
+    """
     check_lines(lines)
     sequences = encode(lines, tokenizer)
     if max_length:

@@ -1,24 +1,5 @@
-"""The tokenizer family: word, character and SentencePiece subword tokenizers with one interface.
-
-Every tokenizer has
-
-- `kind`: "word", "char" or "subword"; `pad_id = 0`, `bos_id = 1`, `eos_id = 2` (and an
-  `unk_id`: `<unk>` = 3 for word/char; SentencePiece's own `<unk>`, the last id, which byte
-  fallback never produces, for subword); `len(tokenizer)`, the number of ids (what a model's
-  `vocabulary_size` must equal); `==`;
-- `normalize(text) -> str`: the one normalisation it applies, so that
-  `decode(encode(text)) == normalize(text)` (for word/char: as far as every token is known);
-- `encode(text, add_bos=True, add_eos=True) -> list[int]` and
-  `encode_batch(lines, add_bos=True, add_eos=True) -> list[list[int]]`; text may be `bytes`,
-  decoded as UTF-8 with errors="replace";
-- `decode(ids, strip_specials=True) -> str`: readable text;
-- `token_texts(ids) -> list[str]`: the readable text of each id;
-- `word_index(ids) -> list[int]`: for the ids of one encoded line, the index of the
-  whitespace-separated word each id belongs to (-1 for `<s>` and `<pad>`, one past the last word
-  for `</s>`), for per-word scores;
-- `save(directory)`, read back by `load_tokenizer(directory)`;
-- `graph_tokenizer(asset_dir)`: the same tokenizer as TensorFlow ops for an export
-  (`zoo.data.graph_tokenizers`: `encode`, `decode`, `token_texts`, `resources`).
+"""The tokenizer family: word, character and SentencePiece subword tokenizers, each a
+`zoo.data.base_tokenizer.Tokenizer` (its interface and how to add one of your own are there).
 
 `WordTokenizer` and `CharTokenizer` live in `zoo.data.vocab` (their former names, `Vocabulary` and
 `CharacterVocabulary`, still work for one release and warn); `SubwordTokenizer` is below.
@@ -30,24 +11,29 @@ how often it occurs when the training lines are encoded (ties by SentencePiece i
 last), so that an adaptive softmax's head holds the frequent pieces.
 """
 
+from __future__ import annotations
+
+import functools
 import hashlib
 import io
 import itertools
 import json
 import os
 import re
-import unicodedata
+from collections.abc import Callable, Iterable, Sequence
 
 import numpy as np
+import tensorflow as tf
 
+from zoo.data.base_tokenizer import (CHUNK, RESERVED, Tokenizer, _strings, _utf8, load_registered,
+                                     register_tokenizer, registered_files)
 from zoo.data.corpus import check_lines
-from zoo.data.graph_tokenizers import SubwordGraphTokenizer
-from zoo.data.vocab import BOS, EOS, PAD, CharTokenizer, WordTokenizer, _text, load_word_or_char  # noqa: F401
+from zoo.data.graph_tokenizers import SubwordGraphTokenizer, normalize_subword_in_graph
+from zoo.data.vocab import BOS, EOS, PAD, CharTokenizer, WordTokenizer, load_word_or_char  # noqa: F401
 from zoo.data.vocab import FILENAME as VOCABULARY_FILE
 from zoo.deprecation import former_name
 from zoo.errors import reason
 
-RESERVED = (PAD, BOS, EOS)
 MODEL_FILE = "tokenizer.model"   # the SentencePiece model (a serialised ModelProto)
 CONFIG_FILE = "tokenizer.json"   # kind, sizes, id order, normalisation, format version
 FORMAT_VERSION = 1
@@ -61,14 +47,35 @@ UNKNOWN_PENALTY = 10.0  # SentencePiece's score of an unknown character: the low
 EXTENSION_MARGIN = 1.0  # how much likelier an added piece is than its spelling, per old piece it saves
 
 
-def normalize_subword(text):
-    """The subword tokenizer's normalisation: `bytes` decoded as UTF-8 (errors="replace"),
-    Unicode NFC, U+2581 as a space (SentencePiece would give it back as one), then runs of
-    whitespace (Python's `str.split()`, 29 code points) as one space, stripped."""
-    return " ".join(unicodedata.normalize("NFC", _text(text)).replace(SPACE_MARK, " ").split())
+def normalize_subword(text: str | bytes) -> str:
+    """The subword tokenizer's normalisation: `bytes` decoded as UTF-8 (invalid sequences as
+    U+FFFD), Unicode NFC, U+2581 as a space (SentencePiece would give it back as one), then runs of
+    whitespace (Python's `str.split()`, 29 code points) as one space, stripped. It runs the graph's
+    ops (`zoo.data.graph_tokenizers.normalize_subword_in_graph`), as every subword tokenizer does.
+
+    Returns the normalised text.
+
+    >>> normalize_subword("  Cafe\u0301\u2581au\u3000lait ")
+    'Café au lait'
+    """
+    return normalize_subword_batch([text])[0]
 
 
-class SubwordTokenizer:
+def normalize_subword_batch(lines: Iterable[str | bytes]) -> list[str]:
+    """`[normalize_subword(line) for line in lines]`, run through the graph together."""
+    lines = [_utf8(line) for line in lines]
+    return [text for start in range(0, len(lines), CHUNK)
+            for text in _strings(_normalize_function()(tf.constant(lines[start:start + CHUNK], tf.string)))]
+
+
+@functools.cache
+def _normalize_function():
+    return tf.function(normalize_subword_in_graph, input_signature=[tf.TensorSpec([None], tf.string)],
+                       autograph=False)
+
+
+@register_tokenizer
+class SubwordTokenizer(Tokenizer):
     """SentencePiece pieces, with the zoo's reserved ids first and the rest sorted by count.
 
     `model_proto`: the SentencePiece model's bytes; `order`: the SentencePiece id of each zoo id
@@ -79,14 +86,24 @@ class SubwordTokenizer:
     `token_texts` shows a piece with its boundary mark as a leading space ("▁the" → " the"), a
     byte piece as its character when it is printable ASCII and as a `\\xNN` escape otherwise
     ("<0xE2>" → "\\xe2"), and the reserved ids and `<unk>` by name.
+
+    >>> lines = [f"the cat {i} sat on the mat" for i in range(200)]
+    >>> tokenizer = SubwordTokenizer.train(lines, 300)
+    >>> ids = tokenizer.encode("the cat sat é")
+    >>> tokenizer.decode(ids), tokenizer.token_texts(ids)[1:5], tokenizer.word_index(ids)
+    ('the cat sat é', [' ', 't', 'h', 'e'], [-1, 0, 0, 0, 0, 1, 1, 1, 2, 2, 2, 3, 3, 3, 4])
     """
 
     training_summary = None  # set by `train`: the lines, words and sentences it learned from
 
     kind = "subword"
+    files = (CONFIG_FILE, MODEL_FILE)
     pad_id, bos_id, eos_id = 0, 1, 2
+    scores_per_word = True
+    unit = "pieces"
 
-    def __init__(self, model_proto, order, counts=None, added_pieces=0):
+    def __init__(self, model_proto: bytes, order: Iterable[int], counts: Iterable[int] | None = None,
+                 added_pieces: int = 0):
         import sentencepiece as spm
 
         self.model_proto = bytes(model_proto)
@@ -102,6 +119,7 @@ class SubwordTokenizer:
         self.counts = None if counts is None else np.asarray(counts, dtype=np.int64)
         self.added_pieces = int(added_pieces)  # how many of the last ids `extend` added
         self.unk_id = int(self.sentencepiece_to_id[self._sp.unk_id()])
+        self.never_encoded = (self.unk_id,)  # byte fallback spells every character
         self.pieces = list(RESERVED) + [self._sp.id_to_piece(int(i)) for i in order]
         self._texts = list(RESERVED) + [self._readable(int(i)) for i in order]
         self._starts_word = np.array(
@@ -123,8 +141,9 @@ class SubwordTokenizer:
     # -- training -------------------------------------------------------------------------------
 
     @classmethod
-    def train(cls, lines, vocabulary_size, character_coverage=0.9995, input_sentence_size=100_000,
-              max_sentence_length=16384, num_threads=2, seed=0):
+    def train(cls, lines: Sequence[str], vocabulary_size: int, character_coverage: float = 0.9995,
+              input_sentence_size: int = 100_000, max_sentence_length: int = 16384, num_threads: int = 2,
+              seed: int = 0) -> SubwordTokenizer:
         """A unigram SentencePiece model of `lines` (normalised first), with byte fallback.
 
         `vocabulary_size` counts every id, the 3 reserved ones included. Every line is used,
@@ -138,7 +157,7 @@ class SubwordTokenizer:
         import sentencepiece as spm
 
         check_lines(lines)
-        normalized = [line for line in map(normalize_subword, lines) if line]
+        normalized = [line for line in normalize_subword_batch(lines) if line]
         if not normalized:
             raise ValueError("Cannot train a subword tokenizer on an empty corpus: there is no line "
                              "with anything but whitespace in it.")
@@ -195,7 +214,7 @@ class SubwordTokenizer:
             raise ValueError(f"Adding {int(max_new_ids):,} ids to this tokenizer's {len(self):,} would exceed the "
                              f"{MAX_IDS:,} ids an export's int32 ids can hold; add at most {MAX_IDS - len(self):,}.")
         lines = list(lines)
-        if not any(normalize_subword(line) for line in lines):
+        if not any(normalize_subword_batch(lines)):
             raise ValueError(f"There is no text to learn new pieces from: the {len(lines):,} lines given hold nothing "
                              "but whitespace.")
         return lines
@@ -220,7 +239,8 @@ class SubwordTokenizer:
                 worth.append((-saved, piece, spelling, score, int(domain.counts[zoo_id - len(RESERVED)])))
         return sorted(worth)
 
-    def extend(self, lines, max_new_ids, candidates=None, seed=0, log=None):
+    def extend(self, lines: Sequence[str], max_new_ids: int, candidates: int | None = None, seed: int = 0,
+               log: Callable[[str], None] | None = None) -> tuple[SubwordTokenizer, list[list[int]]]:
         """`(extended tokenizer, replaced)`: this tokenizer with up to `max_new_ids` pieces of
         `lines` that it lacks, as new ids after its own, which keep their ids and pieces.
 
@@ -330,70 +350,35 @@ class SubwordTokenizer:
     def __repr__(self):
         return f"SubwordTokenizer({len(self)} ids)"
 
-    def normalize(self, text):
-        return normalize_subword(text)
+    def build_graph(self) -> SubwordGraphTokenizer:
+        """tensorflow-text's SentencePiece ops with the model's bytes embedded in the graph."""
+        return SubwordGraphTokenizer(self.model_proto, self.sentencepiece_to_id, self.id_to_sentencepiece,
+                                     self._texts, self.unk_id, self.byte_values)
 
-    def encode(self, text, add_bos=True, add_eos=True):
-        return self.encode_batch([text], add_bos, add_eos)[0]
+    def check_extendable(self, what: str = "This model") -> None:
+        """Refuses, in one sentence naming `what` holds it, a tokenizer that was extended already."""
+        if self.added_pieces:
+            were = "ids were" if self.added_pieces != 1 else "id was"
+            raise ValueError(f"{what}'s tokenizer was extended already (its last {self.added_pieces:,} {were} "
+                             "added); extend the model as trained, once, with the number of ids you want.")
 
-    def encode_batch(self, lines, add_bos=True, add_eos=True, num_threads=2):
-        """`[encode(line, add_bos, add_eos) for line in lines]`, encoded together (fast)."""
-        pieces = self._sp.encode([normalize_subword(line) for line in lines], num_threads=num_threads)
-        lengths = np.fromiter(map(len, pieces), dtype=np.int64, count=len(pieces))
-        flat = np.fromiter(itertools.chain.from_iterable(pieces), dtype=np.int32, count=int(lengths.sum()))
-        # one flat array with <s> / </s> around each line, cut into lists once
-        ends = np.cumsum(lengths + int(add_bos) + int(add_eos))
-        starts = ends - lengths - int(add_bos) - int(add_eos)
-        out = np.empty(int(ends[-1]) if len(ends) else 0, dtype=np.int32)
-        body = np.ones(len(out), dtype=bool)
-        if add_bos:
-            out[starts], body[starts] = self.bos_id, False
-        if add_eos:
-            out[ends - 1], body[ends - 1] = self.eos_id, False
-        out[body] = self.sentencepiece_to_id[flat]
-        out = out.tolist()
-        return [out[a:b] for a, b in zip(starts.tolist(), ends.tolist())]
+    def export_notes(self) -> dict:
+        """Its normalisation, that `serving_default` scores per word, and the ops a server needs."""
+        return {"normalization": NORMALIZATION, "scores": "per word (serving_default)",
+                "requires": "tensorflow-text ops"}
 
-    def _check(self, ids):
-        ids = np.asarray(ids, dtype=np.int64).reshape(-1)
-        if ids.size and (ids.min() < 0 or ids.max() >= len(self)):
-            raise IndexError(f"Token ids must be in [0, {len(self)}), got {ids.min()}…{ids.max()}.")
-        return ids
+    def encode_batch(self, lines: Iterable[str | bytes], add_bos: bool = True, add_eos: bool = True,
+                     num_threads: int | None = None) -> list[list[int]]:
+        """`[encode(line, add_bos, add_eos) for line in lines]`, run through the graph together
+        (`num_threads` is not used: the graph's op runs on one thread; it goes in 0.2.0)."""
+        return super().encode_batch(lines, add_bos, add_eos)
 
-    def decode(self, ids, strip_specials=True, whole_characters=False):
-        """The text of `ids`; `<pad>`, `<s>` and `</s>` are dropped, or, with
-        `strip_specials=False`, written by name between spaces. With `whole_characters` (what
-        `generate` writes), byte pieces at the end that begin a UTF-8 character without finishing
-        it are left out rather than written as U+FFFD (decoding stopped inside the character)."""
-        ids = self._check(ids)
-        special = ids < len(RESERVED)
-        if strip_specials:
-            kept = ids[~special]
-            if whole_characters:
-                kept = kept[:len(kept) - unfinished_character(self.byte_values[kept[-4:]].tolist())]
-            return self._sp.decode(self.id_to_sentencepiece[kept].tolist())
-        parts, run = [], []
-        for i, is_special in zip(ids.tolist(), special.tolist()):
-            if is_special:
-                if run:
-                    parts.append(self._sp.decode(run))
-                    run = []
-                parts.append(RESERVED[i])
-            else:
-                run.append(int(self.id_to_sentencepiece[i]))
-        if run:
-            parts.append(self._sp.decode(run))
-        return " ".join(parts)
-
-    def token_texts(self, ids):
-        return [self._texts[i] for i in self._check(ids).tolist()]
-
-    def word_index(self, ids):
+    def word_index(self, ids: Iterable[int]) -> list[int]:
         """A piece starting with the boundary mark (shown as a leading space) starts a word; the
         other pieces (and byte pieces) continue the word before. -1 for `<s>` / `<pad>`, the
         number of words for `</s>`."""
         out, words = [], 0
-        for i in self._check(ids).tolist():
+        for i in self.check_ids(ids).tolist():
             if i in (self.pad_id, self.bos_id):
                 out.append(-1)
             elif i == self.eos_id:
@@ -406,7 +391,7 @@ class SubwordTokenizer:
 
     # -- files ----------------------------------------------------------------------------------
 
-    def save(self, directory):
+    def save(self, directory: str | os.PathLike) -> str:
         """Writes `tokenizer.model` and `tokenizer.json` into `directory`; returns the latter's
         path."""
         with open(os.path.join(directory, MODEL_FILE), "wb") as f:
@@ -431,7 +416,9 @@ class SubwordTokenizer:
         return path
 
     @classmethod
-    def load(cls, directory):
+    def load(cls, directory: str | os.PathLike) -> SubwordTokenizer:
+        """The subword tokenizer saved in `directory` (each bad or missing file named in one
+        sentence)."""
         config_path = os.path.join(directory, CONFIG_FILE)
         model_path = os.path.join(directory, MODEL_FILE)
         config = cls._read_config(config_path)
@@ -499,35 +486,6 @@ class SubwordTokenizer:
             raise bad(f"added_pieces {added!r} is not a count of pieces below {len(order)}")
         return config
 
-    def graph_tokenizer(self, asset_dir=None):
-        """`zoo.data.graph_tokenizers.SubwordGraphTokenizer`: the model's bytes are embedded in
-        the graph, so `asset_dir` is not used."""
-        return SubwordGraphTokenizer(self.model_proto, self.sentencepiece_to_id,
-                                     self.id_to_sentencepiece, self._texts, self.unk_id, self.byte_values)
-
-
-def unfinished_character(byte_values):
-    """How many of the last of `byte_values` (a row's last ids as bytes, -1 for a piece that is
-    not a byte) begin a UTF-8 character that they do not finish: the lead byte and the
-    continuation bytes after it, when fewer than the lead byte announces; else 0 (the text ends
-    with a whole character, or with bytes that are not UTF-8 whatever follows).
-    `zoo.data.graph_tokenizers.unfinished_characters` is the same for a batch, in the graph."""
-    continuations = 0
-    for k, value in enumerate(reversed(byte_values[-4:])):
-        if value < 0x80:  # a piece that is not a byte, or an ASCII byte: a whole character
-            return 0
-        if value < 0xC0:  # a continuation byte
-            continuations += 1
-            continue
-        return k + 1 if continuations + 1 < utf8_length(value) else 0
-    return 0
-
-
-def utf8_length(lead):
-    """The bytes of the UTF-8 character that the byte `lead` (≥ 0xC0) begins; 1 for 0xF8 and
-    above, which begin none."""
-    return 2 if lead < 0xE0 else 3 if lead < 0xF0 else 4 if lead < 0xF8 else 1
-
 
 def trainer_sentences(lines, max_chars):
     """`(sentences, long lines)`: each line of at most `max_chars` characters as it is, each longer
@@ -586,22 +544,34 @@ def _training_error(message, vocabulary_size, lines):
                       f"lines ({reason(message)}).")
 
 
-def load_tokenizer(directory):
-    """The tokenizer saved in a preset `directory`, whichever its kind: `tokenizer.json` (+
-    `tokenizer.model`) for subword, else `vocabulary.txt` (+ `vocabulary_kind.txt`) for word or
-    char. A missing or corrupt file raises a `ValueError` naming it."""
+def load_tokenizer(directory: str | os.PathLike) -> Tokenizer:
+    """The tokenizer saved in a preset `directory`, whichever its class: the registered one
+    (`zoo.data.base_tokenizer.register_tokenizer`) whose first file is there: `tokenizer.json`
+    (+ `tokenizer.model`) for subword, `vocabulary.txt` (+ `vocabulary_kind.txt`) for word or
+    char, or a tokenizer of your own. A missing or corrupt file raises a `ValueError` naming it.
+
+    Returns the tokenizer.
+
+    >>> import tempfile
+    >>> with tempfile.TemporaryDirectory() as directory:
+    ...     _ = WordTokenizer(["<pad>", "<s>", "</s>", "<unk>", "hello"]).save(directory)
+    ...     load_tokenizer(directory)
+    WordTokenizer(5 ids)
+    """
     directory = os.fspath(directory)
     if not os.path.isdir(directory):
         raise ValueError(f"The tokenizer directory {directory} does not exist.")
-    if os.path.exists(os.path.join(directory, CONFIG_FILE)):
-        return SubwordTokenizer.load(directory)
     path = os.path.join(directory, VOCABULARY_FILE)
-    if not os.path.exists(path):
-        raise ValueError(f"The tokenizer file {path} is missing (and there is no {CONFIG_FILE} beside it).")
     try:
-        return load_word_or_char(directory)
+        tokenizer = load_registered(directory)
     except (ValueError, OSError, UnicodeDecodeError) as e:
+        if os.path.exists(os.path.join(directory, CONFIG_FILE)) or not os.path.exists(path):
+            raise  # the subword tokenizer's (and a tokenizer of your own's) sentences name their files
         raise ValueError(f"The tokenizer file {path} is not a vocabulary ({reason(e)}).") from None
+    if tokenizer is None:
+        others = " or ".join(f for f in registered_files(markers=True) if f != VOCABULARY_FILE)
+        raise ValueError(f"The tokenizer file {path} is missing (and there is no {others} beside it).")
+    return tokenizer
 
 
 def __getattr__(name):  # former names (zoo.deprecation.FORMER_NAMES)

@@ -8,16 +8,20 @@ al. says, every line is wrapped in `<s> … </s>`; the model sees both but is on
 predict `</s>`, never `<s>`.
 """
 
+from __future__ import annotations
+
 import collections
 import os
+from collections.abc import Iterable, Sequence
 
 import numpy as np
 
+from zoo.data.base_tokenizer import BOS, EOS, PAD, Tokenizer, register_tokenizer
 from zoo.data.corpus import check_lines
-from zoo.data.graph_tokenizers import GraphTokenizer, Tokenizer
+from zoo.data.graph_tokenizers import CharGraphTokenizer, WordGraphTokenizer
 from zoo.deprecation import former_name
 
-PAD, BOS, EOS, UNK = "<pad>", "<s>", "</s>", "<unk>"
+UNK = "<unk>"
 SPECIALS = (PAD, BOS, EOS, UNK)
 FILENAME = "vocabulary.txt"
 KIND_FILENAME = "vocabulary_kind.txt"  # "char" for a `CharTokenizer`; absent for a `WordTokenizer`
@@ -25,22 +29,29 @@ LINE_START_FILENAME = "vocabulary_line_start.txt"  # "</s>" for fairseq's conven
 LINE_STARTS = (BOS, EOS)
 
 
-class WordTokenizer:
+@register_tokenizer
+class WordTokenizer(Tokenizer):
     """An ordered list of tokens (the vocabulary); a token's id is its position.
 
-    It is the "word" member of the tokenizer family of `zoo.data.tokenizers` (`kind`,
-    `normalize`, `encode`, `encode_batch`, `decode`, `token_texts`, `word_index`, `save`,
-    `graph_tokenizer`); text may be given as `bytes`, decoded as UTF-8 with errors="replace".
+    It is the "word" member of the tokenizer family (`zoo.data.base_tokenizer.Tokenizer`): a
+    line's tokens are its whitespace-separated words (Python's `str.split()`), a word the
+    vocabulary lacks is `<unk>`.
 
     `line_start` is the token that opens every line: `<s>` (the paper's §4.1), or `</s>` for a
     model converted from fairseq, whose language models read each line after the previous line's
     `</s>` (`zoo.convert.fairseq`). Then `bos_id == eos_id`, and a stream of lines
     (`zoo.data.pipeline.stream_ids`) holds one `</s>` between lines, as fairseq's does.
+
+    >>> tokenizer = WordTokenizer.build(["the cat sat", "the dog sat"])
+    >>> tokenizer.tokens[4:], tokenizer.encode("the bird sat")
+    (['sat', 'the', 'cat', 'dog'], [1, 5, 3, 4, 2])
     """
 
     kind = "word"
+    files = (FILENAME, KIND_FILENAME, LINE_START_FILENAME)
+    unit = "words"
 
-    def __init__(self, tokens, line_start=BOS):
+    def __init__(self, tokens: Iterable[str], line_start: str = BOS):
         tokens = list(tokens)
         if tuple(tokens[: len(SPECIALS)]) != SPECIALS:
             raise ValueError(f"A vocabulary must start with {SPECIALS}, got {tokens[:4]}.")
@@ -56,7 +67,7 @@ class WordTokenizer:
         self.bos_id = self.index[line_start]  # 1 (<s>), or 2 (</s>)
 
     @classmethod
-    def build(cls, lines, min_count=1, max_size=None):
+    def build(cls, lines: Sequence[str], min_count: int = 1, max_size: int | None = None) -> WordTokenizer:
         """From whitespace-tokenised training lines: words seen `min_count` times or more, the
         `max_size` most frequent (specials included in the size), ties broken alphabetically."""
         check_lines(lines)
@@ -70,66 +81,30 @@ class WordTokenizer:
             words = words[: max_size - len(SPECIALS)]
         return cls(list(SPECIALS) + words)
 
-    def __len__(self):
+    def __len__(self) -> int:
         return len(self.tokens)
 
-    def __eq__(self, other):
-        return (isinstance(other, WordTokenizer) and self.tokens == other.tokens
+    def __eq__(self, other: object) -> bool:
+        return (type(other) is type(self) and self.tokens == other.tokens
                 and self.line_start == other.line_start)
 
-    def normalize(self, text):
-        """The text `decode(encode(text))` gives back when every word is in the vocabulary:
-        the whitespace-separated words (Python's `str.split()`) joined by one space."""
-        return " ".join(_text(text).split())
+    __hash__ = None
 
-    def encode(self, line, add_bos=True, add_eos=True):
-        ids = [self.index.get(w, self.unk_id) for w in _text(line).split()]
-        return ([self.bos_id] if add_bos else []) + ids + ([self.eos_id] if add_eos else [])
+    def __repr__(self) -> str:
+        return f"{type(self).__name__}({len(self)} ids)"
 
-    def encode_batch(self, lines, add_bos=True, add_eos=True):
-        """`[encode(line, add_bos, add_eos) for line in lines]`."""
-        return [self.encode(line, add_bos, add_eos) for line in lines]
+    def build_graph(self) -> WordGraphTokenizer:
+        return WordGraphTokenizer(self.tokens, self.pad_id, self.bos_id, self.eos_id, self.unk_id)
 
-    def decode(self, ids, strip_specials=True, whole_characters=False):
-        """The text of `ids` (`whole_characters` is the subword tokenizer's: words and characters
-        are always whole)."""
-        words = [self.tokens[int(i)] for i in ids]
-        if strip_specials:
-            words = [w for w in words if w not in (PAD, BOS, EOS)]
-        return " ".join(words)
+    def unknown_share(self, lines: Iterable[str]) -> float:
+        """The share of the words of `lines` that this closed vocabulary reads as `<unk>` (words it
+        does not hold, and `<unk>` written in the text, as the treebank does)."""
+        ids = self.encode_batch(lines, add_bos=False, add_eos=False)
+        words = sum(map(len, ids))
+        unknown = sum(row.count(self.unk_id) for row in ids)
+        return unknown / words if words else 0.0
 
-    def token_texts(self, ids):
-        """The token of each id, reserved ones as their names ("<s>", "<unk>" …)."""
-        return [self.tokens[int(i)] for i in ids]
-
-    def word_index(self, ids):
-        """For the ids of one encoded line: the index of the whitespace-separated word each id
-        belongs to; -1 for `<s>` (and `<pad>`), one past the last word for `</s>`. Every other
-        token (`<unk>` included) is a word of its own: 0, 1, 2 …"""
-        out, words = [], 0
-        for position, i in enumerate(ids):
-            i = int(i)
-            if i == self.pad_id or self._opens(i, position):
-                out.append(-1)
-            elif i == self.eos_id:
-                out.append(words)
-            else:
-                out.append(words)
-                words += 1
-        return out
-
-    def _opens(self, i, position):
-        """Whether id `i` at `position` of an encoded line is its line start (a `</s>` line
-        start opens a line only as its first id)."""
-        return i == self.bos_id and (self.bos_id != self.eos_id or position == 0)
-
-    def graph_tokenizer(self, asset_dir):
-        """The in-graph tokenizer (`zoo.data.graph_tokenizers.GraphTokenizer`) for a SavedModel:
-        the vocabulary file is written into `asset_dir` (which must outlive the export) and read
-        by its lookup tables."""
-        return GraphTokenizer(Tokenizer(self, self.save(asset_dir)))
-
-    def save(self, directory):
+    def save(self, directory: str | os.PathLike) -> str:
         path = os.path.join(directory, FILENAME)
         with open(path, "w", encoding="utf-8") as f:
             f.write("\n".join(self.tokens) + "\n")
@@ -139,11 +114,17 @@ class WordTokenizer:
         return path
 
     @classmethod
-    def load(cls, directory_or_file):
+    def load(cls, directory_or_file: str | os.PathLike) -> WordTokenizer:
+        """The word tokenizer saved in a directory (or its `vocabulary.txt`), or the
+        `CharTokenizer` when `vocabulary_kind.txt` beside it says "char"."""
         path = directory_or_file
         if os.path.isdir(path):
             path = os.path.join(path, FILENAME)
-        line_start, start_file = BOS, os.path.join(os.path.dirname(path), LINE_START_FILENAME)
+        directory = os.path.dirname(path)
+        kind_file = os.path.join(directory, KIND_FILENAME)
+        if cls is WordTokenizer and os.path.exists(kind_file) and open(kind_file).read().strip() == "char":
+            return CharTokenizer.load(path)
+        line_start, start_file = BOS, os.path.join(directory, LINE_START_FILENAME)
         if os.path.exists(start_file):
             with open(start_file, encoding="utf-8") as f:
                 line_start = f.read().strip()
@@ -161,34 +142,33 @@ class CharTokenizer(WordTokenizer):
     when every character is known (so a U+2581 in the text comes back as a space). `word_index`
     counts the words of that normalised text: the characters of a word share its index, and
     the spaces before a word belong to it (as a subword piece's leading space does).
+
+    >>> tokenizer = CharTokenizer.build(["ab ba"])
+    >>> tokenizer.encode("ab"), tokenizer.decode(tokenizer.encode(" ab  a ")), tokenizer.token_texts([6])
+    ([1, 4, 5, 2], 'ab  a', [' '])
     """
 
     kind = "char"
+    unit = "characters"
+    special_separator = ""
 
     @classmethod
-    def build(cls, lines, min_count=1, max_size=None):
+    def build(cls, lines: Sequence[str], min_count: int = 1, max_size: int | None = None) -> CharTokenizer:
         check_lines(lines)
         return super().build([" ".join(_chars(line)) for line in lines], min_count, max_size)
 
-    def normalize(self, text):
-        return "".join(c for c in _chars(_text(text)) if not c.isspace()).replace("\u2581", " ")
+    def build_graph(self) -> CharGraphTokenizer:
+        return CharGraphTokenizer(self.tokens, self.pad_id, self.bos_id, self.eos_id, self.unk_id)
 
-    def encode(self, line, add_bos=True, add_eos=True):
-        return super().encode(" ".join(_chars(_text(line))), add_bos, add_eos)
+    def unknown_share(self, lines: Iterable[str]) -> None:
+        """None: a character model's tokens are not words."""
+        return None
 
-    def decode(self, ids, strip_specials=True, whole_characters=False):
-        return "".join(super().decode(ids, strip_specials).split(" ")).replace("\u2581", " ")
-
-    def token_texts(self, ids):
-        """The character of each id (a space for U+2581), reserved ones as their names."""
-        return [t.replace("\u2581", " ") for t in super().token_texts(ids)]
-
-    def word_index(self, ids):
+    def word_index(self, ids: Iterable[int]) -> list[int]:
         space = self.index.get("\u2581")
         out, words, in_word = [], 0, False
-        for position, i in enumerate(ids):
-            i = int(i)
-            if i == self.pad_id or self._opens(i, position):
+        for position, i in enumerate(self.check_ids(ids).tolist()):
+            if i == self.pad_id or self.opens_line(i, position):
                 out.append(-1)
             elif i == self.eos_id:
                 out.append(words)
@@ -202,7 +182,7 @@ class CharTokenizer(WordTokenizer):
                 out.append(words - 1)
         return out
 
-    def save(self, directory):
+    def save(self, directory: str | os.PathLike) -> str:
         path = super().save(directory)
         with open(os.path.join(directory, KIND_FILENAME), "w") as f:
             f.write("char\n")
@@ -221,12 +201,9 @@ def _chars(line):
     return ["\u2581" if c == " " else c for c in line.strip()]
 
 
-def load_word_or_char(directory):
+def load_word_or_char(directory: str | os.PathLike) -> WordTokenizer:
     """The `WordTokenizer`, or `CharTokenizer` when `vocabulary_kind.txt` says "char", saved in
     `directory` (`zoo.data.tokenizers.load_tokenizer` reads every kind)."""
-    kind_file = os.path.join(directory, KIND_FILENAME)
-    if os.path.exists(kind_file) and open(kind_file).read().strip() == "char":
-        return CharTokenizer.load(directory)
     return WordTokenizer.load(directory)
 
 

@@ -268,13 +268,13 @@ class LanguageModel(Inference, Generation, keras.Model):
         Example:
 
         >>> import zoo
-        >>> tokenizer = zoo.data.SubwordTokenizer.train(["the cat sat on the mat"] * 20, 300)
+        >>> tokenizer = zoo.data.SubwordTokenizer.train([f"the cat {i} sat on the mat" for i in range(200)], 300)
         >>> lm = zoo.load("gcnn-ptb", weights="random", vocabulary_size=len(tokenizer), embedding_dim=8,
         ...               blocks=[[[3, 8]]])
         >>> lm.tokenizer = tokenizer
-        >>> extended = lm.extend_tokenizer(["kubectl apply", "kubectl get pods"] * 10, 4)
-        >>> len(extended.tokenizer) - len(tokenizer), extended.tokenizer.encode("kubectl")
-        (4, [1, 300, 2])
+        >>> extended = lm.extend_tokenizer(["kubectl get pods"] * 30 + [f"kubectl apply pod{i}" for i in range(50)], 4)
+        >>> extended.vocabulary_size, extended.tokenizer.token_texts(range(300, len(extended.tokenizer)))
+        (301, [' pod'])
         """
         from zoo.models.extend import extend_tokenizer
 

@@ -37,16 +37,7 @@ def check_tokenizer(tokenizer, what="This model"):
     extended already)."""
     if tokenizer is None:
         raise ValueError(f"{what} has no tokenizer to extend; load it with zoo.load or set model.tokenizer.")
-    if tokenizer.kind != "subword":
-        unknown = "words" if tokenizer.kind == "word" else "characters"
-        raise ValueError(
-            f"Only a subword (SentencePiece) tokenizer can be extended; {what[0].lower() + what[1:]} has a "
-            f"{tokenizer.kind} tokenizer, whose unknown {unknown} all map to <unk> (train a subword model "
-            "instead: --tokenizer subword).")
-    if tokenizer.added_pieces:
-        were = "ids were" if tokenizer.added_pieces != 1 else "id was"
-        raise ValueError(f"{what}'s tokenizer was extended already (its last {tokenizer.added_pieces:,} {were} "
-                         "added); extend the model as trained, once, with the number of ids you want.")
+    tokenizer.check_extendable(what)
 
 
 def check_extendable(model, what="This model"):

@@ -193,7 +193,7 @@ def never_emitted(model):
     which no text encodes to (byte fallback spells every character) but a lightly trained model
     may still give some probability (a new user saw " ⁇ " in generated text)."""
     tokenizer = getattr(model, "tokenizer", None)
-    extra = [int(tokenizer.unk_id)] if getattr(tokenizer, "kind", None) == "subword" else []
+    extra = [] if tokenizer is None else [int(i) for i in tokenizer.never_encoded]
     return [PAD_ID, BOS_ID] + [i for i in extra if i not in (PAD_ID, BOS_ID) and i < model.vocabulary_size]
 
 
@@ -634,7 +634,7 @@ class Generation:
         texts = [isinstance(p, (str, bytes)) for p in prompts]
         if prompts and all(texts):
             vocabulary = self.require_tokenizer()
-            rows = [vocabulary.encode(p, add_eos=False) for p in prompts]
+            rows = vocabulary.encode_batch(prompts, add_eos=False)
             check_sequence_length(rows, "prompt")
             return rows, True, False
         if any(texts):
@@ -679,8 +679,7 @@ class Generation:
                     raise ValueError(f"A stop text ({item!r}) needs text prompts; with id prompts give stop ids.")
                 texts.append(item)
                 ids = self.tokenizer.encode(item, add_bos=False, add_eos=False)
-                unk = getattr(self.tokenizer, "unk_id", None)
-                if ids and unk not in ids:  # the loop stops early on it; the text is cut below anyway
+                if ids and self.tokenizer.unk_id not in ids:  # the loop stops early on it; the text is cut below anyway
                     sequences.append(tuple(int(i) for i in ids))
                 continue
             sequence = [item] if _is_int(item) else item

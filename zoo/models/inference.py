@@ -245,7 +245,7 @@ class Inference:
         tokenizer = None
         if items and isinstance(items[0], str):
             tokenizer = self.require_tokenizer()
-            sequences = [tokenizer.encode(t) for t in items]
+            sequences = tokenizer.encode_batch(items)
         else:
             sequences = [list(self.check_ids(s).reshape(-1)) for s in items]
         check_sequence_length(sequences, "text")
@@ -267,7 +267,7 @@ class Inference:
             log_probs = self._target_log_prob_fn(tf.constant(ids), tf.constant(targets)).numpy()
             for i, row in enumerate(rows):
                 out[row] = log_probs[i, :len(sequences[row]) - 1]
-        if getattr(tokenizer, "kind", None) == "subword":
+        if tokenizer is not None and tokenizer.scores_per_word:
             for row, seq in enumerate(sequences):
                 words = np.asarray(tokenizer.word_index(seq)[1:])  # the word of each target
                 out[row] = np.bincount(words, weights=out[row], minlength=words.max() + 1).astype("float32")

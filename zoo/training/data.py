@@ -95,7 +95,7 @@ def load_corpus(data: str | os.PathLike, tokenizer: WordTokenizer | CharTokenize
     train_lines = read_lines(data, "train")
     valid_lines = read_lines(data, "valid")
     if tokenizer is not None:
-        kind = getattr(tokenizer, "kind", "word")
+        kind = tokenizer.kind
         if tokenizer_kind not in (None, kind) or vocabulary_size is not None:
             raise ValueError(f"The preset directory's model reads {kind} ids with its own saved tokenizer "
                              f"({len(tokenizer):,} ids); drop --tokenizer/--vocabulary-size to fine-tune it.")

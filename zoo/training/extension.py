@@ -32,7 +32,7 @@ def check_start(preset, weights, info, extend):
 
 def pieces_per_word(tokenizer, lines):
     sample = lines[:SAMPLE_LINES]
-    words = sum(len(tokenizer.normalize(line).split()) for line in sample)
+    words = sum(len(line.split()) for line in tokenizer.normalize_batch(sample))
     pieces = sum(len(ids) for ids in tokenizer.encode_batch(sample, add_bos=False, add_eos=False))
     return pieces / max(words, 1)
 
