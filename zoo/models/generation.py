@@ -1,13 +1,16 @@
 """Generating text: `LanguageModel.generate`, a part of `LanguageModel` (zoo.models.base), which
-mixes it in, and the in-graph decoding loop that it and the exported `generate` signature
-(`zoo.export.signatures`) both run.
+mixes it in; the compiled generation functions it keeps; and how a decoding loop is laid out on
+the machine that runs it (the output layer's blocks, the groups of rows), decided here in Python.
 
 A batch of prompts of any lengths is right-padded; the model reads every prompt in one parallel
 pass (`prefill`: the GCNN's convolutions over all positions at once, each conv layer's state
 gathered at each row's length; the recurrent stack's layers run once over the prompt, masked past
 each row's end) and then one `tf.while_loop` produces every new token: `step`, the output layer,
 the sampler, the stop checks, all in the graph, with no Python per token. Rows that have stopped
-write `<pad>` while the others go on; the loop ends when every row has stopped.
+write `<pad>` while the others go on; the loop ends when every row has stopped. The loop is the
+sampler's (`zoo.models.samplers`: `Sampler.__call__`, beam search's own `Beam.__call__`), built
+from the pieces of `zoo.models.decoding`; the exported `generate` signature
+(`zoo.export.signatures`) runs the same loops.
 """
 
 import contextlib
@@ -19,13 +22,14 @@ import tensorflow as tf
 
 from zoo.layers import int8
 from zoo.layers.validation import plain
-from zoo.models import samplers
-# A sampler owns its choice; the arithmetic the samplers share stays importable from here too.
+from zoo.models import decoding, samplers
+# The loop's pieces and the samplers' arithmetic stay importable from here too.
+from zoo.models.decoding import (BOS_ID, GROUP_FROM, GROUP_SEED, NO_STOP, PAD_ID, Rules,  # noqa: F401
+                                 next_token_scores, prefill, reads_prompt_in_parallel, repeated_ngrams,
+                                 stepwise_prefill, stopped)
 from zoo.models.samplers import BLOCK, candidates, draw, greedy_choice, sample_tokens, top_k_of  # noqa: F401
 from zoo.models.inference import check_sequence_length
 
-PAD_ID, BOS_ID = 0, 1  # never emitted
-NO_STOP = -1  # an `eos_id` no token equals: rows end at max_new_tokens only
 MAX_NEW_TOKENS = 1 << 20  # the most `generate` writes a row (its buffer is allocated up front)
 # The output layer's blocks in a graph loop for a few rows (head_blocks): by default as many as
 # make each block fill at most CACHE_FILL of a core's level-2 cache, one product where that would
@@ -33,102 +37,13 @@ MAX_NEW_TOKENS = 1 << 20  # the most `generate` writes a row (its buffer is allo
 CACHE_FILL = 0.9
 MAX_AUTO_HEAD_BLOCKS = 16
 MAX_HEAD_BLOCKS = 64  # the most blocks an export may be asked for (zoo export --head-blocks)
+# An export's default blocks, whatever the exporting machine's cache: one product, the choice
+# that holds up best across level-2 caches of 0.5 to 32 MiB (results/benchmarks/head-blocks.md).
+EXPORT_HEAD_BLOCKS = 1
 CPU_CACHE = "/sys/devices/system/cpu/cpu0/cache"
 
 
-# ---- the prompt ------------------------------------------------------------------------------------
-def _provider(cls, name):
-    return next((klass for klass in cls.__mro__ if name in klass.__dict__), None)
-
-
-def reads_prompt_in_parallel(model):
-    """Whether the family's `prefill` applies: it must come from the class that defines `step`
-    (or a subclass of it), so that a subclass changing `step` alone decodes as its `step` does."""
-    cls = type(model)
-    prefill, step = _provider(cls, "prefill"), _provider(cls, "step")
-    return prefill is not None and issubclass(prefill, step)
-
-
-def prefill(model, token_ids, lengths):
-    """`(hidden [batch, hidden_dim] at each row's last prompt token, decoding state after it)`
-    for right-padded prompts `token_ids` [batch, time] with `lengths` [batch] (each ≥ 1)."""
-    if reads_prompt_in_parallel(model):
-        return model.prefill(token_ids, lengths)
-    return stepwise_prefill(model, token_ids, lengths)
-
-
-def stepwise_prefill(model, token_ids, lengths):
-    """`prefill` by feeding the prompts to `step` token by token (in one `tf.while_loop`), a row's
-    state frozen past its length: for families without a parallel `prefill`, and the reference
-    the parallel ones are tested against."""
-    batch = tf.shape(token_ids)[0]
-    state = model.initial_state(batch)
-    hidden = tf.zeros([batch, model.hidden_dim], model.compute_dtype)
-
-    def body(t, hidden, state):
-        new_hidden, new_state = model.step(token_ids[:, t], state)
-        live = t < lengths
-        keep = lambda new, old: tf.where(tf.reshape(live, [-1] + [1] * (len(old.shape) - 1)), new, old)
-        return t + 1, keep(new_hidden, hidden), tf.nest.map_structure(keep, new_state, state)
-
-    _, hidden, state = tf.while_loop(lambda t, *_: t < tf.reduce_max(lengths), body, (0, hidden, state))
-    return hidden, state
-
-
-# ---- choosing a token ------------------------------------------------------------------------------
-
-def served_sampler(temperature, top_k, top_p):
-    """The exported `generate` signature's token chooser, its settings as tensors (`Served`)."""
-    return samplers.Served(temperature, top_k, top_p).next
-
-
-def _traced_sampler(sampler, temperature, top_p):
-    """`sampler` inside a compiled loop: its dynamic parameters (`Sampler.dynamic`) replaced by the
-    loop's `temperature` and `top_p` tensors, so a new value needs no new trace or compilation."""
-    fed = {"temperature": temperature, "p": top_p}
-    return sampler.bound(**{name: fed[name] for name in sampler.dynamic if name in fed})
-
-
-# ---- the rules every row follows -------------------------------------------------------------------
-def repeated_ngrams(buffer, ends, n, vocabulary_size):
-    """[batch, vocabulary] bool: the tokens that would complete, at position `ends[b]`, an n-gram
-    already present in `buffer[b, :ends[b]]` (fairseq's no-repeat n-gram rule, prompt included)."""
-    batch, width = tf.shape(buffer)[0], tf.shape(buffer)[1]
-    starts = tf.maximum(width - n + 1, 0)  # candidate n-gram start positions j
-    prefix = tf.gather(buffer, tf.maximum(ends[:, None] - (n - 1) + tf.range(n - 1)[None, :], 0), batch_dims=1)
-    match = tf.range(starts)[None, :] + n - 1 < ends[:, None]  # n-gram j lies wholly before ends
-    match &= ends[:, None] >= n - 1
-    for i in range(n - 1):
-        match &= tf.equal(buffer[:, i:i + starts], prefix[:, i:i + 1])
-    following = buffer[:, n - 1:n - 1 + starts]
-    rows = tf.broadcast_to(tf.range(batch)[:, None], tf.shape(following))
-    indices = tf.reshape(tf.stack([rows, following], axis=-1), [-1, 2])
-    hits = tf.reshape(tf.cast(match, tf.int32), [-1])
-    return tf.scatter_nd(indices, hits, [batch, vocabulary_size]) > 0
-
-
-def stopped(buffer, ends, lengths, stop_sequences):
-    """[batch] bool: the new tokens of a row (positions `lengths … ends − 1`) end with one of
-    `stop_sequences` (tuples of ids)."""
-    done = tf.zeros_like(ends, tf.bool)
-    for sequence in stop_sequences:
-        m = len(sequence)
-        window = tf.gather(buffer, tf.maximum(ends[:, None] - m + tf.range(m)[None, :], 0), batch_dims=1)
-        done |= tf.reduce_all(tf.equal(window, tf.constant(sequence, tf.int32)[None, :]), axis=1) \
-            & (ends - m >= lengths)
-    return done
-
-
-def next_token_scores(model, hidden, normalised):
-    """The output layer's scores of the next token, float32 [batch, vocabulary]: log-probabilities
-    when `normalised` (beam search adds them up), else anything equal to them up to a constant per
-    row (a full softmax's logits: greedy and sampling need no normalisation)."""
-    head = model.head
-    if not normalised and hasattr(head, "logits") and not hasattr(head, "cutoffs"):
-        return tf.cast(head.logits(hidden), tf.float32)
-    return tf.cast(head.log_prob(hidden), tf.float32)
-
-
+# ---- the loop on this machine ---------------------------------------------------------------------
 @contextlib.contextmanager
 def loop_invariants(model):
     """While a decoding loop is traced: what does not change from token to token (an int8
@@ -161,24 +76,37 @@ def l2_cache_bytes(root=CPU_CACHE):
     return None
 
 
-def head_blocks(model, blocks=None):
+def head_blocks(model, blocks=None, cache_bytes=None):
     """How many products over blocks of ids the output layer runs as in a graph loop for fewer
     than `GROUP_FROM` rows (`FullSoftmax.blocks_computed_once`): `blocks` if given, 1 for a layer
     that has no blocks (the adaptive softmax), else the fewest blocks that each fit `CACHE_FILL`
-    of this machine's level-2 cache per core: on the CPUs measured, one row's product slows down
-    once its matrix outgrows that cache, and blocks that fit it, run side by side on the cores,
-    are faster (results/benchmarks/served-generate.md). 1 (the one product) where the cache is
-    unknown or more than `MAX_AUTO_HEAD_BLOCKS` would be needed."""
+    of a level-2 cache per core of `cache_bytes` (None: this machine's, read from Linux): on the
+    CPUs measured, one row's product slows down once its matrix outgrows that cache, and blocks
+    that fit it, run side by side on the cores, are faster (results/benchmarks/served-generate.md).
+    1 (the one product) where the cache is unknown or more than `MAX_AUTO_HEAD_BLOCKS` would be
+    needed."""
     fit = getattr(model.head, "blocks_to_fit", None)  # a full or tied layer
     if fit is None:
         return 1
     if blocks is not None:
         return min(blocks, model.head.vocabulary_size)
-    cache = l2_cache_bytes()
+    cache = l2_cache_bytes() if cache_bytes is None else cache_bytes
     if cache is None:
         return 1
     blocks = fit(cache * CACHE_FILL)
     return blocks if blocks <= MAX_AUTO_HEAD_BLOCKS else 1
+
+
+head_blocks_of = head_blocks  # for the loops whose `head_blocks` keyword hides the function
+
+
+def export_head_blocks(model, blocks=None):
+    """The output layer's blocks of an export's `generate`: `blocks` if given (as `head_blocks`
+    takes them), else `EXPORT_HEAD_BLOCKS`. A model server runs no Python to read its machine's
+    cache, and the exporting machine's says nothing of the servers', so the default is the one
+    that holds up across level-2 caches (results/benchmarks/head-blocks.md); an operator who knows
+    the servers' cache gives `head_blocks(model, cache_bytes=...)`'s number."""
+    return head_blocks(model, blocks) if blocks is not None else EXPORT_HEAD_BLOCKS
 
 
 def _head_in_blocks(model, blocks):
@@ -202,207 +130,91 @@ def never_scores(model):
     each step's scores (one addition instead of a select against a mask, and exact: x + 0 = x).
     Made once before a decoding loop, by a scatter rather than held as a constant (a
     vocabulary-sized constant in each traced loop would weigh on every export)."""
-    ids = never_emitted(model)
-    return tf.tensor_scatter_nd_update(tf.zeros([model.vocabulary_size], tf.float32), [[i] for i in ids],
-                                       tf.fill([len(ids)], tf.constant(-np.inf, tf.float32)))
+    return decoding.never_scores_of(never_emitted(model), model.vocabulary_size)
 
 
-def _banned(log_probs, never, buffer, ends, ngram):
-    log_probs = log_probs + never[None, :]
-    if ngram:
-        log_probs = tf.where(repeated_ngrams(buffer, ends, ngram, log_probs.shape[-1]), -np.inf, log_probs)
-    return log_probs
-
-
-def _prompt_buffer(token_ids, max_new_tokens):
-    return tf.pad(token_ids, [[0, 0], [0, max_new_tokens]], constant_values=PAD_ID)
+def rules(model, eos_id=NO_STOP, stop_sequences=(), ngram=0):
+    """The `decoding.Rules` every row of `model`'s loops follows: stop after `eos_id` or one of
+    `stop_sequences`, never write `never_emitted(model)`, no repeated n-gram of size `ngram`."""
+    return Rules(int(eos_id), tuple(stop_sequences), int(ngram), tuple(never_emitted(model)))
 
 
 # ---- the loops -------------------------------------------------------------------------------------
 GROUPS = 2  # a batch of at least GROUP_FROM rows decodes as this many independent groups of rows
-GROUP_FROM = 8
-GROUP_SEED = 1_000_003  # group g draws with seed + g * GROUP_SEED
 
 
 def decode(model, token_ids, lengths, max_new_tokens, choose, seed, eos_id, stop_sequences=(), ngram=0,
            with_log_prob=False, groups=GROUPS, room=None, head_blocks=None):
-    """Up to `max_new_tokens` new tokens after each right-padded prompt, chosen by
-    `choose(scores, seed, step)`; a row stops after `eos_id` or a stop sequence. Returns
-    `(ids [batch, time + max_new_tokens], ends [batch])`: row b's prompt and new tokens are
-    `ids[b, :ends[b]]`, the rest `<pad>`; and, `with_log_prob`, the new tokens' log-probability
-    [batch] (the scores then being normalised log-probabilities). `room`: the columns the ids get
-    after the prompts, a Python int ≥ `max_new_tokens` (XLA needs static shapes), else
-    `max_new_tokens` itself. `head_blocks`: the output layer's blocks of ids at fewer than
-    `GROUP_FROM` rows (`head_blocks`; None: this machine's choice).
+    """`Sampler.__call__`'s loop with a token chooser `choose(scores, seed, step)` for a sampler:
+    `(ids, ends)`, and with `with_log_prob` the new tokens' log-probability. `head_blocks`: the
+    output layer's blocks at fewer than `GROUP_FROM` rows (None: this machine's `head_blocks`).
 
     A batch of `GROUP_FROM` rows or more is split into `groups` groups (the first rows, then the
     rest) that one loop decodes side by side: their ops are independent, so TensorFlow's executor
     runs one group's small ops while the other's run (`zoo benchmark generate`: 1.3× at 32 rows
     on 2 cores). Group g draws with seed `seed + g · GROUP_SEED`, so a row's draws depend on the
     seed, its index in the batch and the batch size, never on the other rows' text."""
-    lengths = tf.cast(lengths, tf.int32)
-    hidden, state = prefill(model, token_ids, lengths)
-    buffer = _prompt_buffer(token_ids, max_new_tokens if room is None else room)
-    batch = tf.shape(lengths)[0]
-    seed = tf.cast(seed, tf.int64)
-
-    def run(bounds):
-        parts = [(lambda x, a=a, b=b: x[a:b]) for a, b in bounds]
-        groups = [[tf.zeros_like(part(lengths), tf.bool), part(lengths), part(buffer), tf.zeros(tf.shape(part(lengths))),
-                   part(hidden), tf.nest.map_structure(part, state)] for part in parts]
-        bodies = [_decode_body(model, part(lengths), choose, seed + g * GROUP_SEED, eos_id, stop_sequences, ngram,
-                               with_log_prob) for g, part in enumerate(parts)]
-
-        def body(step, groups):
-            return step + 1, [list(b(step, *group)) for b, group in zip(bodies, groups)]
-
-        def keep_going(step, groups):
-            return (step < max_new_tokens) & ~tf.reduce_all(tf.concat([group[0] for group in groups], 0))
-
-        _, groups = tf.while_loop(keep_going, body, (tf.constant(0), groups))
-        return tuple(tf.concat([group[i] for group in groups], 0) for i in (2, 1, 3))  # buffer, ends, total
-
-    if groups > 1:
-        cut = [batch * g // groups for g in range(groups + 1)]
-        def few_rows():
-            with _head_in_blocks(model, head_blocks):
-                return run([(0, batch)])
-
-        buffer, ends, total = tf.cond(batch >= GROUP_FROM, lambda: run(list(zip(cut[:-1], cut[1:]))), few_rows)
-    else:
-        buffer, ends, total = run([(0, batch)])
-    return (buffer, ends, total) if with_log_prob else (buffer, ends)
+    ids, ends, total = _Chooser(choose)(model, token_ids, lengths, max_new_tokens, seed,
+                                        rules(model, eos_id, stop_sequences, ngram), with_log_prob=with_log_prob,
+                                        groups=groups, room=room, head_blocks=head_blocks_of(model, head_blocks))
+    return (ids, ends, total) if with_log_prob else (ids, ends)
 
 
-def _decode_body(model, lengths, choose, seed, eos_id, stop_sequences, ngram, with_log_prob):
-    """One step of `decode` for one group of rows: `(done, ends, buffer, total, hidden, state)`
-    after the next token."""
-    rows = tf.range(tf.shape(lengths)[0])
+class _Chooser(samplers.Sampler):
+    """A sampler whose choice is a function `choose(scores, seed, step)` (`decode`'s)."""
 
-    never = never_scores(model)
-
-    def body(step, done, ends, buffer, total, hidden, state):
-        log_probs = _banned(next_token_scores(model, hidden, normalised=with_log_prob), never, buffer, ends, ngram)
-        token = tf.where(done, PAD_ID, choose(log_probs, seed, step))
-        if with_log_prob:
-            total += tf.where(done, 0.0, tf.gather(log_probs, token, batch_dims=1))
-        buffer = tf.tensor_scatter_nd_update(buffer, tf.stack([rows, ends], axis=1), token)
-        ends += tf.cast(~done, tf.int32)
-        done |= tf.equal(token, eos_id) | stopped(buffer, ends, lengths, stop_sequences)
-        hidden, state = model.step(token, state)
-        return done, ends, buffer, total, hidden, state
-
-    return body
+    def __init__(self, choose):
+        self.next = choose
 
 
 def beam_search(model, token_ids, lengths, max_new_tokens, num_beams, length_penalty, eos_id,
-                stop_sequences=(), ngram=0, against_greedy=True, sampler=None, all_beams=False):
-    """Beam search: `num_beams` hypotheses per prompt, each extended by every token and the best
-    `num_beams` of all kept (by log-probability); a finished hypothesis (after `eos_id` or a stop
-    sequence) stays as it is. At the end each prompt's hypotheses are ranked by
-    `log-probability / new tokens ** length_penalty`, together with the greedy one (decoded beside
-    them): beam search can lose the greedy hypothesis on the way, and never returns anything
-    ranked below it. Returns `decode`'s `(ids, ends)` for the best hypothesis of each prompt, and
-    its log-probability [batch]. `all_beams=True` returns every beam instead, best first within
-    each prompt (the greedy hypothesis not added): `(ids [batch·n, width], ends [batch·n],
-    log-probabilities [batch·n], ranking scores [batch·n])`."""
-    beams = sampler if sampler is not None else samplers.Beam(num_beams, length_penalty)
+                stop_sequences=(), ngram=0, against_greedy=True, all_beams=False):
+    """`Beam(num_beams, length_penalty)`'s loop (`Beam.__call__`): the best hypothesis of each
+    prompt, `(ids, ends, log-probability)`; `against_greedy=False` the best beam alone, without
+    the greedy hypothesis (tests); `all_beams=True` every beam (`Beam.every_beam`)."""
+    beams, rules_ = samplers.Beam(num_beams, length_penalty), rules(model, eos_id, stop_sequences, ngram)
     lengths = tf.cast(lengths, tf.int32)
-    hidden, state = prefill(model, token_ids, lengths)
-    batch, n = tf.shape(lengths)[0], num_beams
-    def tile(x):  # each row n times; the static shape kept (n may be a request's tensor)
-        return tf.ensure_shape(tf.repeat(x, n, axis=0), [None] + x.shape[1:])
-
-    hidden, state = tile(hidden), tf.nest.map_structure(tile, state)
-    buffer, lengths = tile(_prompt_buffer(token_ids, max_new_tokens)), tile(lengths)
-    # only the first beam of each prompt is live at the start: the others would repeat it
-    scores = tf.tile(tf.concat([[0.0], tf.fill([n - 1], -np.inf)], 0)[None, :], [batch, 1])
-    vocabulary_size = model.vocabulary_size
-    finished_row = tf.where(tf.range(vocabulary_size) == PAD_ID, 0.0, -np.inf)[None, :]
-    rows = tf.range(batch * n)
-    first_beam = tf.repeat(tf.range(batch) * n, n)
-
-    never = never_scores(model)
-
-    def body(step, done, ends, buffer, scores, hidden, state):
-        log_probs = _banned(next_token_scores(model, hidden, normalised=True), never, buffer, ends, ngram)
-        log_probs = tf.where(done[:, None], finished_row, log_probs)
-        total = tf.reshape(tf.reshape(scores, [-1, 1]) + log_probs, [batch, n * vocabulary_size])
-        scores, best = beams.select(total)
-        origin = tf.reshape(best // vocabulary_size, [-1]) + first_beam
-        token = tf.reshape(best % vocabulary_size, [-1])
-        pick = lambda x: tf.gather(x, origin)
-        done, ends, buffer = pick(done), pick(ends), pick(buffer)
-        hidden, state = pick(hidden), tf.nest.map_structure(pick, state)
-        buffer = tf.tensor_scatter_nd_update(buffer, tf.stack([rows, ends], axis=1), token)
-        ends += tf.cast(~done, tf.int32)
-        done |= tf.equal(token, eos_id) | stopped(buffer, ends, lengths, stop_sequences)
-        hidden, state = model.step(token, state)
-        return step + 1, done, ends, buffer, scores, hidden, state
-
-    keep_going = lambda step, done, *_: (step < max_new_tokens) & ~tf.reduce_all(done)
-    loop = (tf.constant(0), tf.zeros_like(lengths, tf.bool), lengths, buffer, scores, hidden, state)
-    _, _, ends, buffer, scores, _, _ = tf.while_loop(keep_going, body, loop)
     if all_beams:
-        return _ranked_beams(beams, buffer, ends, scores, lengths, batch, n, every=True)
-    ids, ends, score, ranked_best = _ranked_beams(beams, buffer, ends, scores, lengths, batch, n)
-    if not against_greedy:  # the beams alone (tests)
-        return ids, ends, score
-    prompt_lengths = tf.reshape(lengths[::n], [-1])  # a rank the stride of a request's beams leaves unknown
-    g_ids, g_ends, g_score = decode(model, token_ids, prompt_lengths, max_new_tokens, greedy_choice, 0, eos_id,
-                                    stop_sequences, ngram, with_log_prob=True)
-    g_ranked = beams.rank(g_score, tf.cast(tf.maximum(g_ends - prompt_lengths, 1), tf.float32))
-    greedy_wins = g_ranked > ranked_best
-    return (tf.where(greedy_wins[:, None], g_ids, ids), tf.where(greedy_wins, g_ends, ends),
-            tf.where(greedy_wins, g_score, score))
-
-
-def _ranked_beams(beams, buffer, ends, scores, lengths, batch, n, every=False):
-    """The beams ranked by `beams.rank` (log-probability / new tokens ** length_penalty): the best
-    of each prompt, `(ids, ends, log-probability, ranking score)`, or with `every` all of them,
-    best first within each prompt (`beam_search`'s `all_beams`)."""
-    new = tf.reshape(tf.cast(tf.maximum(ends - lengths, 1), tf.float32), [batch, n])
-    ranked = beams.rank(scores, new)
-    if every:
-        order = tf.reshape(tf.argsort(ranked, axis=1, direction="DESCENDING", stable=True)
-                           + tf.range(batch)[:, None] * n, [-1])
-        return (tf.gather(buffer, order), tf.gather(ends, order), tf.gather(tf.reshape(scores, [-1]), order),
-                tf.gather(tf.reshape(ranked, [-1]), order))
-    best = tf.argmax(ranked, axis=1, output_type=tf.int32)
-    ranked_best = tf.gather(ranked, best, batch_dims=1)
-    best += tf.range(batch) * n
-    return (tf.gather(buffer, best), tf.gather(ends, best), tf.gather(tf.reshape(scores, [-1]), best),
-            ranked_best)
+        return beams.every_beam(model, token_ids, lengths, max_new_tokens, 0, rules_)
+    if against_greedy:
+        return beams(model, token_ids, lengths, max_new_tokens, 0, rules_, groups=GROUPS,
+                     head_blocks=head_blocks_of(model))
+    return beams.best(model, token_ids, lengths, max_new_tokens, rules_)[:3]
 
 
 def compiled(model, sampler, ngram, stop_sequences, eos_id, jit_compile, room=None, all_beams=False):
     """The compiled generation function of `model` for one static configuration, made once and
-    kept on the model: `fn(token_ids, lengths, max_new_tokens, seed, temperature, top_p)`.
+    kept on the model: `fn(token_ids, lengths, max_new_tokens, seed, parameters)` runs the
+    sampler's loop (`sampler(...)`, or `sampler.every_beam` with `all_beams`), `parameters` being
+    `{name: scalar tensor}` of the sampler's `dynamic` parameters, so that a new value of them
+    traces nothing; its other parameters are part of the configuration (`static_key`).
 
-    With `jit_compile`, a batch of `GROUP_FROM` rows or more is cut into `GROUPS` groups, each
+    The loop's layout is this machine's: the output layer in `head_blocks_of(model)` blocks at a
+    few rows and `GROUPS` groups of rows at `GROUP_FROM` rows or more in a graph loop. With
+    `jit_compile`, a batch of `GROUP_FROM` rows or more is cut into `GROUPS` groups, each
     decoded by its own XLA-compiled loop, the loops launched side by side from one graph (one XLA
     computation runs its ops one after the other; two run at once on two cores). Group g draws
     with seed `seed + g · GROUP_SEED`, as the graph loop's groups do."""
     functions = model.__dict__.setdefault("_generation_functions", {})
-    key = (sampler.static_key(), ngram, stop_sequences, eos_id, jit_compile, room, all_beams)
+    dynamic = {name: sampler.tensor_spec(name) for name in sampler.dynamic}
+    key = (sampler.static_key(), tuple((name, spec.dtype.name) for name, spec in dynamic.items()), ngram,
+           stop_sequences, eos_id, jit_compile, room, all_beams)
     if key in functions:
         return functions[key]
     spec = [tf.TensorSpec([None, None], tf.int32), tf.TensorSpec([None], tf.int32),
-            tf.TensorSpec([], tf.int32), tf.TensorSpec([], tf.int64), tf.TensorSpec([], tf.float32),
-            tf.TensorSpec([], tf.float32)]
-    beam = sampler.is_search
-    if beam:
-        def run(token_ids, lengths, max_new_tokens, seed, temperature, top_p):
-            return beam_search(model, token_ids, lengths, max_new_tokens, sampler.num_beams, sampler.length_penalty,
-                               eos_id, stop_sequences, ngram, sampler=sampler, all_beams=all_beams)
-    else:
-        def run(token_ids, lengths, max_new_tokens, seed, temperature, top_p):
-            choose = _traced_sampler(sampler, temperature, top_p).next
-            ids, ends = decode(model, token_ids, lengths, max_new_tokens, choose, seed, eos_id, stop_sequences, ngram,
-                               groups=1 if jit_compile else GROUPS, room=room)
-            return ids, ends, tf.zeros(tf.shape(ends), tf.float32)
+            tf.TensorSpec([], tf.int32), tf.TensorSpec([], tf.int64), dynamic]
+    layout = {"groups": 1, "head_blocks": 1} if jit_compile else \
+        {"groups": GROUPS, "head_blocks": head_blocks_of(model)}
+    rules_ = rules(model, eos_id, stop_sequences, ngram)
+
+    def run(token_ids, lengths, max_new_tokens, seed, parameters):
+        bound = sampler.bound(**parameters)
+        if all_beams:
+            return bound.every_beam(model, token_ids, lengths, max_new_tokens, seed, rules_, room=room)
+        return bound(model, token_ids, lengths, max_new_tokens, seed, rules_, room=room, **layout)
+
     function = tf.function(_Traced(model, run), input_signature=spec, autograph=False, jit_compile=jit_compile)
-    if jit_compile and not beam:
+    if jit_compile:
         function = tf.function(_Groups(function), input_signature=spec, autograph=False)
     functions[key] = function
     return function
@@ -428,16 +240,16 @@ class _Groups:
     def __init__(self, function):
         self.function = function
 
-    def __call__(self, token_ids, lengths, max_new_tokens, seed, temperature, top_p):
+    def __call__(self, token_ids, lengths, max_new_tokens, seed, parameters):
         batch = tf.shape(lengths)[0]
         cut = [batch * g // GROUPS for g in range(GROUPS + 1)]
 
         def grouped():
-            outs = [self.function(token_ids[a:b], lengths[a:b], max_new_tokens, seed + g * GROUP_SEED, temperature,
-                                  top_p) for g, (a, b) in enumerate(zip(cut[:-1], cut[1:]))]
+            outs = [self.function(token_ids[a:b], lengths[a:b], max_new_tokens, seed + g * GROUP_SEED, parameters)
+                    for g, (a, b) in enumerate(zip(cut[:-1], cut[1:]))]
             return tuple(tf.concat([out[i] for out in outs], 0) for i in range(3))
 
-        whole = lambda: tuple(self.function(token_ids, lengths, max_new_tokens, seed, temperature, top_p))
+        whole = lambda: tuple(self.function(token_ids, lengths, max_new_tokens, seed, parameters))
         return tf.cond(batch >= GROUP_FROM, grouped, whole)
 
 
@@ -480,7 +292,8 @@ class Generation:
     def _generation_options(self, new_tokens, temperature, top_k, top_p, num_beams, length_penalty,
                             no_repeat_ngram_size, seed, sampler, jit_compile, return_all_beams):
         """`generate`'s options checked (one sentence each): `(new_tokens, the sampler,
-        no_repeat_ngram_size, seed, the names of the layers XLA cannot compile)`."""
+        no_repeat_ngram_size, seed, whether XLA cannot compile the loop: a layer of the model
+        or the sampler's loop says so)`."""
         new_tokens, temperature, top_k, top_p, num_beams, length_penalty, no_repeat_ngram_size, seed = map(
             plain, (new_tokens, temperature, top_k, top_p, num_beams, length_penalty, no_repeat_ngram_size, seed))
         if not _is_int(new_tokens) or not 1 <= new_tokens <= MAX_NEW_TOKENS:
@@ -501,14 +314,11 @@ class Generation:
             raise ValueError(f"jit_compile=True cannot compile this model's layers {', '.join(uncompilable)} (a sparse "
                              "MoE's dispatch has data-dependent shapes, which XLA does not take); use jit_compile=False "
                              "or 'auto'.")
-        if jit_compile is True and chosen.is_search:
-            raise ValueError("jit_compile=True: beam search runs as a graph loop only; use jit_compile='auto' or False.")
+        compiles = chosen.compiles(jit_compile)  # beam search: a graph loop only
         if return_all_beams not in (True, False):
             raise ValueError(f"return_all_beams must be True or False, got {return_all_beams!r}.")
-        if return_all_beams and not chosen.is_search:
-            raise ValueError(f"return_all_beams=True returns beam search's beams; the sampler is {chosen.name!r}: "
-                             "give sampler=\"beam\" (or num_beams=k).")
-        return new_tokens, chosen, no_repeat_ngram_size, seed, uncompilable
+        chosen.check_return_all_beams(return_all_beams)
+        return new_tokens, chosen, no_repeat_ngram_size, seed, bool(uncompilable) or not compiles
 
     def generate(self, prompts: "str | list[str] | list[int] | list[list[int]]", max_new_tokens: "int | None" = None,
                  temperature: "float | None" = None, top_k: "int | None" = None, seed: "int | None" = None, *,
@@ -578,36 +388,35 @@ class Generation:
         graph loop's, which the exported signature runs.
         `max_length`: the deprecated name of `max_new_tokens` (a DeprecationWarning).
         """
-        new_tokens, chosen, no_repeat_ngram_size, seed, uncompilable = self._generation_options(
+        new_tokens, chosen, no_repeat_ngram_size, seed, no_xla = self._generation_options(
             _new_tokens(max_new_tokens, max_length), temperature, top_k, top_p, num_beams, length_penalty,
             no_repeat_ngram_size, seed, sampler, jit_compile, return_all_beams)
         rows, as_text, single = self._prompt_rows(prompts)
         stop_ids, stop_texts = self._stop(stop, as_text)
         # a model without a vocabulary has no </s> to stop at
         eos = self.tokenizer.eos_id if self.tokenizer is not None and stop is not None else NO_STOP
-        xla = (jit_compile is True or jit_compile == "auto" and not uncompilable) and not chosen.is_search
+        xla = jit_compile is True or jit_compile == "auto" and not no_xla
         padded, lengths, room = _padded_rows(rows, new_tokens, xla)
         if seed is None:
             seed = int(np.random.default_rng().integers(2**62))
         run = compiled(self, chosen, int(no_repeat_ngram_size), stop_ids, int(eos), xla, room, return_all_beams)
         if return_all_beams:
-            return self._all_beams(run, padded, lengths, new_tokens, rows, chosen.num_beams, as_text, single,
-                                   stop_texts)
+            return self._all_beams(run, padded, lengths, new_tokens, rows, chosen, as_text, single, stop_texts)
         ids, ends, _ = run(tf.constant(padded), tf.constant(lengths), tf.constant(new_tokens, tf.int32),
                            tf.constant(int(seed) % 2**31, tf.int64),  # as the exported signature maps it
-                           tf.constant(getattr(chosen, "temperature", 1.0), tf.float32),
-                           tf.constant(getattr(chosen, "p", 1.0), tf.float32))
+                           chosen.tensors(chosen.dynamic))
         ids, ends = ids.numpy(), ends.numpy()
         out = [ids[i, :ends[i]].tolist() for i in range(len(rows))]
         if as_text:
             out = [self._text(row, len(prompt), stop_texts) for row, prompt in zip(out, rows)]
         return out[0] if single else out
 
-    def _all_beams(self, run, padded, lengths, new_tokens, rows, n, as_text, single, stop_texts):
+    def _all_beams(self, run, padded, lengths, new_tokens, rows, chosen, as_text, single, stop_texts):
         """`generate(..., return_all_beams=True)`'s lists of beams, best first."""
         ids, ends, log_probs, scores = (t.numpy() for t in run(
             tf.constant(padded), tf.constant(lengths), tf.constant(new_tokens, tf.int32), tf.constant(0, tf.int64),
-            tf.constant(1.0, tf.float32), tf.constant(1.0, tf.float32)))
+            chosen.tensors(chosen.dynamic)))
+        n = chosen.num_beams
         out = []
         for p, prompt in enumerate(rows):
             beams = []

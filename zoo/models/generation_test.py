@@ -579,6 +579,20 @@ def test_the_output_layer_is_cut_into_blocks_that_fit_the_cache(monkeypatch, cac
     assert generation.head_blocks(_Model(head), given) == blocks
 
 
+def test_an_export_s_default_blocks_do_not_depend_on_the_exporting_machine(monkeypatch):
+    """A model server runs no Python to read its cache: an export's default is one product
+    whatever this machine's cache, while in-process generation fits this machine's; an explicit
+    number is kept."""
+    head = FullSoftmax(10002)
+    head.build((None, None, 128))  # 512 bytes per id: 0.9 of 1 MiB holds 1843 ids, 6 blocks
+    for cache in (None, 1 << 20, 32 << 20):
+        monkeypatch.setattr(generation, "l2_cache_bytes", lambda: cache)
+        assert generation.export_head_blocks(_Model(head)) == 1 and generation.export_head_blocks(_Model(head), 2) == 2
+    assert generation.head_blocks(_Model(head)) == 1  # 32 MiB: one product
+    monkeypatch.setattr(generation, "l2_cache_bytes", lambda: 1 << 20)
+    assert generation.head_blocks(_Model(head)) == 6 and generation.head_blocks(_Model(head), cache_bytes=2 << 20) == 3
+
+
 def test_an_adaptive_output_layer_is_never_cut():
     model = _Model(AdaptiveSoftmax(1000, cutoffs=[100]))
     assert generation.head_blocks(model) == 1 and generation.head_blocks(model, 4) == 1

@@ -1,6 +1,7 @@
 """How `LanguageModel.generate` chooses each new token: one class per sampler, as keras-hub's
-samplers are, each owning its parameters, their checks, the `generate` keywords it takes and
-its choice of the next token (`next`), which runs inside the compiled decoding loop.
+samplers are, each owning its parameters, their checks, the `generate` keywords it takes, its
+choice of the next token (`next`) and the decoding loop that makes it (`__call__`: the base
+class's loop chooses one token per row and step; beam search overrides it with its own).
 
     lm.generate(prompts, sampler="greedy")
     lm.generate(prompts, sampler="top_k", top_k=40, temperature=0.8)
@@ -20,7 +21,12 @@ its choice of the next token (`next`), which runs inside the compiled decoding l
 
 A new sampler is a subclass of `Sampler` with a `name` and a `next` (docs/generating.md#adding-a-sampler);
 the decoding loop never emits `<pad>` or `<s>` (nor a subword tokenizer's `<unk>`) whatever a
-sampler picks, since their log-probabilities are −inf by then.
+sampler picks, since their log-probabilities are −inf by then (`zoo.models.decoding.Rules`).
+
+A sampler's parameters reach every loop that runs it: those it lists in `dynamic` as tensors of
+the in-process compiled loop (a new value traces nothing), the others as part of what that loop
+is specialised to; in an export, those it lists in `request` as inputs of the `generate`
+signature, the others fixed at export and recorded in `zoo_export.json`.
 """
 
 import copy
@@ -30,6 +36,9 @@ import numbers
 
 import numpy as np
 import tensorflow as tf
+
+from zoo.models import decoding
+from zoo.models.decoding import GROUP_FROM, GROUP_SEED, PAD_ID, Rules
 
 # ---- the arithmetic the samplers share ----------------------------------------------------------
 BLOCK = 32  # ids per block of `top_k_of`
@@ -138,24 +147,50 @@ def _check_k(k, vocabulary_size=None):
     return int(k)
 
 
+# ---- the loop's step -------------------------------------------------------------------------------
+def _step(model, lengths, choose, seed, rules, with_log_prob):
+    """One step of `Sampler.__call__`'s loop for one group of rows: `(done, ends, buffer, total,
+    hidden, state)` after the next token, chosen by `choose(scores, seed, step)`."""
+    rows = tf.range(tf.shape(lengths)[0])
+    never = decoding.never_scores_of(rules.never, model.vocabulary_size)
+
+    def body(step, done, ends, buffer, total, hidden, state):
+        log_probs = decoding.banned(decoding.next_token_scores(model, hidden, normalised=with_log_prob), never,
+                                    buffer, ends, rules.ngram)
+        token = tf.where(done, PAD_ID, choose(log_probs, seed, step))
+        if with_log_prob:
+            total += tf.where(done, 0.0, tf.gather(log_probs, token, batch_dims=1))
+        buffer = tf.tensor_scatter_nd_update(buffer, tf.stack([rows, ends], axis=1), token)
+        ends += tf.cast(~done, tf.int32)
+        done |= tf.equal(token, rules.eos_id) | decoding.stopped(buffer, ends, lengths, rules.stop_sequences)
+        hidden, state = model.step(token, state)
+        return done, ends, buffer, total, hidden, state
+
+    return body
+
+
 # ---- the samplers ----------------------------------------------------------------------------------
 REGISTERED = {}  # name -> Sampler subclass: what `generate(sampler="name")` takes
 
 
 class Sampler:
-    """A way of choosing the next token. A subclass with a `name` is registered under it, so
-    `generate(sampler=name)` finds it; its `keywords` map `generate`'s keyword arguments onto its
-    constructor's parameters (e.g. `{"top_k": "k"}`), and `next` makes the choice.
+    """A way of choosing the next token, and the decoding loop that chooses it (`__call__`). A
+    subclass with a `name` is registered under it, so `generate(sampler=name)` finds it; its
+    `keywords` map `generate`'s keyword arguments onto its constructor's parameters (e.g.
+    `{"top_k": "k"}`), and `next` makes the choice.
 
-    `dynamic` names the parameters the compiled loop takes as tensors (`temperature`, `p`), so
-    that a new value of them needs no new trace or compilation; every other parameter is part of
-    what a compiled loop is specialised to (`static_key`).
+    `dynamic` names the parameters the in-process compiled loop takes as tensors (`temperature`,
+    `p`), so that a new value of them needs no new trace or compilation; every other parameter is
+    part of what a compiled loop is specialised to (`static_key`). `request` names the parameters
+    an export's `generate` signature takes as inputs of each request (named as `keywords` name
+    them, a request that leaves one out getting the exported sampler's value); every other
+    parameter is fixed at export and recorded in `zoo_export.json`.
     """
 
     name = None
     keywords = {}  # generate's keyword -> constructor parameter
-    dynamic = ()
-    is_search = False  # True: the decoding loop keeps several hypotheses (beam search)
+    dynamic = ()  # parameters the in-process compiled loop takes as tensors
+    request = ()  # parameters an exported `generate` takes from each request
 
     def __init_subclass__(cls, **kwargs):
         super().__init_subclass__(**kwargs)
@@ -176,12 +211,102 @@ class Sampler:
         """
         raise NotImplementedError(f"{type(self).__name__} must define next(log_probs, seed, step).")
 
+    def __call__(self, model, token_ids: tf.Tensor, lengths: tf.Tensor, max_new_tokens, seed,
+                 rules: Rules = Rules(), *, with_log_prob=False, groups=1, room=None, head_blocks=1):
+        """The decoding loop: up to `max_new_tokens` new tokens after each right-padded prompt, one
+        per row and step, chosen by `next`, in one `tf.while_loop` (no Python per token); a row
+        follows `rules` and writes `<pad>` once stopped, and the loop ends when every row has.
+
+        Args:
+            model: the language model (`prefill`, `step`, `head`).
+            token_ids: `<int32>[batch, time]`, the prompts, right-padded.
+            lengths: `<int32>[batch]`, each prompt's length (≥ 1).
+            max_new_tokens: `<int32>[]` or an int.
+            seed: `<int64>[]`, the draws' seed.
+            rules: the stops, the ids never written, the no-repeat n-gram size.
+            with_log_prob: add up the new tokens' log-probabilities (the scores are then
+                normalised, which a full softmax's plain logits are not).
+            groups: a batch of `GROUP_FROM` rows or more is decoded as this many groups of rows
+                side by side (their ops are independent, so the executor overlaps them); group g
+                draws with seed `seed + g · GROUP_SEED`.
+            room: the columns after the prompts (a Python int ≥ `max_new_tokens`: XLA needs
+                static shapes); None: `max_new_tokens`.
+            head_blocks: the output layer's products over blocks of ids at fewer than
+                `GROUP_FROM` rows (`zoo.models.decoding.in_blocks`; 1: one product).
+
+        Returns:
+            `(ids [batch, time + room], ends [batch], log_prob [batch])`: row b's prompt and new
+            tokens are `ids[b, :ends[b]]`, the rest `<pad>`; `log_prob` is 0 without
+            `with_log_prob`.
+        """
+        lengths = tf.cast(lengths, tf.int32)
+        hidden, state = decoding.prefill(model, token_ids, lengths)
+        buffer = decoding.prompt_buffer(token_ids, max_new_tokens if room is None else room)
+        batch, seed = tf.shape(lengths)[0], tf.cast(seed, tf.int64)
+
+        def run(bounds):
+            parts = [(lambda x, a=a, b=b: x[a:b]) for a, b in bounds]
+            groups = [[tf.zeros_like(part(lengths), tf.bool), part(lengths), part(buffer),
+                       tf.zeros(tf.shape(part(lengths))), part(hidden), tf.nest.map_structure(part, state)]
+                      for part in parts]
+            bodies = [_step(model, part(lengths), self.next, seed + g * GROUP_SEED, rules, with_log_prob)
+                      for g, part in enumerate(parts)]
+
+            def body(step, groups):
+                return step + 1, [list(b(step, *group)) for b, group in zip(bodies, groups)]
+
+            def keep_going(step, groups):
+                return (step < max_new_tokens) & ~tf.reduce_all(tf.concat([group[0] for group in groups], 0))
+
+            _, groups = tf.while_loop(keep_going, body, (tf.constant(0), groups))
+            return tuple(tf.concat([group[i] for group in groups], 0) for i in (2, 1, 3))  # buffer, ends, total
+
+        def few_rows():
+            with decoding.in_blocks(model, head_blocks):
+                return run([(0, batch)])
+
+        if groups == 1:
+            return few_rows() if head_blocks > 1 else run([(0, batch)])
+        cut = [batch * g // groups for g in range(groups + 1)]
+        return tf.cond(batch >= GROUP_FROM, lambda: run(list(zip(cut[:-1], cut[1:]))), few_rows)
+
+    def compiles(self, jit_compile) -> bool:
+        """Whether this sampler's loop may be compiled with XLA, given `generate`'s `jit_compile`
+        ("auto", True or False), refusing in one sentence a setting it cannot run."""
+        return True
+
+    def check_return_all_beams(self, return_all_beams: bool):
+        """Refuse `generate(return_all_beams=True)` in one sentence unless the loop keeps beams."""
+        if return_all_beams:
+            raise ValueError(f"return_all_beams=True returns beam search's beams; the sampler is {self.name!r}: "
+                             "give sampler=\"beam\" (or num_beams=k).")
+
+    def parameters(self) -> dict:
+        """`{name: value}` of the sampler's parameters (a dataclass's fields, else its attributes)."""
+        if dataclasses.is_dataclass(self):
+            return {f.name: getattr(self, f.name) for f in dataclasses.fields(self)}
+        return dict(vars(self))
+
+    def tensor_spec(self, name: str, spec_name: "str | None" = None) -> tf.TensorSpec:
+        """The scalar `tf.TensorSpec` parameter `name` is taken as: a dataclass field's declared
+        type (`float` → float32, `int` → int32, `bool` → bool), else its value's."""
+        kinds = {"bool": tf.bool, "int": tf.int32, "float": tf.float32}
+        declared = {f.name: f.type for f in dataclasses.fields(self)} if dataclasses.is_dataclass(self) else {}
+        kind = declared.get(name)
+        kind = getattr(kind, "__name__", kind)
+        if kind not in kinds:
+            value = getattr(self, name)
+            kind = "bool" if isinstance(value, bool) else "int" if isinstance(value, numbers.Integral) else "float"
+        return tf.TensorSpec([], kinds[kind], name=spec_name)
+
+    def tensors(self, names) -> dict:
+        """`{name: the parameter's value as a tensor of its `tensor_spec`}` for `names`."""
+        return {name: tf.constant(getattr(self, name), self.tensor_spec(name).dtype) for name in names}
+
     def static_key(self) -> tuple:
         """What a compiled loop is specialised to: the class and its non-dynamic parameters."""
-        fields = vars(self) if not dataclasses.is_dataclass(self) else \
-            {f.name: getattr(self, f.name) for f in dataclasses.fields(self)}
         return (type(self).__module__, type(self).__qualname__,
-                tuple(sorted((k, v) for k, v in fields.items() if k not in self.dynamic)))
+                tuple(sorted((k, v) for k, v in self.parameters().items() if k not in self.dynamic)))
 
     def bound(self, **values) -> "Sampler":
         """A copy whose parameters `values` are replaced (tensors inside a trace, which the checks
@@ -306,10 +431,9 @@ class TopP(Sampler):
 @dataclasses.dataclass(frozen=True)
 class Beam(Sampler):
     """Beam search: `num_beams` hypotheses per prompt; finished ones are ranked by
-    `log-probability / new tokens ** length_penalty`. The decoding loop keeps the hypotheses
-    (`zoo.models.generation.beam_search`); this class makes its two choices: which extensions
-    survive a step (`select`) and which hypothesis wins (`rank`). `next`, for a single
-    hypothesis, is the greedy choice.
+    `log-probability / new tokens ** length_penalty`. Its loop (`__call__`, in place of the base
+    class's) keeps the hypotheses; `select` chooses which extensions survive a step and `rank`
+    which hypothesis wins. `next`, for a single hypothesis, is the greedy choice.
 
     Example:
 
@@ -325,7 +449,6 @@ class Beam(Sampler):
     length_penalty: float = 1.0
     name = "beam"
     keywords = {"num_beams": "num_beams", "length_penalty": "length_penalty"}
-    is_search = True
 
     def __post_init__(self):
         if not tf.is_tensor(self.num_beams) and (isinstance(self.num_beams, bool) or not isinstance(
@@ -350,12 +473,112 @@ class Beam(Sampler):
         number of `new_tokens` (`<float32>`, same shape) to the power `length_penalty`."""
         return scores / new_tokens ** tf.cast(self.length_penalty, tf.float32)
 
+    def compiles(self, jit_compile):
+        if jit_compile is True:
+            raise ValueError("jit_compile=True: beam search runs as a graph loop only; use jit_compile='auto' or "
+                             "False.")
+        return False
+
+    def check_return_all_beams(self, return_all_beams):
+        return None  # every beam is what beam search has to give
+
+    def __call__(self, model, token_ids, lengths, max_new_tokens, seed=0, rules=Rules(), *, with_log_prob=False,
+                 groups=1, room=None, head_blocks=1):
+        """Beam search's loop, in place of `Sampler.__call__` (same arguments and returns; `seed`
+        unused, `log_prob` always given): the best hypothesis of each prompt, ranked together
+        with the greedy one, decoded beside the beams by `Greedy`'s loop (with `groups` and
+        `head_blocks`): beam search can lose the greedy hypothesis on the way, and never returns
+        anything ranked below it."""
+        lengths = tf.cast(lengths, tf.int32)
+        ids, ends, score, ranked_best = self.best(model, token_ids, lengths, max_new_tokens, rules, room)
+        g_ids, g_ends, g_score = Greedy()(model, token_ids, lengths, max_new_tokens, 0, rules, with_log_prob=True,
+                                          groups=groups, room=room, head_blocks=head_blocks)
+        g_ranked = self.rank(g_score, tf.cast(tf.maximum(g_ends - lengths, 1), tf.float32))
+        greedy_wins = g_ranked > ranked_best
+        return (tf.where(greedy_wins[:, None], g_ids, ids), tf.where(greedy_wins, g_ends, ends),
+                tf.where(greedy_wins, g_score, score))
+
+    def best(self, model, token_ids, lengths, max_new_tokens, rules=Rules(), room=None):
+        """The best beam of each prompt (the greedy hypothesis not added): `(ids, ends,
+        log-probability, ranking score)`."""
+        lengths = tf.cast(lengths, tf.int32)
+        buffer, ends, scores, tiled = self.search(model, token_ids, lengths, max_new_tokens, rules, room)
+        return _ranked_beams(self, buffer, ends, scores, tiled, tf.shape(lengths)[0], self.num_beams)
+
+    def every_beam(self, model, token_ids, lengths, max_new_tokens, seed=0, rules=Rules(), *, room=None, **layout):
+        """Every beam, best first within each prompt (`generate(return_all_beams=True)`; the
+        greedy hypothesis not added): `(ids [batch·n, width], ends [batch·n], log-probabilities
+        [batch·n], ranking scores [batch·n])`."""
+        lengths = tf.cast(lengths, tf.int32)
+        buffer, ends, scores, tiled = self.search(model, token_ids, lengths, max_new_tokens, rules, room)
+        return _ranked_beams(self, buffer, ends, scores, tiled, tf.shape(lengths)[0], self.num_beams, every=True)
+
+    def search(self, model, token_ids, lengths, max_new_tokens, rules=Rules(), room=None):
+        """The beams: each of `num_beams` hypotheses per prompt extended by every token and the
+        best `num_beams` of all kept (`select`); a finished hypothesis (after `rules.eos_id` or a
+        stop sequence) stays as it is. Returns `(ids [batch·n, width], ends [batch·n],
+        log-probabilities [batch, n], the prompts' lengths [batch·n])`, unranked."""
+        hidden, state = decoding.prefill(model, token_ids, lengths)
+        batch, n = tf.shape(lengths)[0], self.num_beams
+        def tile(x):  # each row n times; the static shape kept (n may be a request's tensor)
+            return tf.ensure_shape(tf.repeat(x, n, axis=0), [None] + x.shape[1:])
+
+        hidden, state = tile(hidden), tf.nest.map_structure(tile, state)
+        buffer = tile(decoding.prompt_buffer(token_ids, max_new_tokens if room is None else room))
+        lengths = tile(lengths)
+        # only the first beam of each prompt is live at the start: the others would repeat it
+        scores = tf.tile(tf.concat([[0.0], tf.fill([n - 1], -np.inf)], 0)[None, :], [batch, 1])
+        vocabulary_size = model.vocabulary_size
+        finished_row = tf.where(tf.range(vocabulary_size) == PAD_ID, 0.0, -np.inf)[None, :]
+        rows, first_beam = tf.range(batch * n), tf.repeat(tf.range(batch) * n, n)
+        never = decoding.never_scores_of(rules.never, vocabulary_size)
+
+        def body(step, done, ends, buffer, scores, hidden, state):
+            log_probs = decoding.banned(decoding.next_token_scores(model, hidden, normalised=True), never, buffer,
+                                        ends, rules.ngram)
+            log_probs = tf.where(done[:, None], finished_row, log_probs)
+            total = tf.reshape(tf.reshape(scores, [-1, 1]) + log_probs, [batch, n * vocabulary_size])
+            scores, best = self.select(total)
+            origin = tf.reshape(best // vocabulary_size, [-1]) + first_beam
+            token = tf.reshape(best % vocabulary_size, [-1])
+            pick = lambda x: tf.gather(x, origin)
+            done, ends, buffer = pick(done), pick(ends), pick(buffer)
+            hidden, state = pick(hidden), tf.nest.map_structure(pick, state)
+            buffer = tf.tensor_scatter_nd_update(buffer, tf.stack([rows, ends], axis=1), token)
+            ends += tf.cast(~done, tf.int32)
+            done |= tf.equal(token, rules.eos_id) | decoding.stopped(buffer, ends, lengths, rules.stop_sequences)
+            hidden, state = model.step(token, state)
+            return step + 1, done, ends, buffer, scores, hidden, state
+
+        keep_going = lambda step, done, *_: (step < max_new_tokens) & ~tf.reduce_all(done)
+        loop = (tf.constant(0), tf.zeros_like(lengths, tf.bool), lengths, buffer, scores, hidden, state)
+        _, _, ends, buffer, scores, _, _ = tf.while_loop(keep_going, body, loop)
+        return buffer, ends, scores, lengths
+
+
+def _ranked_beams(beams, buffer, ends, scores, lengths, batch, n, every=False):
+    """The beams ranked by `beams.rank` (log-probability / new tokens ** length_penalty): the best
+    of each prompt, `(ids, ends, log-probability, ranking score)`, or with `every` all of them,
+    best first within each prompt (`Beam.every_beam`)."""
+    new = tf.reshape(tf.cast(tf.maximum(ends - lengths, 1), tf.float32), [batch, n])
+    ranked = beams.rank(scores, new)
+    if every:
+        order = tf.reshape(tf.argsort(ranked, axis=1, direction="DESCENDING", stable=True)
+                           + tf.range(batch)[:, None] * n, [-1])
+        return (tf.gather(buffer, order), tf.gather(ends, order), tf.gather(tf.reshape(scores, [-1]), order),
+                tf.gather(tf.reshape(ranked, [-1]), order))
+    best = tf.argmax(ranked, axis=1, output_type=tf.int32)
+    ranked_best = tf.gather(ranked, best, batch_dims=1)
+    best += tf.range(batch) * n
+    return (tf.gather(buffer, best), tf.gather(ends, best), tf.gather(tf.reshape(scores, [-1]), best),
+            ranked_best)
+
 
 class Served(Sampler):
     """The exported `generate` signature's sampler: its settings are a request's tensors
-    (`temperature` 0 is greedy, `top_k` 0 and `top_p` 1 are off), and it chooses with the
-    built-in samplers' own `next`, so a served request decodes as `lm.generate` with that
-    sampler does (graph loop, same seed).
+    (`temperature` 0 is greedy, `top_k` 0 and `top_p` 1 are off, `num_beams` > 1 is beam search),
+    and it chooses with the built-in samplers' own `next` and loops, so a served request decodes
+    as `lm.generate` with that sampler does (graph loop, same seed).
 
     Example:
 
@@ -367,8 +590,20 @@ class Served(Sampler):
     [1]
     """
 
-    def __init__(self, temperature: tf.Tensor, top_k: tf.Tensor, top_p: tf.Tensor):
-        self.temperature, self.top_k, self.top_p = temperature, top_k, top_p
+    request = ("temperature", "top_k", "top_p", "num_beams")
+
+    def __init__(self, temperature: tf.Tensor, top_k: tf.Tensor, top_p: tf.Tensor, num_beams: tf.Tensor = None):
+        self.temperature, self.top_k, self.top_p, self.num_beams = temperature, top_k, top_p, num_beams
+
+    def __call__(self, model, token_ids, lengths, max_new_tokens, seed, rules=Rules(), **options):
+        """`Sampler.__call__`'s loop choosing with `next`, or where the request's `num_beams` > 1,
+        `Beam(num_beams)`'s (what `generate(sampler="beam", num_beams=k)` returns)."""
+        sampled = lambda: super(Served, self).__call__(model, token_ids, lengths, max_new_tokens, seed, rules,
+                                                       **options)
+        if self.num_beams is None:
+            return sampled()
+        searched = lambda: Beam(self.num_beams)(model, token_ids, lengths, max_new_tokens, seed, rules, **options)
+        return tf.cond(self.num_beams > 1, searched, sampled)
 
     def next(self, log_probs, seed, step):
         # Each request pays for its own sampler only: top-p's sort and cumulative sum run only

@@ -97,7 +97,7 @@ class MinP(samplers.Sampler):
     ratio: float = 0.1
 
     def next(self, log_probs, seed, step):
-        floor = tf.reduce_max(log_probs, axis=-1, keepdims=True) + np.log(self.ratio)
+        floor = tf.reduce_max(log_probs, axis=-1, keepdims=True) + tf.math.log(tf.cast(self.ratio, tf.float32))
         kept = tf.where(log_probs >= floor, log_probs, -np.inf)
         return samplers.draw(kept, tf.broadcast_to(tf.range(tf.shape(log_probs)[-1]), tf.shape(log_probs)), seed, step)
 
@@ -135,13 +135,109 @@ def test_an_outside_sampler_runs_through_generate_and_an_export_alike(tiny_lm, t
     assert [t.decode() for t in served["text"].numpy()] == ours
 
 
-def test_an_export_refuses_a_beam_or_a_non_sampler_in_one_sentence(tiny_lm, tmp_path):
+def test_an_export_refuses_a_non_sampler_in_one_sentence(tiny_lm, tmp_path):
     from zoo.export import export_saved_model
 
-    for bad in (samplers.Beam(2), "greedy"):
-        with pytest.raises(ValueError, match=r"^sampler must be None .* got .*\.$"):
-            export_saved_model(tiny_lm, str(tmp_path), name="tiny", sampler=bad)
+    with pytest.raises(ValueError, match=r"^sampler must be None .* got 'greedy'\.$"):
+        export_saved_model(tiny_lm, str(tmp_path), name="tiny", sampler="greedy")
     assert not (tmp_path / "tiny").exists()
+
+
+# ---- a sampler's own parameters reach every loop ---------------------------------------------------
+@dataclasses.dataclass(frozen=True)
+class TensorMinP(MinP):
+    """MinP whose `ratio` the compiled loop takes as a tensor and an export from each request."""
+
+    dynamic = ("ratio",)
+    request = ("ratio",)
+
+
+@pytest.mark.parametrize("cls", [MinP, TensorMinP])
+def test_an_outside_sampler_s_own_parameter_reaches_the_compiled_loop(tiny_lm, cls):
+    """A ratio of 1 keeps the likeliest token alone (greedy's text); a small one draws among
+    many. A compiled loop is specialised to a static ratio and takes a dynamic one as a tensor:
+    either way each call decodes with its own ratio (a dynamic one that never reached the loop
+    would repeat the first call's draws)."""
+    prompts = [[1, 5, 6], [1, 7]]
+    greedy = tiny_lm.generate(prompts, 10, sampler="greedy", stop=None, jit_compile=False)
+    for jit in (True, False):
+        tiny_lm.__dict__.pop("_generation_functions", None)
+        wide = tiny_lm.generate(prompts, 10, sampler=cls(0.01), seed=3, stop=None, jit_compile=jit)
+        assert tiny_lm.generate(prompts, 10, sampler=cls(1.0), seed=3, stop=None, jit_compile=jit) == greedy
+        assert wide != greedy
+        assert len(tiny_lm._generation_functions) == (1 if cls is TensorMinP else 2)
+
+
+def test_an_export_s_sampler_parameters_are_checked_in_one_sentence(tiny_lm, tmp_path):
+    from zoo.export import export_saved_model
+
+    @dataclasses.dataclass(frozen=True)
+    class Unknown(MinP):
+        request = ("floor",)
+
+    @dataclasses.dataclass(frozen=True)
+    class Clash(MinP):
+        seed: int = 0
+        request = ("seed",)
+
+    with pytest.raises(ValueError, match=r"lists 'floor' in request, which is not one of its parameters \(ratio\)"):
+        export_saved_model(tiny_lm, str(tmp_path), name="tiny", sampler=Unknown())
+    with pytest.raises(ValueError, match=r"lists 'seed' in request, which would be generate's own input 'seed'"):
+        export_saved_model(tiny_lm, str(tmp_path), name="tiny", sampler=Clash())
+    assert not (tmp_path / "tiny").exists()
+
+
+def _zoo_export(path):
+    import json
+    import os
+
+    with open(os.path.join(path, "assets.extra", "zoo_export.json")) as f:
+        return json.load(f)
+
+
+@pytest.mark.ci
+def test_an_exported_sampler_s_parameters_are_fixed_and_recorded_unless_requested(tiny_lm, tmp_path):
+    """MinP's ratio is fixed at export and recorded; TensorMinP's is an input of `generate`
+    (its default the exported value): a request's ratio of 1 writes greedy's text."""
+    from zoo.export import export_saved_model
+
+    prompts = ["the cat", "a dog sat"]
+    ours = tiny_lm.generate(prompts, 12, sampler=MinP(0.3), seed=5, jit_compile=False)
+    greedy = tiny_lm.generate(prompts, 12, sampler="greedy", jit_compile=False)
+    fixed, requested = (export_saved_model(tiny_lm, str(tmp_path), name=name, sampler=cls(0.3))
+                        for name, cls in (("fixed", MinP), ("requested", TensorMinP)))
+    meta = _zoo_export(fixed)
+    assert meta["sampler_parameters"] == {"fixed": {"ratio": 0.3}, "request": {}}
+    assert "ratio" not in meta["signatures"]["generate"]["inputs"] and "l2_cache_bytes" not in meta
+    meta = _zoo_export(requested)
+    assert meta["sampler_parameters"] == {"fixed": {}, "request": {"ratio": "ratio"}}
+    assert meta["signatures"]["generate"]["inputs"]["ratio"] == {"dtype": "float32", "shape": []}
+    assert meta["signatures"]["generate"]["defaults"]["ratio"] == 0.3
+    texts = lambda out: [t.decode() for t in out["text"].numpy()]  # noqa: E731
+    request = dict(text=tf.constant(prompts), max_new_tokens=tf.constant(12), seed=tf.constant(5),
+                   temperature=tf.constant(1.0), top_k=tf.constant(0), top_p=tf.constant(1.0), num_beams=tf.constant(1))
+    assert texts(tf.saved_model.load(fixed).signatures["generate"](**request)) == ours
+    generate = tf.saved_model.load(requested).signatures["generate"]
+    assert texts(generate(**request, ratio=tf.constant(0.3))) == ours
+    assert texts(generate(**request, ratio=tf.constant(1.0))) == greedy
+
+
+@pytest.mark.ci
+def test_beam_search_is_exported_like_any_sampler(tiny_lm, tmp_path):
+    """An export with `Beam(3, 0.5)` runs beam search's own loop, its parameters fixed and
+    recorded: the text `lm.generate` writes with it, whatever the request's sampling inputs."""
+    from zoo.export import export_saved_model
+
+    prompts = ["the cat", "a dog sat", "he"]
+    ours = tiny_lm.generate(prompts, 8, sampler=samplers.Beam(3, 0.5))
+    path = export_saved_model(tiny_lm, str(tmp_path), name="beam", sampler=samplers.Beam(3, 0.5))
+    assert _zoo_export(path)["sampler_parameters"] == {"fixed": {"num_beams": 3, "length_penalty": 0.5},
+                                                       "request": {}}
+    generate = tf.saved_model.load(path).signatures["generate"]
+    served = generate(text=tf.constant(prompts), max_new_tokens=tf.constant(8), seed=tf.constant(0),
+                      temperature=tf.constant(1.0), top_k=tf.constant(2), top_p=tf.constant(1.0),
+                      num_beams=tf.constant(1))
+    assert [t.decode() for t in served["text"].numpy()] == ours
 
 
 def test_beam_search_returns_every_beam_with_its_log_probability_and_score(tiny_lm):
