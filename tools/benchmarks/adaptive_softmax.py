@@ -4,9 +4,7 @@ input) of `layers.AdaptiveSoftmax` against `layers.FullSoftmax`, and against
 `torch.nn.AdaptiveLogSoftmaxWithLoss` when a Python with torch is given (torch is not a
 dependency of the zoo: adaptive_softmax_torch.py, beside this module, runs under that other Python).
 
-Every (vocabulary, model) configuration runs in a fresh child process, so that one model's peak
-memory cannot hide another's; `--isolation vocabulary` instead runs both TF models of a
-vocabulary in one process with their timed steps interleaved.
+How it measures: docs/benchmarks.md#adaptive-softmax.
 """
 
 import json

@@ -1,16 +1,6 @@
 """`zoo benchmark input`: does the input pipeline keep up with the training step?
 
-Side by side, in one process, with their timed rounds interleaved so machine noise hits both:
-
-* pipeline: the dataset `zoo train` reads (`zoo.training.TrainingWindows` over the training
-  stream of `--data`, the Penn Treebank by default, tokenised as `zoo train` would: `--tokenizer`,
-  `--vocabulary-size`; through `distribute_datasets_from_function`), iterated with nothing else
-  to do: tokens per second it can deliver. Text is tokenised once, before training (a learned
-  subword vocabulary included): the time that takes is printed apart;
-* step: the `gcnn-ptb` training step of `zoo train` (forward, backward, optimiser update) fed
-  one batch already in memory, so it never waits on data: tokens per second it consumes.
-
-The target is pipeline/step ≥ 20: the accelerator would never wait on data.
+How it measures: docs/benchmarks.md#input.
 """
 
 import argparse

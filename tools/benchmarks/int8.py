@@ -1,20 +1,6 @@
 """`zoo benchmark int8`: each preset in float32 and in int8 (`lm.quantize("int8")`), side by side.
 
-For each preset, with its shipped trained weights:
-
-* per-word perplexity on its own test set (the treebank's test split; for `gcnn-en`, the test
-  documents of `--english DIR`, the corpus `python -m zoo.tools.corpora english DIR` builds),
-  float32 and int8, and the relative change;
-* the export's size on disk (`zoo export`'s defaults, with and without `--quantize int8`), whole
-  and its variables alone (the graph, tokenizer and warmup records do not shrink);
-* served speed: one fresh process that imports only TensorFlow loads both exports and calls them
-  in alternation, `--calls` times each: `serving_default` on one 20-word sentence and on 32 of
-  them, and `generate` at batch 1 (a 3-word prompt, `--new-tokens` greedy tokens). p50s, and the
-  ratio int8 / float32 (below 1: int8 is faster).
-
-`--paper-size PRESET` (e.g. gcnn-14): instead, a preset of the paper's size, whose weights do not
-ship here: random weights (seed 0) and a stand-in word vocabulary of its size, exported in float32
-and in int8: the exports' sizes and the same served p50s, no perplexity.
+How it measures: docs/benchmarks.md#int8.
 """
 
 import os

@@ -1,31 +1,6 @@
 """`zoo benchmark moe`: step time of the sparse mixture of experts as the number of experts grows.
 
-One training step is the forward pass (training=True) and the gradients, w.r.t. every weight of
-the layer and its input, of `mean(output²)` plus the layer's auxiliary losses, in a
-`tf.function`. At a fixed k the sparse layer's expert work per token is `k · (d·h + h·o)`
-multiply-adds whatever the number of experts E (§3.1 of Shazeer et al. 2017: capacity grows,
-computation per token does not); only the gate (`d · E` per token) and the per-expert bookkeeping
-grow with E. Side by side, in the same process, with their timed steps interleaved:
-
-* ours: `layers.SparseMoE` (noisy top-k gate, sparse dispatch);
-* dense: `dense_reference` below, the same layer's weights and gate (`SparseMoE.route`, the same
-  importance and load losses) but every expert evaluated on every token (`all_experts`) and
-  weighted by its gate value, zero for the experts a token is not sent to: the cost of
-  Σ_i G(x)_i E_i(x) (equation 1) computed naively, E/k times ours in expert work (the layer's
-  tests check SparseMoE against `all_experts` too);
-* official: tf-models-official's `MoeLayer` (Keras 2 / tf_keras) with `FeedForwardExperts`
-  (ReLU, as ours). Its only concrete router is `ExpertsChooseMaskedRouter` (expert choice: each
-  expert takes its `capacity` highest-probability tokens of a group), so there is no token-choice
-  top-k router to use; with `capacity_factor = k` every expert takes `k · group / E` tokens,
-  i.e. k·tokens (token, expert) assignments in all, the same expert work as a top-k token-choice
-  layer that drops nothing (a token may get more or fewer than k experts). Dispatch and combine
-  are dense one-hot einsums over a group of `--group-size` tokens, `2 · k · group · d`
-  multiply-adds per token each way. Its router z-loss weight is its default 0.
-
-A configuration whose estimated step time exceeds `--max-step-s` is skipped (never ours): the
-estimate scales the model's own median at the largest smaller E by the ratio of modelled FLOPs
-(`forward_gflop`: ∝ E for the dense reference, nearly flat for the sparse layers); the dense
-reference is also skipped when its [tokens, E, hidden] activations would not fit in memory.
+How it measures: docs/benchmarks.md#moe.
 """
 
 import gc

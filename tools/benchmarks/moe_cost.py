@@ -2,20 +2,7 @@
 the same computation per token (default: gcnn-moe-en and gcnn-wide-en), side by side in one
 process, their repeats interleaved.
 
-Measured, each a median over `--repeats`:
-
-- the training step: `zoo train`'s own step (`zoo.training.steps`: forward, backward, global-norm
-  clipping and the optimiser's update of every variable, every expert included) on batches of
-  32 × 64 tokens, seconds a step; the mixture with its preset's Adam and with the factorised Adam
-  of Appendix D for its experts;
-- generation: greedy, `--tokens` new tokens after an 8-token prompt, 1 and 32 prompts, tokens a
-  second, in the graph loop (`jit_compile=False`) for both; the dense twin also with XLA, where
-  the mixture cannot go (its dispatch has data-dependent shapes).
-
-Both models have their trained weights where they ship, else random ones with random gates (gates
-at their zero initialisation would send every token to the same two experts). `--profile DIR`
-traces a few training steps of the mixture with tf.profiler and prints the self-time shares of
-the mixture (gate, dispatch and experts), the optimiser's update, the convolutions and the rest.
+How it measures: docs/benchmarks.md#moe-cost.
 """
 
 import json

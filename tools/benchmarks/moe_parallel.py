@@ -1,57 +1,6 @@
 """`zoo benchmark moe-parallel`: expert parallelism against the replicated MoE, measured and on paper.
 
-Three parts:
-
-1. **Step time.** A full training step (forward in training mode, backward, FactorizedAdam update
-   with clipping: `zoo.training.steps.step_functions`, the step `zoo train` runs) of an
-   LSTM–MoE–LSTM (`lstm-moe-ptb` resized: width 128, 32 experts of ReLU hidden 256, k = 4,
-   vocabulary 2,000 with a full softmax, 64 × 64 = 4,096 tokens per global step), replicated
-   (`MirroredStrategy`, every expert on every replica, all gradients all-reduced) against
-   expert-parallel (`capacity_factor` given: E/R experts per replica, tokens exchanged by
-   all-to-all), on R logical CPU devices. Logical devices must be configured before TensorFlow
-   starts, so each R runs in its own child process; inside it the models are built on the same
-   strategy and their timed steps interleaved (the order rotated every round), median over
-   `--repeats` after `--warmup` steps, and the paired ratio: the median over the rounds of a
-   round's time over the replicated step's in that round. Every model reads the same synthetic batches (uniform
-   random ids; the gate starts at zero, so its noise spreads the tokens about evenly).
-
-   What it can show: the cost of the exchange machinery (packing [R, E/R, capacity, d] blocks,
-   the all-to-all ops, unpacking, the padded batched expert layout) and of the capacity padding
-   (an expert-parallel replica computes `capacity_factor` × the average load for each of its
-   experts, padding rows included; cf 1 against cf 2 isolates it), against the work expert
-   parallelism saves (the replicated step updates every expert on every replica and sums R
-   copies of the expert gradients; the expert-parallel one updates each expert once). What it
-   cannot: the R logical devices share the same cores and the same memory, so the step time is
-   the work of all R replicas together, on one CPU's balance of compute and memory traffic; the
-   all-to-all and the all-reduce are memory copies inside one process, so no network time is in
-   the figures; and the memory an expert-parallel replica saves is not visible in the process's
-   RSS (all replicas live in it). Part 2 and part 3 account for those.
-
-2. **Memory accounting**, measured by summing, for each replica, the sizes of the per-replica
-   components (`strategy.experimental_local_results`) of every model variable and every
-   optimiser state variable it holds: expert variables and their FactorizedAdam state per
-   replica (expert-parallel: exactly 1/R), the other variables and their state, and the bytes
-   all-reduced per step (the gradients of the trainable variables that are not expert shards,
-   at their dense size; the embedding's gradient is an `IndexedSlices`, which TensorFlow
-   all-gathers instead, so the table says how much of the figure it is) with the experts' share.
-   Also the bytes each replica sends per step by all-to-all (from the exchanged blocks' shape).
-
-3. **A model on paper** of the same step for Table 7's `moe-1024-h` and `moe-4096-h` and
-   Appendix D's MoE-65536-h (`moe-4096-h` with 65,536 experts in 256 groups: Appendix D's
-   first-level branching factor) at 8 GPUs (one node, NVLink) and 64 GPUs (8 nodes of 8,
-   network between them). Parameter and optimiser-state shapes come from the zoo's own layers
-   and `FactorizedAdam.build`, built inside a `tf.Graph` (nothing allocated, as
-   `zoo.count_params`). Per GPU and step: ring all-reduce of the dense gradients
-   (2·(R−1)/R × bytes), the embedding's IndexedSlices all-gather ((R−1) × tokens × (d + 1)
-   × 4 bytes, the same in both modes), the all-to-all of expert-parallel (tokens × assignments
-   per token × d × 4 bytes × 2 directions (dispatch and return) × 2 (forward and backward) ×
-   capacity factor (fixed-size padded blocks) × (R−1)/R leaving the GPU), their time at the
-   stated link speeds, and whether weights + gradients + optimiser state fit in a GPU's memory
-   (activations not counted). Tokens per GPU: Appendix C.1 trains Table 7's models on 16 K40
-   GPUs with batches of about 300,000 words, 18,750 words per GPU; §3.1 keeps the per-device
-   batch constant as devices are added, so 18,750 tokens per GPU at 8 and 64 GPUs
-   (`--tokens-per-gpu`; Appendix D's 100B-word models: about 2.5 million words on 32 GPUs,
-   ~78,000 per GPU, which scales the all-to-all and all-gather columns by 4.2).
+How it measures: docs/benchmarks.md#moe-parallel.
 """
 
 import json
@@ -322,7 +271,7 @@ def paper_rows(shapes, gpus=PAPER_DEFAULTS["gpus"], gpus_per_node=PAPER_DEFAULTS
                nvlink_GBps=PAPER_DEFAULTS["nvlink_GBps"], network_Gbps=PAPER_DEFAULTS["network_Gbps"],
                gpu_memory_GB=PAPER_DEFAULTS["gpu_memory_GB"]):
     """Per GPU and step, replicated and expert-parallel, at each number of GPUs: the arithmetic of
-    the module docstring (part 3). Bytes are exact integers where the formula allows."""
+    docs/benchmarks.md#moe-parallel (part 3). Bytes are exact integers where the formula allows."""
     nvlink, network = nvlink_GBps * 1e9, network_Gbps * 1e9 / 8
     rows = []
     for r in gpus:
@@ -470,35 +419,7 @@ def print_tables(report, log=print):
                             ("all-to-all", 19), ("comm. ms", 9)], rows))
 
 
-NOTES = """\
-What the figures can show and cannot:
-- Part 1 runs R logical devices of one process on the same CPU cores and memory: the replicas
-  do not run in parallel on their own hardware, so the step time is the work of all R
-  replicas together; the all-to-all and the all-reduce are memory copies inside the process (no
-  network, no NVLink); and the memory an expert-parallel replica saves is not visible (all
-  replicas live in one process). What the ratio to the replicated step does contain: the
-  exchange machinery (packing the [R, E/R, capacity, d] blocks, two all-to-alls forward and two
-  backward, unpacking) and the padded, batched expert layout it uses; the capacity padding
-  (every expert computes capacity x R rows, padding included: cf 1 against cf 2 is the
-  padding's cost); and, in the other direction, the work expert parallelism saves: the
-  replicated step updates every expert on every replica (R FactorizedAdam updates of the whole
-  expert tensors here) and sums R copies of the expert gradients, the expert-parallel step
-  updates each expert once. That saving is real on separate devices too (each updates E/R
-  experts), but its size here, like the padding's, is this CPU's. 'dropped' is the share of
-  (token, expert) assignments over capacity (routing by the noisy gate at its initial zero
-  weights, about uniform). 'median/repl.' is the ratio of the medians; 'paired ratio' the
-  median over the rounds of each round's time over the replicated step's in the same round,
-  which a load changing during the run (another job starting or stopping) does not skew.
-- Part 2 is exact: expert variables and their FactorizedAdam state per replica are 1/R of the
-  replicated ones, and the experts leave the all-reduce. The all-reduced bytes count every
-  gradient at its dense size; the embedding's gradient is an IndexedSlices, which TensorFlow
-  all-gathers (tokens x width per replica) rather than all-reducing.
-- Part 3 is arithmetic, not a measurement: bandwidth-bound transfers (no latency, no overlap
-  with compute, no congestion), a flat ring all-reduce paced by its slowest link, each GPU with
-  its own network link, gradients counted dense, activations not counted in the memory column.
-  'all-to-all' is what leaves a GPU (dispatch and return, forward and backward, padded to the
-  capacity factor); 'emb. all-gather' is the embedding's IndexedSlices all-gather, the same in both
-  modes; 'comm. ms' is the sum of the three transfer times."""
+NOTES = "What the figures can show and cannot, and how each column is counted: docs/benchmarks.md#moe-parallel."
 
 
 def parse(argv):

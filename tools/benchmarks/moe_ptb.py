@@ -1,10 +1,6 @@
 """`zoo benchmark moe-ptb`: Appendix A's Table 6 and Table 7's trend on the Penn Treebank.
 
-Three models train on the same batches from the same seed, steps interleaved:
-`lstm-moe-ptb` (32 experts, k=4) with both balancing losses at 0.1, the same with both at 0,
-and its compute-matched dense baseline `lstm-wide-ptb` (one always-used feed-forward layer of
-4 × 256 units). Reported: validation perplexity (stream protocol), and CV(Importance), CV(Load)
-and max/mean load averaged over the last 100 training batches, as Table 6 averages them.
+How it measures: docs/benchmarks.md#moe-ptb.
 """
 
 import sys

@@ -1,22 +1,6 @@
 """`zoo benchmark optimizer-memory`: optimiser state and step time for a large layer's experts.
 
-The expert variables of `SparseMoE(256, 4, 1024)` on input 512 (`expert_kernel_in`
-[256, 512, 1024], `expert_kernel_out` [256, 1024, 512], and with `--biases` also
-`expert_bias_in` [256, 1024] and `expert_bias_out` [256, 512], which FactorizedAdam's default
-may factor or give plain Adam: the report says how many variables it factors) under three
-optimisers, each built on exactly those variables:
-
-* `zoo.factorized_adam.FactorizedAdam` (Appendix D of Shazeer et al. 2017): no first moment and
-  a row and a column average of g² per expert matrix, E · (rows + cols) floats per variable;
-* `keras.optimizers.Adam`: a first and a second moment the size of every variable;
-* `keras.optimizers.Adafactor` (Keras 3): factored row/column statistics, but also a full-size
-  velocity for every variable.
-
-State bytes are the sizes (shape × dtype) of the optimiser's own variables after `build`, its
-iteration counter and learning-rate variable left out (`state_bytes`); for FactorizedAdam the
-module's own `optimizer_state_bytes` helper is reported as well when it exists. Step time is one
-`apply_gradients` of fixed random gradients for those variables, in a `tf.function`, the
-optimisers' timed steps interleaved; median over `--repeats` after one warm-up step.
+How it measures: docs/benchmarks.md#optimizer-memory.
 """
 
 import sys

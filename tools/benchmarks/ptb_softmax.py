@@ -1,8 +1,6 @@
 """`zoo benchmark ptb-softmax`: gcnn-ptb with the full softmax against the adaptive softmax.
 
-Both models start from the same seed and train on the same batches, their steps interleaved
-(full, adaptive, full, …) so that machine noise hits both alike; then both are scored on the
-Penn Treebank validation split with the stream protocol.
+How it measures: docs/benchmarks.md#ptb-softmax.
 """
 
 import sys

@@ -1,19 +1,7 @@
 """`zoo benchmark raw-text --data DIR`: where the time of a training step goes on raw text, and
 how many words per second a subword model can reach against a word model at all.
 
-On the corpus's own training windows (`zoo.training.data`), one process times the train step
-(`zoo.training.steps.step_functions`, the step `zoo train` runs) of the preset, interleaved round
-by round, median over the rounds:
-
-- `word`: the word vocabulary `zoo train --tokenizer word` builds, with the adaptive softmax it
-  gets above 12,000 ids;
-- `subword`: the default subword vocabulary (`--vocabulary-size`, 16,000), adaptive above 12,000;
-- `body`: the subword windows with a 300-id full softmax (ids taken mod 300): nearly the cost of
-  the model's body alone, i.e. the fastest any output layer could make the subword model.
-
-Words per second divide the tokens of a step by the corpus's tokens per scored word (words plus
-one `</s>` per line) for that tokenizer. The `body` row bounds what a subword model of this
-preset can reach against the word model, whatever its output layer.
+How it measures: docs/benchmarks.md#raw-text.
 """
 
 import statistics

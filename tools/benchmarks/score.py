@@ -2,11 +2,7 @@
 (`zoo.models.inference.score_batches`, the default) against one call per text (what `score` did
 before), side by side in one process.
 
-Each preset's trained weights score the same lines (by default every non-blank line of the
-licence texts in /usr/share/common-licenses, text nobody here prepared; `--text` reads other
-files), the two ways alternating, `--repeats` times each after one untimed call of each. Reports
-the median seconds of each, texts per second, the ratio, and the largest difference between the
-two ways' log-probabilities.
+How it measures: docs/benchmarks.md#score.
 """
 
 import contextlib

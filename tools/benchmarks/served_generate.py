@@ -1,22 +1,7 @@
 """`zoo benchmark served-generate`: the exported `generate` at batch 1, as the model server runs it
 with its default flags, against the exports of an earlier version of the zoo, side by side.
 
-Both sides are exports of the same presets with the same random weights (`keras.utils.
-set_random_seed(--seed)` before `zoo.load`; the speed does not depend on the weights, and no row
-stops early). The earlier version's exports are made once with that version's code, into a
-directory given as `--baseline` (`DIR/<preset>/<version>`; `--write-exports` writes this
-version's, to be the baseline of a later one; docs/benchmarks.md gives the commands). Each
-measurement is a fresh process that imports only TensorFlow and loads an export into a
-`tf.compat.v1.Session` with the server's default thread pools (`zoo benchmark serving-threads`'s
-process), timing `--calls` `generate` requests (one prompt, `--new-tokens` new tokens at
-temperature 0.8, top-k `--top-k`, seed 0) and `--calls` `serving_default` requests of 64 sentences; the
-baseline's and this version's processes alternate, `--repeats` each, and the table gives the
-medians over processes of each process's median, and this version's speed as a multiple of the
-baseline's. Both sides must write the same text. `--head-blocks N` makes this version's exports
-with `zoo export --head-blocks N`: with `--write-exports` and another N as the baseline, the table
-compares the two settings on the machine it runs on. `--floor` adds a third side: this version's
-model running only its step, output layer and an argmax per token (`floor_export`), the ceiling
-of a decoding loop around that step under TensorFlow's graph executor, and a second table.
+How it measures: docs/benchmarks.md#served-generate.
 """
 
 import json

@@ -1,11 +1,6 @@
 """`zoo benchmark serving-memory`: what one served model costs in memory, per preset.
 
-Each preset is exported (shipped trained weights where a preset has them, else random ones: the
-memory does not depend on them), then a fresh process that imports only TensorFlow reads its own
-resident memory (`/proc/self/status`: `VmRSS`, and the peak `VmHWM`) after importing TensorFlow,
-after `tf.saved_model.load`, and after one `serving_default` request of 32 sentences and one
-`generate` request (one prompt, 20 new tokens): what a model server holds for the version, and
-what its first requests add. The table gives the medians of `--repeats` processes per preset.
+How it measures: docs/benchmarks.md#serving-memory.
 """
 
 import os

@@ -1,15 +1,7 @@
 """`zoo benchmark serving-threads`: an export served with the model server's default thread pools
 against smaller ones, for batch-1 `generate` and a batched `serving_default`.
 
-TF Serving runs a SavedModel in a session whose thread pools come from its flags
-(`--tensorflow_intra_op_parallelism`, `--tensorflow_inter_op_parallelism`; 0, the default, is one
-thread per core) and are made once per process. So each setting is measured in its own fresh
-process that imports only TensorFlow and loads the export into a session as the server does
-(`tf.compat.v1.saved_model.loader.load`), the processes of the settings alternating. Each process
-times `--calls` `generate` requests (one prompt, `--new-tokens` new tokens at temperature 0.8,
-top-k 40, seed 0, every token written) and `--calls` `serving_default` requests of 64 sentences;
-the table gives the medians over processes of each process's median, and the ratio to the
-default setting.
+How it measures: docs/benchmarks.md#serving-threads.
 """
 
 import statistics

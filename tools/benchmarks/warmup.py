@@ -2,11 +2,7 @@
 after a fresh load of an export, without and with its warmup records
 (`assets.extra/tf_serving_warmup_requests`) replayed first, as TF Serving replays them.
 
-Each measurement is a fresh Python process that imports only TensorFlow (and, to replay the
-records, tensorflow-serving-api's protos, as a model server has them): it loads the SavedModel,
-replays the records or not, then times one `serving_default` request (8 sentences) and one
-`generate` request (one prompt, 20 greedy tokens). Cold and warm processes alternate; the table
-gives the median of `--repeats` of each, and the ratio cold / warm.
+How it measures: docs/benchmarks.md#warmup.
 """
 
 import os
