@@ -1,33 +1,7 @@
 """`zoo benchmark fairseq`: a converted fairseq `fconv_lm` checkpoint in the zoo against fairseq's
 own code on it, side by side on the CPU, and what converting and exporting it costs.
 
-One checkpoint at full size: gcnn-14's, fairseq's `fconv_lm_dauphin_wikitext103` (embedding 280,
-13 conv layers of width 850 to 2048, adaptive softmax 10k/20k/200k over 267,744 ids) with random
-weights written by fairseq's code (`torch.save`, legacy format, 2018 adaptive softmax, as the
-published checkpoint is), converted by `zoo convert fairseq`. fairseq's side
-(fairseq_torch.py, beside this module) runs under `--torch-python`, a Python with torch; the zoo's
-under this one (torch is not a dependency of the zoo). Both are workers answering the same
-commands, the benchmark alternating between them repeat by repeat, so that a shared machine's
-noise hits both alike; each figure is a median over `--repeats`. Measured:
-
-* scoring: tokens/s of the exact log-probability of every target over windows of `--window`
-  (512) tokens (fairseq: the decoder and `get_normalized_probs` with the targets, as its
-  SequenceScorer; the zoo: `target_log_probs`, the compiled path of `score` and `perplexity`);
-* greedy generation at batch 1 and 8: new tokens/s (fairseq: incremental decoding, as
-  make_fairseq_goldens.greedy; the zoo: `generate(..., sampler="greedy", stop=None)`);
-* a training step at gcnn-ptb's size (embedding 128, 4 layers of width 128 and kernel 4, 10,002
-  ids; cutoffs 2000,6000, as `zoo benchmark ptb-softmax`, since the converter takes fairseq's
-  adaptive-softmax models) on gcnn-ptb's training batch (32 × 64), Adam 2e-3, global norm 1.0;
-* beside each: its share of the machine's limit measured in the same run: a 2-thread float32
-  matmul's GFLOP/s over the FLOPs per token counted from the architecture (scoring, training),
-  or a large copy's GB/s over the weight bytes one token reads (batch-1 generation);
-* the conversion in a fresh process (wall seconds, peak RSS), the preset directory's size, `zoo
-  export` of it (size) and a fresh process loading the export and answering `score_ids` and
-  `generate` (seconds to load).
-
-`--profile` also samples one scoring call and one batch-1 generation of each side (py-spy for
-fairseq, tf.profiler for the zoo) and prints where the time goes. `--small` runs it all on tiny
-architectures, a smoke test.
+How it measures: docs/benchmarks.md#fairseq.
 """
 
 import json
@@ -587,51 +561,45 @@ def pyspy_summary(path, top=15):
 def markdown(results):
     lines = [f"command: `{results['command']}`", f"CPU: {results['cpu']}, {results['threads']} threads per side", ""]
     if "table" in results:
-        limit = results["machine_limit"]
+        limit, scoring, generation = results["machine_limit"], results["scoring"], results["generation"]
+        rows = [[r["what"], f"{r['fairseq']:,.1f}", f"{r['zoo']:,.1f}", f"{r['ratio']:.2f}×",
+                 "-" if r["share_zoo"] is None else f"{r['share_fairseq']:.0%} / {r['share_zoo']:.0%}"]
+                for r in results["table"]]
         lines += [f"machine limit measured in the same run: matmul {limit['matmul_gflops']:.0f} GFLOP/s, "
                   f"copy {limit['copy_gbs']:.1f} GB/s", "",
-                  "| measurement | fairseq | zoo | zoo/fairseq | share of limit (fairseq / zoo) |",
-                  "| --- | ---: | ---: | ---: | ---: |"]
-        for r in results["table"]:
-            share = ("-" if r["share_zoo"] is None else f"{r['share_fairseq']:.0%} / {r['share_zoo']:.0%}")
-            lines.append(f"| {r['what']} | {r['fairseq']:,.1f} | {r['zoo']:,.1f} | {r['ratio']:.2f}× | {share} |")
-        lines += ["", f"scoring: max |zoo − fairseq| log-probability {results['scoring']['max_abs_diff']:.2e}; "
-                      "greedy tokens equal: " + ", ".join(f"batch {b}: {g['same_tokens']:.0%}"
-                                                           for b, g in results["generation"].items())]
-    if "table" in results:
-        lines += [f"counted from the architecture: scoring {results['scoring']['flops_per_token'] / 1e6:,.1f} MFLOP per "
-                  f"token (targets in the tail clusters: "
-                  + ", ".join(f"{s:.1%}" for s in results["scoring"]["cluster_shares"]) + "), training "
-                  f"{results['training']['flops_per_token'] / 1e6:,.1f} MFLOP per token, batch-1 generation "
-                  f"{next(iter(results['generation'].values()))['bytes_per_token'] / 1e6:,.0f} MB of weights per token"]
+                  harness.markdown_table(["measurement", "fairseq:", "zoo:", "zoo/fairseq:",
+                                          "share of limit (fairseq / zoo):"], rows),
+                  "", f"scoring: max |zoo − fairseq| log-probability {scoring['max_abs_diff']:.2e}; greedy tokens "
+                      "equal: " + ", ".join(f"batch {b}: {g['same_tokens']:.0%}" for b, g in generation.items()),
+                  f"counted from the architecture: scoring {scoring['flops_per_token'] / 1e6:,.1f} MFLOP per token "
+                  "(targets in the tail clusters: " + ", ".join(f"{s:.1%}" for s in scoring["cluster_shares"])
+                  + f"), training {results['training']['flops_per_token'] / 1e6:,.1f} MFLOP per token, batch-1 "
+                  f"generation {next(iter(generation.values()))['bytes_per_token'] / 1e6:,.0f} MB of weights per token"]
         for kind, key, unit in (("matmul", "gflops", "GFLOP/s"), ("copy", "gbs", "GB/s")):
-            parts = []
-            for phase in (kind, kind + "_after"):
-                for side, answers in results["limits"].get(phase, {}).items():
-                    parts.append(f"{side} {answers[0].get('library', '')} {statistics.median(a[key] for a in answers):.1f}")
+            parts = [f"{side} {answers[0].get('library', '')} {statistics.median(a[key] for a in answers):.1f}"
+                     for phase in (kind, kind + "_after") for side, answers in results["limits"].get(phase, {}).items()]
             lines.append(f"{kind} limit ({unit}; before and after the measurements): " + ", ".join(parts))
     for name, found in (results.get("profile") or {}).items():
         if "ops" in found:
             top = ", ".join(f"{k.strip()} {share:.0%}" for k, _, share in found["ops"][:10])
             lines.append(f"profile, {name} ({found['s']:.2f} s; tf.profiler, share of op self-time): {top}")
         elif isinstance(found.get("frames"), dict):
-            leaf = ", ".join(f"{k} {share:.0%}" for k, share in found["frames"]["leaf"][:8])
-            python = ", ".join(f"{k} {share:.0%}" for k, share in found["frames"]["python"][:6])
+            leaf, python = (", ".join(f"{k} {share:.0%}" for k, share in found["frames"][part][:n])
+                            for part, n in (("leaf", 8), ("python", 6)))
             lines.append(f"profile, {name} ({found['s']:.2f} s; py-spy, share of samples): innermost frames: {leaf}; "
                          f"innermost Python frames: {python}")
     conv = results.get("conversion", {})
-    if "full" in conv and "convert_s" in conv["full"]:
+    if "convert_s" in conv.get("full", {}):
         c = conv["full"]
-        lines += [f"conversion of the full checkpoint ({c['checkpoint'].get('bytes', 0) / 2**20:,.0f} MiB): "
-                  f"{c['convert_s']:.1f} s, peak RSS {c['convert_peak_rss_mib']:,.0f} MiB; preset directory "
-                  f"{c['preset_bytes'] / 2**20:,.0f} MiB"]
+        lines.append(f"conversion of the full checkpoint ({c['checkpoint'].get('bytes', 0) / 2**20:,.0f} MiB): "
+                     f"{c['convert_s']:.1f} s, peak RSS {c['convert_peak_rss_mib']:,.0f} MiB; preset directory "
+                     f"{c['preset_bytes'] / 2**20:,.0f} MiB")
     if "export" in conv:
-        e = conv["export"]
-        fresh = e["fresh_process"]
-        lines += [f"zoo export: {e['export_s']:.1f} s, {e['bytes'] / 2**20:,.0f} MiB on disk; a fresh process loads it "
-                  f"in {fresh['load_s']:.1f} s, score_ids answers {fresh['score_lengths']} finite scores "
-                  f"({fresh['score_first_call_s']:.1f} s, first call), generate answers {fresh['generate_text']!r} "
-                  f"({fresh['generate_first_call_s']:.1f} s, first call)"]
+        e, fresh = conv["export"], conv["export"]["fresh_process"]
+        lines.append(f"zoo export: {e['export_s']:.1f} s, {e['bytes'] / 2**20:,.0f} MiB on disk; a fresh process loads "
+                     f"it in {fresh['load_s']:.1f} s, score_ids answers {fresh['score_lengths']} finite scores "
+                     f"({fresh['score_first_call_s']:.1f} s, first call), generate answers {fresh['generate_text']!r} "
+                     f"({fresh['generate_first_call_s']:.1f} s, first call)")
     return "\n".join(lines)
 
 
