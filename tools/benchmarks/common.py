@@ -1,4 +1,5 @@
-"""The benchmarks' shared inputs: Zipf-distributed ids, a stand-in vocabulary, a `--presets` list.
+"""The benchmarks' shared inputs: Zipf-distributed ids, a stand-in vocabulary, a `--presets` list,
+the presets' tiny configs for `--small`.
 How they measure and report is harness.py's.
 
 Numpy only at module level, like harness.py: the PyTorch peer of `adaptive-softmax`
@@ -28,6 +29,38 @@ def with_stand_in_vocabulary(model):
 
         model.tokenizer = WordTokenizer(list(SPECIALS) + [f"w{i}" for i in range(model.vocabulary_size - len(SPECIALS))])
     return model
+
+
+# --small: a tiny random config of each preset the serving and generate benchmarks time (smoke tests)
+SMALL_CONFIGS = {
+    "gcnn-ptb": {"embedding_dim": 8, "blocks": [[[3, 16]], [[3, 16]]]},
+    "lstm-ptb": {"embedding_dim": 8, "layers": [{"type": "lstm", "units": 8}] * 2},
+    "lstmp-ptb": {"embedding_dim": 8, "layers": [{"type": "lstm", "units": 16, "projection": 8}]},
+    "lstm-moe-ptb": {"embedding_dim": 16, "layers": [{"type": "lstm", "units": 16},
+                                                      {"type": "moe", "num_experts": 4, "k": 2, "hidden_units": 8},
+                                                      {"type": "lstm", "units": 16}]},
+    "gcnn-moe-ptb": {"embedding_dim": 8, "blocks": [[[3, 16]], [[3, 16]]],
+                     "moe": {"after_blocks": [1], "num_experts": 4, "k": 2, "hidden_units": 8}},
+}
+
+
+def build_model(preset, small, weights=None, seed=0):
+    """The preset with its treebank vocabulary (`weights`: as `zoo.load` takes them, None for
+    random), or with `small` its tiny config of `SMALL_CONFIGS` (random weights from `seed`, a
+    50-word stand-in vocabulary)."""
+    import zoo
+
+    if not small:
+        model = zoo.load(preset, weights=weights) if weights else zoo.load(preset)
+        if model.tokenizer is None:
+            raise ValueError(f"The preset {preset!r} has no default vocabulary to serve text with.")
+        return model
+    if preset not in SMALL_CONFIGS:
+        raise ValueError(f"--small knows the presets {', '.join(SMALL_CONFIGS)}, not {preset!r}.")
+    import keras
+
+    keras.utils.set_random_seed(seed)
+    return with_stand_in_vocabulary(zoo.load(preset, vocabulary_size=50, **SMALL_CONFIGS[preset]))
 
 
 def preset_list(value):

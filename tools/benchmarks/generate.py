@@ -1,36 +1,6 @@
 """`zoo benchmark generate`: the compiled `generate` against the zoo's previous Python loop.
 
-On the trained presets (`--models`, default gcnn-ptb and lstmp-ptb, `weights="trained"`), in one
-process, every path's calls interleaved (one call of each path of each model in turn, repeat
-after repeat), medians over `--repeats`:
-
-* decoding, batch 1 and batch `--batch` (32): new tokens per second at temperature 0.8, top-k 40,
-  `--new-tokens` (100) new tokens per prompt, of
-  - `previous_generate` below: the zoo's previous `generate` (commit bd7b041), copied verbatim
-    but for one flag, `stop_at_eos=False`, so that it writes all its new tokens as the new
-    `generate` does with `stop=None`: the prompt fed token by token through `model.decode_step`,
-    then one `decode_step` and a numpy draw per new token. At batch 32 it runs the 32 prompts one
-    at a time (it takes one prompt), timed as such;
-  - `model.generate(prompts, ..., stop=None)`: the prompts (right-padded) read in one parallel
-    pass, then one compiled `tf.while_loop` for every new token; the graph loop
-    (`jit_compile=False`) and the default (`jit_compile="auto"`, XLA for these models). Its first call per configuration traces (and, with XLA, compiles per
-    prompt shape): one untimed warm-up call of every path comes first, its time reported.
-* time to the first new token after a `--long-prompt` (1,000)-token prompt, greedy:
-  (a) `model.generate([prompt], max_new_tokens=1, temperature=0, stop=None, jit_compile=False)`, the
-  prompt read in one parallel pass (in the graph loop, as (c) runs); (b) `previous_generate(model, prompt, 1, 0, …)`, the prompt fed token by token
-  through `decode_step` from Python; (c) `zoo.models.generation.stepwise_prefill` (the prompt fed
-  token by token to `step` inside one `tf.while_loop`) and the output layer, in a tf.function (the
-  GCNN's weight-normalised kernels computed once, as `generate` does): what `generate` would cost
-  without a parallel prefill. b/a is what the new path saves; c/a splits it into the parallel
-  pass (c/a) and Python's per-token overhead (b/c).
-
-Prompts are real text: the Penn Treebank test split (`zoo.data.read_lines("ptb", "test")`), `<s>`
-then every line ended by `</s>`, as one stream of ids, cut at the lengths needed (the batch-1
-prompt is its first `--prompt-tokens` ids, the batch's prompts its first 1, 2, …, `--batch` ids);
-without the treebank (or with `--small`), the model's vocabulary cycled.
-
-Ratios are measured side by side in the same run; the table (markdown) is printed and, with
-`--out FILE`, written there.
+How it measures: docs/benchmarks.md#generate.
 """
 
 import statistics
@@ -38,17 +8,12 @@ import sys
 
 import numpy as np
 
-from zoo.tools.benchmarks import harness
+from zoo.tools.benchmarks import common, harness
 
 DEFAULT_MODELS = ("gcnn-ptb", "lstmp-ptb")
 SEED = 0
 DEFAULTS = {"repeats": 5, "new_tokens": 100, "long_prompt": 1000}
 QUICK = {"repeats": 2, "new_tokens": 20, "long_prompt": 200}  # --quick: a smoke run
-SMALL_CONFIGS = {
-    "gcnn-ptb": {"embedding_dim": 8, "blocks": [[[3, 16]], [[3, 16]]]},
-    "lstmp-ptb": {"embedding_dim": 8, "layers": [{"type": "lstm", "units": 16, "projection": 8}]},
-    "lstm-ptb": {"embedding_dim": 8, "layers": [{"type": "lstm", "units": 8}] * 2},
-}
 
 
 # ---- the baseline ----------------------------------------------------------------------------------
@@ -120,11 +85,8 @@ def stepwise_first_token(model):
 
 # ---- models and prompts ----------------------------------------------------------------------------
 def build_model(preset, small):
-    """The preset with its trained weights, or with `small` a tiny random config of it
-    (`SMALL_CONFIGS`), built as `zoo benchmark serving` builds its models."""
-    from zoo.tools.benchmarks import serving
-
-    return serving.build_model(preset, small, SMALL_CONFIGS, weights="trained")
+    """The preset with its trained weights, or with `small` its tiny random config."""
+    return common.build_model(preset, small, weights="trained")
 
 
 def text_ids(model, count, use_treebank=True):

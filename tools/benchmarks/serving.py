@@ -1,29 +1,6 @@
 """`zoo benchmark serving`: the exported SavedModel against the in-process Keras model.
 
-For each preset (random weights, the treebank's vocabulary), the model is exported with
-`zoo.export.export_saved_model` and loaded back with `tf.saved_model.load`, in this process, and
-the `serving_default` signature (tokenisation in the graph, scores out) is timed side by side with
-the in-process model doing the same work, calls interleaved (in alternating order) so that
-machine noise hits both alike:
-
-* latency: one 20-word sentence per call, p50 and p99 over `--latency-calls` calls; in process,
-  `model.score([sentence])`, the public API (Python tokenisation, one tf.function call), whose
-  tf.function here only ever sees [1, 21] ids (a trace with static shapes), and the same call
-  with the trace generalised to [1, None], which is what `model.score` runs once it has seen
-  sentences of two lengths (reduce_retracing), i.e. under real traffic;
-* throughput: 64 sentences of 20 words per call, the median call; in process, `model.score`
-  (one call per sentence; timed in every fifth round) and the batched equivalent (Python
-  tokenisation, one padded `[64, 21]` batch through the same tf.function `score` uses, per-row
-  sums in numpy) — the ratio is against the faster of the two;
-* generate: the `generate` signature (one 10-word prompt, `--new-tokens` new tokens at
-  temperature 0.8, top-k 40, seed 0; the whole loop in the graph) against the in-process
-  `model.generate` with the same settings and the same loop (`jit_compile=False`: the graph
-  loop the SavedModel holds, not XLA), p50 and p99 over `--generate-calls` calls, interleaved;
-  both write the same text (checked);
-* stress: `--threads` threads calling the loaded signature with one sentence each for `--seconds`
-  seconds; every answer is checked against the single-threaded one (1e-5), errors counted.
-
-Ratios are SavedModel / in-process time (below 1: the SavedModel is faster); the target is ≤ 1.1.
+How it measures: docs/benchmarks.md#serving.
 """
 
 import os
@@ -36,6 +13,7 @@ import time
 import numpy as np
 
 from zoo.tools.benchmarks import harness
+from zoo.tools.benchmarks.common import build_model
 from zoo.tools.benchmarks.harness import fmt, percentile
 
 DEFAULT_PRESETS = ("gcnn-ptb", "lstm-ptb", "lstm-moe-ptb")
@@ -43,16 +21,6 @@ WORDS_PER_SENTENCE = 20
 BATCH = 64
 TARGET_RATIO = 1.1
 SEED = 0
-SMALL = {"vocabulary_size": 50}  # --small: tiny configs of the same presets (smoke test)
-SMALL_CONFIGS = {
-    "gcnn-ptb": {"embedding_dim": 8, "blocks": [[[3, 16]], [[3, 16]]]},
-    "lstm-ptb": {"embedding_dim": 8, "layers": [{"type": "lstm", "units": 8}] * 2},
-    "lstm-moe-ptb": {"embedding_dim": 16, "layers": [{"type": "lstm", "units": 16},
-                                                      {"type": "moe", "num_experts": 4, "k": 2, "hidden_units": 8},
-                                                      {"type": "lstm", "units": 16}]},
-    "gcnn-moe-ptb": {"embedding_dim": 8, "blocks": [[[3, 16]], [[3, 16]]],
-                     "moe": {"after_blocks": [1], "num_experts": 4, "k": 2, "hidden_units": 8}},
-}
 
 
 def sentences(vocabulary, count, words=WORDS_PER_SENTENCE, seed=SEED):
@@ -60,29 +28,6 @@ def sentences(vocabulary, count, words=WORDS_PER_SENTENCE, seed=SEED):
     rng = np.random.default_rng(seed)
     pool = vocabulary.tokens[4:]
     return [" ".join(pool[i] for i in rng.integers(0, len(pool), size=words)) for _ in range(count)]
-
-
-def build_model(preset, small, configs=None, weights=None):
-    """The preset with its treebank vocabulary (`weights`: as `zoo.load` takes them, None for
-    random), or with `small` a tiny config of it from `configs` (default `SMALL_CONFIGS`: random
-    weights, a 50-word vocabulary `w0 …`). `zoo benchmark generate` builds its models here too."""
-    import zoo
-    from zoo.data.vocab import SPECIALS, WordTokenizer
-
-    configs = SMALL_CONFIGS if configs is None else configs
-    if not small:
-        model = zoo.load(preset, weights=weights) if weights else zoo.load(preset)
-        if model.tokenizer is None:
-            raise ValueError(f"The preset {preset!r} has no default vocabulary to serve text with.")
-        return model
-    if preset not in configs:
-        raise ValueError(f"--small knows the presets {', '.join(configs)}, not {preset!r}.")
-    import keras
-
-    keras.utils.set_random_seed(SEED)
-    model = zoo.load(preset, **SMALL, **configs[preset])
-    model.tokenizer = WordTokenizer(list(SPECIALS) + [f"w{i}" for i in range(SMALL["vocabulary_size"] - 4)])
-    return model
 
 
 class InProcess:
