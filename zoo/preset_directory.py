@@ -18,7 +18,7 @@ import shutil
 import tempfile
 
 from zoo.data.datasets import ptb_tokenizer
-from zoo.data.base_tokenizer import registered_files, saved_tokenizer_class
+from zoo.data.base_tokenizer import check_registered, registered_files, saved_tokenizer_class
 from zoo.data.tokenizers import load_tokenizer
 from zoo.deprecation import former_name
 from zoo.errors import reason
@@ -45,6 +45,8 @@ def save(model, directory, families=None):
     registry's families; None: any)."""
     directory = os.path.abspath(directory)
     check_save_target(directory, families)
+    if model.tokenizer is not None:
+        check_registered(model.tokenizer)
     parent = os.path.dirname(directory)
     try:
         os.makedirs(parent, exist_ok=True)

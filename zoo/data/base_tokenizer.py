@@ -15,18 +15,21 @@ from __future__ import annotations
 
 import abc
 import os
+import re
 from collections.abc import Iterable, Sequence
 
 import numpy as np
 import tensorflow as tf
 
-from zoo.data.graph_tokenizers import GraphTokenizer
+from zoo.data.graph_tokenizers import GRAPH_MEMBERS, GraphTokenizer
 
 PAD, BOS, EOS = "<pad>", "<s>", "</s>"
 RESERVED = (PAD, BOS, EOS)
 CHUNK = 10_000  # lines encoded per call of the graph
+SURROGATES = re.compile("[\ud800-\udfff]")
 
 _REGISTRY: dict[str, type] = {}  # each registered class's `files[0]` (its marker file) → the class
+PRESET_OWN = ("config.json", "model.weights.h5")  # a preset directory's own files (zoo.preset_directory)
 
 
 def register_tokenizer(cls: type) -> type:
@@ -45,15 +48,41 @@ def register_tokenizer(cls: type) -> type:
     """
     if not (isinstance(cls, type) and issubclass(cls, Tokenizer)):
         raise TypeError(f"register_tokenizer takes a subclass of zoo.data.Tokenizer, got {cls!r}.")
-    if not isinstance(cls.kind, str) or not cls.kind or not cls.files:
-        raise ValueError(f"{cls.__name__} must set `kind` (its name) and `files` (the files its `save` writes, "
-                         "the first of which marks it in a directory) to be registered.")
-    taken = _REGISTRY.get(cls.files[0])
-    if taken is not None and taken.__qualname__ != cls.__qualname__:
-        raise ValueError(f"{cls.__name__}'s file {cls.files[0]} is already {taken.__name__}'s; give it a file "
-                         "of its own.")
+    if (not isinstance(cls.kind, str) or not cls.kind or not isinstance(cls.files, (tuple, list)) or not cls.files
+            or not all(isinstance(f, str) and f for f in cls.files)):
+        raise ValueError(f"{cls.__name__} must set `kind` (its name) and `files` (a tuple of the file names its "
+                         f"`save` writes, the first of which marks it in a directory) to be registered, got kind "
+                         f"{cls.kind!r} and files {cls.files!r}.")
+    others = [other for other in _REGISTRY.values() if _name(other) != _name(cls)]
+    for name in cls.files:
+        owner = next((o.__name__ for o in others if name in o.files), "the preset directory" if name in PRESET_OWN
+                     else None)
+        if owner is not None:
+            raise ValueError(f"{cls.__name__}'s file {name} is already {owner}'s; give it a file of its own.")
+    kind = next((o.__name__ for o in others if o.kind == cls.kind), None)
+    if kind is not None:
+        raise ValueError(f"{cls.__name__}'s kind {cls.kind!r} is already {kind}'s; give it a kind of its own.")
+    for marker in [m for m, o in _REGISTRY.items() if _name(o) == _name(cls)]:
+        del _REGISTRY[marker]  # the same class registered again (its module reloaded)
     _REGISTRY[cls.files[0]] = cls
     return cls
+
+
+def _name(cls: type) -> str:
+    return f"{cls.__module__}.{cls.__qualname__}"
+
+
+def check_registered(tokenizer: Tokenizer) -> None:
+    """Refuses, in one sentence, to save a tokenizer whose class `load_tokenizer` cannot read back.
+
+    >>> from zoo.data import WordTokenizer
+    >>> check_registered(WordTokenizer(["<pad>", "<s>", "</s>", "<unk>"]))
+    """
+    cls = type(tokenizer)
+    if not any(registered is cls or issubclass(cls, registered) and cls.files == registered.files
+               for registered in _REGISTRY.values()):
+        raise ValueError(f"{cls.__name__} is not registered, so a preset directory could not read it back: "
+                         "decorate the class with @zoo.data.register_tokenizer.")
 
 
 def registered_files(markers: bool = False) -> list[str]:
@@ -84,12 +113,15 @@ def saved_tokenizer_class(directory: str | os.PathLike) -> type | None:
 
 
 def _utf8(text: str | bytes) -> bytes:
-    """`text` as the bytes the graph reads: a `str` as UTF-8 (a lone surrogate kept as its bytes,
-    which the graph then reads as invalid UTF-8, U+FFFD), `bytes` as they are."""
+    """`text` as the bytes the graph reads: a `str` as UTF-8 (a lone surrogate, which UTF-8
+    cannot hold, as U+FFFD), `bytes` as they are (the graph reads invalid UTF-8 as U+FFFD)."""
     if isinstance(text, (bytes, bytearray, np.bytes_)):
         return bytes(text)
     if isinstance(text, str):
-        return text.encode("utf-8", "surrogatepass")
+        try:
+            return text.encode("utf-8")
+        except UnicodeEncodeError:
+            return SURROGATES.sub("\ufffd", text).encode("utf-8")
     raise TypeError(f"A line of text must be a str or bytes, got {type(text).__name__} {text!r}.")
 
 
@@ -151,10 +183,26 @@ class Tokenizer(abc.ABC):
     @property
     def graph(self) -> GraphTokenizer:
         """This tokenizer's TensorFlow ops (built on first use, then kept): what its Python API
-        runs and what an export traces."""
-        if "_graph" not in self.__dict__:
-            self._graph = self.build_graph()
+        runs and what an export traces. A graph missing a member of the interface is refused in
+        one sentence naming them."""
+        if self.__dict__.get("_graph_pid") != os.getpid():
+            if "_graph_pid" in self.__dict__:
+                raise RuntimeError(
+                    f"This {type(self).__name__} ran TensorFlow in process {self._graph_pid}, and TensorFlow "
+                    "cannot run in a child forked from it: start child processes with multiprocessing's 'spawn' "
+                    "(the tokenizer pickles), or use the tokenizer in the parent only.")
+            graph = self.build_graph()
+            missing = [m for m in GRAPH_MEMBERS if not hasattr(graph, m)]
+            if missing:
+                raise TypeError(f"{type(self).__name__}.build_graph() returned {type(graph).__name__}, which lacks "
+                                f"{', '.join(missing)} of the in-graph interface (zoo.data.graph_tokenizers.GraphTokenizer).")
+            self._graph, self._graph_pid = graph, os.getpid()
         return self._graph
+
+    def __getstate__(self) -> dict:
+        """Pickles without the graph and its functions (TensorFlow objects); they are built again
+        on first use."""
+        return {k: v for k, v in self.__dict__.items() if k not in ("_graph", "_graph_pid", "_functions")}
 
     def _function(self, name: str, fn, *specs: tf.TypeSpec):
         functions = self.__dict__.setdefault("_functions", {})
@@ -219,8 +267,12 @@ class Tokenizer(abc.ABC):
     # -- ids → text -----------------------------------------------------------------------------
 
     def check_ids(self, ids: Iterable[int]) -> np.ndarray:
-        """`ids` as a flat int64 array, or an `IndexError` naming the range when one is outside."""
-        ids = np.asarray(list(ids) if not isinstance(ids, np.ndarray) else ids, dtype=np.int64).reshape(-1)
+        """`ids` (one row) as an int64 array, or an `IndexError` naming the range when one is outside."""
+        ids = np.asarray(list(ids) if not isinstance(ids, np.ndarray) else ids)
+        if ids.ndim != 1 or ids.size and not np.issubdtype(ids.dtype, np.integer):
+            raise ValueError(f"Token ids must be one row of whole numbers, got an array of shape {ids.shape} and "
+                             f"dtype {ids.dtype}.")
+        ids = ids.astype(np.int64)
         if ids.size and (ids.min() < 0 or ids.max() >= len(self)):
             raise IndexError(f"Token ids must be in [0, {len(self)}), got {ids.min()}…{ids.max()}.")
         return ids

@@ -49,7 +49,7 @@ def test_the_python_api_runs_the_graph(tokenizers, kind):
     tokenizer = tokenizers[kind]
     recording = Recording(tokenizer.build_graph())
     tokenizer.__dict__.pop("_functions", None)
-    tokenizer._graph = recording
+    tokenizer.__dict__.update(_graph=recording, _graph_pid=os.getpid())
     try:
         ids = tokenizer.encode("the cat  sat")
         text = tokenizer.decode(ids)
@@ -57,8 +57,8 @@ def test_the_python_api_runs_the_graph(tokenizers, kind):
         tokenizer.token_texts(ids)
         assert recording.calls == {"encode", "decode", "normalize", "token_texts"}
     finally:
-        del tokenizer._graph
-        tokenizer.__dict__.pop("_functions", None)
+        for name in ("_graph", "_graph_pid", "_functions"):
+            tokenizer.__dict__.pop(name, None)
 
 
 @pytest.mark.parametrize("kind", ["word", "char", "subword"])
@@ -138,8 +138,16 @@ def test_registering_refuses_what_cannot_be_read_back(registered):
     class Nameless(Tokenizer):
         pass
 
-    with pytest.raises(ValueError, match=r"^Nameless must set `kind` .* to be registered\.$"):
+    with pytest.raises(ValueError, match=r"^Nameless must set `kind` .* to be registered, got kind '' and files \(\)\.$"):
         register_tokenizer(Nameless)
+    with pytest.raises(ValueError, match=r"got kind 'k' and files 'c5.json'\.$"):
+        register_tokenizer(type("Stringy", (LowercaseTokenizer,), {"kind": "k", "files": "c5.json"}))
+    with pytest.raises(ValueError, match=r"^Hijacker's file config.json is already the preset directory's; "):
+        register_tokenizer(type("Hijacker", (LowercaseTokenizer,), {"kind": "h", "files": ("h.json", "config.json")}))
+    with pytest.raises(ValueError, match=r"^Model's file tokenizer.model is already SubwordTokenizer's; "):
+        register_tokenizer(type("Model", (LowercaseTokenizer,), {"kind": "m", "files": ("m.json", "tokenizer.model")}))
+    with pytest.raises(ValueError, match=r"^Words's kind 'word' is already WordTokenizer's; give it a kind of its own\.$"):
+        register_tokenizer(type("Words", (LowercaseTokenizer,), {"kind": "word", "files": ("w.json",)}))
 
     class Squatter(LowercaseTokenizer):
         kind, files = "squatter", ("vocabulary.txt",)
@@ -164,3 +172,51 @@ def test_no_library_module_branches_on_a_tokenizers_kind():
             found += [f"{path.relative_to(ROOT)}:{n}" for n, line in enumerate(path.read_text().split("\n"), 1)
                       if pattern.search(line)]
     assert found == []
+
+
+def test_an_unregistered_tokenizer_is_refused_before_anything_is_written(tmp_path):
+    from conftest import build_tiny_model
+
+    model = build_tiny_model("gcnn", tokenizer=LowercaseTokenizer(["the"]))
+    with pytest.raises(ValueError, match=r"^LowercaseTokenizer is not registered, so a preset directory could not "
+                                         r"read it back: decorate the class with @zoo.data.register_tokenizer\.$"):
+        model.save_to_preset(str(tmp_path / "preset"))
+    assert not os.path.exists(tmp_path / "preset")
+
+
+def test_a_graph_missing_members_is_refused_naming_them():
+    class Minimal(LowercaseTokenizer):
+        def build_graph(self):
+            return type("Minimal", (), {"encode": None, "decode": None, "resources": []})()
+
+    with pytest.raises(TypeError, match=r"^Minimal.build_graph\(\) returned Minimal, which lacks size, pad_id, bos_id, "
+                                        r"eos_id, unk_id, normalize, token_texts, token_names, starts_word of "):
+        Minimal(["a"]).encode("a")
+
+
+@pytest.mark.parametrize("kind", ["word", "char", "subword"])
+def test_a_used_tokenizer_pickles_and_refuses_a_forked_child(tokenizers, kind):
+    import pickle
+
+    tokenizer = tokenizers[kind]
+    want = tokenizer.encode_batch(corpus()[:3])
+    again = pickle.loads(pickle.dumps(tokenizer))  # what a spawned process receives
+    assert again == tokenizer and again.encode_batch(corpus()[:3]) == want
+    forked = pickle.loads(pickle.dumps(tokenizer))
+    forked.__dict__.update(_graph=tokenizer.graph, _graph_pid=-1)  # as a child forked after a use sees it
+    with pytest.raises(RuntimeError, match=r"ran TensorFlow in process -1, and TensorFlow cannot run in a child "
+                                           r"forked from it: start child processes with multiprocessing's 'spawn'"):
+        forked.encode("the")
+
+
+def test_a_lone_surrogate_reads_as_one_replacement_character(tokenizers):
+    char = tokenizers["char"]
+    assert char.encode("a\udfffb") == char.encode("a\ufffdb")
+    assert tokenizers["word"].normalize("the\ud800cat") == "the\ufffdcat"
+
+
+def test_ids_must_be_one_row(tokenizers):
+    with pytest.raises(ValueError, match=r"^Token ids must be one row of whole numbers, got an array of shape \(1, 2\)"):
+        tokenizers["word"].decode(np.array([[3, 4]]))
+    with pytest.raises(IndexError, match=r"^Token ids must be in \[0, \d+\), got -1…-1\.$"):
+        tokenizers["word"].decode([-1])

@@ -91,6 +91,10 @@ def split_characters(text):
     return tf.ragged.boolean_mask(marked, chars.with_flat_values(keep))
 
 
+GRAPH_MEMBERS = ("size", "pad_id", "bos_id", "eos_id", "unk_id", "resources", "encode", "decode", "normalize",
+                 "token_texts", "token_names", "starts_word")
+
+
 class GraphTokenizer(Protocol):
     """The in-graph interface: what a tokenizer's `graph` (`zoo.data.Tokenizer.graph`) is, which
     its Python API runs eagerly and an export traces. Ids are int32 or int64, text tf.string."""
@@ -246,6 +250,12 @@ def normalize_subword_in_graph(text):
     return tf.strings.strip(text)  # only spaces are left to strip
 
 
+def _sentencepiece_ops():
+    from tensorflow_text.python.ops import sentencepiece_tokenizer
+
+    return sentencepiece_tokenizer
+
+
 def shared_sentencepiece_model(model_proto):
     """tensorflow-text's SentencePiece model resource, named by the model's SHA-256.
 
@@ -257,15 +267,20 @@ def shared_sentencepiece_model(model_proto):
     what an export's graph creates it under."""
     import hashlib
 
-    from tensorflow_text.python.ops import sentencepiece_tokenizer as sentencepiece_ops
+    return _shared_model_class()(model_proto, "zoo_sentencepiece_" + hashlib.sha256(model_proto).hexdigest()[:32])
 
-    class SharedSentencepieceModel(sentencepiece_ops._SentencepieceModelResource):
+
+@functools.cache
+def _shared_model_class():
+    """The resource class (built on first use: tensorflow-text is imported for subword models only)."""
+    ops = _sentencepiece_ops()
+
+    class SharedSentencepieceModel(ops._SentencepieceModelResource):
         def _create_resource(self):
             with tf.name_scope("SentenceTokenizerInitializer"):
-                return sentencepiece_ops.gen_sentencepiece_tokenizer.sentencepiece_op(
-                    model=self._model, shared_name=self._name)
+                return ops.gen_sentencepiece_tokenizer.sentencepiece_op(model=self._model, shared_name=self._name)
 
-    return SharedSentencepieceModel(model_proto, "zoo_sentencepiece_" + hashlib.sha256(model_proto).hexdigest()[:32])
+    return SharedSentencepieceModel
 
 
 class SubwordGraphTokenizer:

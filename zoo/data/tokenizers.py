@@ -370,7 +370,12 @@ class SubwordTokenizer(Tokenizer):
     def encode_batch(self, lines: Iterable[str | bytes], add_bos: bool = True, add_eos: bool = True,
                      num_threads: int | None = None) -> list[list[int]]:
         """`[encode(line, add_bos, add_eos) for line in lines]`, run through the graph together
-        (`num_threads` is not used: the graph's op runs on one thread; it goes in 0.2.0)."""
+        (`num_threads` is not used: the graph's op runs on one thread; giving it warns, and it goes
+        in 0.2.0)."""
+        if num_threads is not None:
+            from zoo.deprecation import warn
+
+            warn("SubwordTokenizer.encode_batch(num_threads=...)", "encode_batch without num_threads")
         return super().encode_batch(lines, add_bos, add_eos)
 
     def word_index(self, ids: Iterable[int]) -> list[int]:

@@ -14,8 +14,6 @@ import collections
 import os
 from collections.abc import Iterable, Sequence
 
-import numpy as np
-
 from zoo.data.base_tokenizer import BOS, EOS, PAD, Tokenizer, register_tokenizer
 from zoo.data.corpus import check_lines
 from zoo.data.graph_tokenizers import CharGraphTokenizer, WordGraphTokenizer
@@ -187,13 +185,6 @@ class CharTokenizer(WordTokenizer):
         with open(os.path.join(directory, KIND_FILENAME), "w") as f:
             f.write("char\n")
         return path
-
-
-def _text(text):
-    """`text`, or `bytes` decoded as UTF-8 with each invalid sequence replaced by U+FFFD."""
-    if isinstance(text, (bytes, bytearray, np.bytes_)):
-        return bytes(text).decode("utf-8", errors="replace")
-    return text
 
 
 def _chars(line):
