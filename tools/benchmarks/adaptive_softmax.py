@@ -183,8 +183,7 @@ def _ratio(a, b):
 
 
 def parse(argv):
-    p = harness.parser("adaptive-softmax", "Seconds and peak memory of a forward + backward step of the adaptive "
-                       "softmax against the full softmax (and torch's AdaptiveLogSoftmaxWithLoss).", "",
+    p = harness.parser("adaptive-softmax", __doc__, "",
                        "timed steps after 1 warm-up step (default: 5 adaptive, 3 full, 5 torch)")
     p.add_argument("--vocab", choices=["wt103", "1bw", "both"], default="both")
     p.add_argument("--small", action="store_true",

@@ -1,9 +1,7 @@
 """The torch side of `zoo benchmark adaptive-softmax`: one forward + backward step of
 `torch.nn.AdaptiveLogSoftmaxWithLoss(...)(hidden, targets).loss`, timed, with its peak memory.
 
-Standalone on purpose: it imports only torch, numpy, the standard library and harness.py and
-common.py beside it (not the zoo), so it runs in a separate virtual environment (torch is not a
-dependency of the zoo). The TF benchmark calls it as
+Standalone, as harness.py says (torch is no dependency of the zoo). The TF benchmark calls it as
 
     TORCH_PYTHON adaptive_softmax_torch.py --vocabulary-size V --cutoffs 10000,20000,200000 \
         --hidden-file hidden.npy --targets-file targets.npy --threads N --repeats R

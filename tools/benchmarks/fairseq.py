@@ -297,8 +297,8 @@ def export_check(path, prompt_words):
 
 # ---- the benchmark ---------------------------------------------------------------------------------
 def parse_args(argv):
-    p = harness.parser("fairseq", __doc__.split("\n\n")[0], "", f"timed repeats per figure (default "
-                       f"{DEFAULTS['repeats']})", out=True)
+    p = harness.parser("fairseq", __doc__, "", f"timed repeats per figure (default {DEFAULTS['repeats']})",
+                       out=True)
     p.add_argument("--torch-python", help="a Python with torch and numpy, for fairseq's side (required)")
     p.add_argument("--fairseq", default=os.environ.get("FAIRSEQ_SRC"),
                    help="fairseq's sources as make_fairseq_goldens.py wants them: a folder with v0.12.2/fairseq/... "

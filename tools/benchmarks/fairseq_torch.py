@@ -1,9 +1,8 @@
 """The fairseq side of `zoo benchmark fairseq`: fairseq's own `FConvDecoder` and `AdaptiveSoftmax`
 (loaded from fairseq's sources by tools/convert/make_fairseq_goldens.py) under torch, on CPU.
 
-Standalone on purpose: it imports torch, numpy, the standard library, harness.py beside it and
-make_fairseq_goldens.py (not the zoo), so it runs under a Python with torch (torch and fairseq are
-no dependency of the zoo). It answers in the harness's protocol (harness.py beside it). Two commands:
+Standalone, as harness.py says (it imports make_fairseq_goldens.py too, not the zoo), and answering in
+the harness's protocol. Two commands:
 
     TORCH_PYTHON fairseq_torch.py make --fairseq SRC --spec JSON --out DIR
         writes DIR/checkpoint.pt (fairseq's checkpoint dict, torch.save in the legacy format) and

@@ -272,9 +272,7 @@ def table(report):
 
 # ---- the command -----------------------------------------------------------------------------------
 def parse(argv):
-    p = harness.parser("generate", "Tokens per second of the compiled generate (without and with XLA) against the "
-                       "previous Python decoding loop, at batch 1 and 32, and the time to the first token after a "
-                       "long prompt.", "", f"timed calls of every path (default {DEFAULTS['repeats']})", out=True)
+    p = harness.parser("generate", __doc__, "", f"timed calls of every path (default {DEFAULTS['repeats']})", out=True)
     p.add_argument("--models", default=",".join(DEFAULT_MODELS),
                    help="comma-separated presets, loaded with their trained weights (default: gcnn-ptb,lstmp-ptb)")
     p.add_argument("--new-tokens", type=int, help=f"new tokens per prompt (default {DEFAULTS['new_tokens']})")

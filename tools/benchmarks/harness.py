@@ -251,10 +251,12 @@ class PeakRSS:
 
 # ---- the report ---------------------------------------------------------------------------------
 def parser(name, description, repeats=None, repeats_help=None, out=False):
-    """The argument parser of `zoo benchmark NAME`, with the flags every benchmark shares: `--json`,
+    """The argument parser of `zoo benchmark NAME`, described by the first paragraph of
+    `description` (a module's docstring will do), with the flags every benchmark shares: `--json`,
     `--repeats` (when `repeats` is given: its default, or "" for one the benchmark picks) and, with
     `out`, `--out` for the markdown table."""
-    p = argparse.ArgumentParser(prog=f"zoo benchmark {name}", description=description)
+    p = argparse.ArgumentParser(prog=f"zoo benchmark {name}",
+                                description=description.split("\n\n")[0] if description else None)
     if repeats is not None:
         p.add_argument("--repeats", type=int, default=repeats if repeats != "" else None,
                        help=repeats_help or f"timed repeats (default {repeats})")

@@ -86,6 +86,8 @@ def test_the_shared_flags_and_a_count_below_one_refused():
     assert (args.repeats, args.out, args.json) == (5, "t.md", "r.json")
     assert harness.parser("x", "d", repeats="").parse_args([]).repeats is None
     assert not hasattr(harness.parser("x", "d").parse_args([]), "repeats")
+    assert harness.parser("x", "`zoo benchmark x`: what.\n\nHow it measures: elsewhere.\n").description == \
+        "`zoo benchmark x`: what."
     with pytest.raises(ValueError, match="--new-tokens must be at least 1, got 0"):
         harness.at_least_one(argparse.Namespace(repeats=2, new_tokens=0, calls=None), "repeats", "calls",
                              "new_tokens")

@@ -18,7 +18,7 @@ def _positive(text):
 
 
 def main(argv):
-    p = harness.parser("input", None)
+    p = harness.parser("input", __doc__)
     p.add_argument("--preset", default="gcnn-ptb")
     p.add_argument("--global-batch-size", type=_positive, default=32)
     p.add_argument("--seq-len", type=_positive, default=64)

@@ -175,7 +175,7 @@ def paper_size(args):
 
 
 def main(argv=None):
-    p = harness.parser("int8", __doc__.split("\n\n")[0])
+    p = harness.parser("int8", __doc__)
     p.add_argument("--presets", default=",".join(DEFAULT_PRESETS),
                    help=f"comma-separated presets with trained weights (default {','.join(DEFAULT_PRESETS)})")
     p.add_argument("--english", default="corpora/en", help="the English corpus directory, for gcnn-en's test set "

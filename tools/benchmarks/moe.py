@@ -278,9 +278,7 @@ def table(report):
 
 def parse(argv):
     """The flags, the sizes they give, the numbers of experts and the models."""
-    p = harness.parser("moe", "Forward + backward step time of SparseMoE against a dense all-experts reference "
-                       "and tf-models-official's MoeLayer, for several numbers of experts.", 3,
-                       "timed steps after 1 warm-up step (default 3)")
+    p = harness.parser("moe", __doc__, 3, "timed steps after 1 warm-up step (default 3)")
     p.add_argument("--experts", default=",".join(map(str, DEFAULT_EXPERTS)),
                    help="numbers of experts, comma-separated (default 4,32,256)")
     p.add_argument("--tokens", type=int, help=f"tokens per step (default {FULL['tokens']}; --small {SMALL['tokens']})")

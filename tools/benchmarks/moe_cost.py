@@ -82,7 +82,7 @@ def profile_step(timed, logdir):
 
 
 def main(argv):
-    p = harness.parser("moe-cost", __doc__.split("\n\n")[0], 5)
+    p = harness.parser("moe-cost", __doc__, 5)
     p.add_argument("--moe", default="gcnn-moe-en")
     p.add_argument("--dense", default="gcnn-wide-en")
     p.add_argument("--steps", type=int, default=10, help="training steps a repeat")

@@ -424,9 +424,7 @@ NOTES = "What the figures can show and cannot, and how each column is counted: d
 
 def parse(argv):
     """The flags, the sizes they give, the replica counts, capacity factors and paper models."""
-    p = harness.parser("moe-parallel", "Expert parallelism against the replicated MoE: training step time on R "
-                       "logical CPU devices, memory per replica, and a model on paper of large presets on 8 and 64 "
-                       "GPUs.", 15, "timed steps per model, interleaved (default 15)")
+    p = harness.parser("moe-parallel", __doc__, 15, "timed steps per model, interleaved (default 15)")
     p.add_argument("--replicas", default=",".join(map(str, DEFAULT_REPLICAS)),
                    help="replica counts, each in its own child process (default 2,4)")
     p.add_argument("--capacity-factors", default=",".join(f"{c:g}" for c in DEFAULT_CAPACITY_FACTORS),

@@ -9,7 +9,7 @@ from zoo.tools.benchmarks import harness
 
 
 def main(argv):
-    p = harness.parser("moe-ptb", None)
+    p = harness.parser("moe-ptb", __doc__)
     p.add_argument("--steps", type=int, default=600)
     p.add_argument("--seed", type=int, default=0)
     args = p.parse_args(argv)

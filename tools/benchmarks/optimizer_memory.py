@@ -135,8 +135,7 @@ def table(report):
 
 def parse(argv):
     """The flags, the sizes they give and the optimisers."""
-    p = harness.parser("optimizer-memory", "Optimiser state bytes and step time for a SparseMoE's expert variables: "
-                       "FactorizedAdam against Keras Adam and Adafactor.", 5, "timed steps after 1 warm-up step (default 5)")
+    p = harness.parser("optimizer-memory", __doc__, 5, "timed steps after 1 warm-up step (default 5)")
     p.add_argument("--experts", type=int, help=f"number of experts (default {FULL['experts']})")
     p.add_argument("--input-dim", type=int, help=f"input width (default {FULL['input_dim']})")
     p.add_argument("--hidden", type=int, help=f"expert hidden width (default {FULL['hidden']})")

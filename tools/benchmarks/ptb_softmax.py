@@ -9,7 +9,7 @@ from zoo.tools.benchmarks import harness
 
 
 def main(argv):
-    p = harness.parser("ptb-softmax", None)
+    p = harness.parser("ptb-softmax", __doc__)
     p.add_argument("--steps", type=int, default=500)
     p.add_argument("--cutoffs", default="2000,6000", help="adaptive-softmax cutoffs, comma-separated")
     p.add_argument("--batch-size", type=int, default=32)

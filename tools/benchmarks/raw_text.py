@@ -11,7 +11,7 @@ from zoo.tools.benchmarks import harness
 
 
 def main(argv):
-    parser = harness.parser("raw-text", None, 30)
+    parser = harness.parser("raw-text", __doc__, 30)
     parser.add_argument("--data", required=True, help="a raw-text directory (train/valid/test.txt) or file")
     parser.add_argument("--preset", default="gcnn-ptb")
     parser.add_argument("--vocabulary-size", type=int, default=None, help="subword ids (default: zoo train's)")

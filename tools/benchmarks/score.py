@@ -74,7 +74,7 @@ def table(rows):
 
 
 def main(argv=None):
-    p = harness.parser("score", __doc__.split("\n\n")[0], 5, "timed calls of each way (default 5)")
+    p = harness.parser("score", __doc__, 5, "timed calls of each way (default 5)")
     p.add_argument("--presets", default="gcnn-en,gcnn-ptb,lstmp-ptb",
                    help="comma-separated presets with trained weights, or preset directories")
     p.add_argument("--text", nargs="+", default=[LICENCES], help=f"files (or glob patterns) whose lines are "

@@ -135,8 +135,7 @@ def floor_exports(base, presets, seed, blocks):
 
 
 def main(argv=None):
-    p = harness.parser("served-generate", __doc__.split("\n\n")[0], 5, "fresh processes of each side per preset "
-                       "(default 5)")
+    p = harness.parser("served-generate", __doc__, 5, "fresh processes of each side per preset (default 5)")
     p.add_argument("--baseline", help="a directory of the earlier version's exports, <preset>/<version> "
                    "(docs/benchmarks.md#served-generate)")
     p.add_argument("--write-exports", metavar="DIR", help="only write this version's exports into DIR (the "

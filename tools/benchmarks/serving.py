@@ -221,8 +221,7 @@ def print_table(results, log=print):
 
 
 def parse(argv):
-    p = harness.parser("serving", "Latency, throughput and multi-threaded calls of the exported SavedModel's "
-                       "serving_default against the in-process Keras model.")
+    p = harness.parser("serving", __doc__)
     p.add_argument("--presets", default=",".join(DEFAULT_PRESETS), help="comma-separated presets")
     p.add_argument("--latency-calls", type=int, default=2000, help="one-sentence calls per path (default 2000: enough calls for a steady p99)")
     p.add_argument("--batch-calls", type=int, default=30,

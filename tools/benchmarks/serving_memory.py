@@ -14,22 +14,13 @@ DEFAULT_PRESETS = ("gcnn-ptb", "gcnn-ptb-deep", "lstmp-ptb", "gcnn-en")
 
 CHILD = r"""
 import json, sys
-
-def memory():
-    fields = {}
-    with open("/proc/self/status") as f:
-        for line in f:
-            name, _, value = line.partition(":")
-            if name in ("VmRSS", "VmHWM"):
-                fields[name] = int(value.split()[0]) * 1024
-    return fields
-
 import harness
 import tensorflow as tf
 try:
     import tensorflow_text  # noqa: F401  (a subword export's tokenizer ops)
 except ImportError:
     pass
+memory = lambda: {name: harness.status_kib(name) * 1024 for name in ("VmRSS", "VmHWM")}
 imported = memory()
 loaded = tf.saved_model.load(sys.argv[1])
 after_load = memory()
@@ -61,7 +52,7 @@ def table(rows):
 
 
 def main(argv=None):
-    p = harness.parser("serving-memory", __doc__.split("\n\n")[0], 3, "fresh processes per preset (default 3)")
+    p = harness.parser("serving-memory", __doc__, 3, "fresh processes per preset (default 3)")
     p.add_argument("--presets", default=",".join(DEFAULT_PRESETS), help="comma-separated presets or preset "
                    f"directories (default {','.join(DEFAULT_PRESETS)})")
     args = p.parse_args(argv)

@@ -70,7 +70,7 @@ def table(results, new_tokens):
 
 
 def main(argv=None):
-    p = harness.parser("serving-threads", __doc__.split("\n\n")[0], 5, "fresh processes of each setting (default 5)")
+    p = harness.parser("serving-threads", __doc__, 5, "fresh processes of each setting (default 5)")
     p.add_argument("--preset", default="gcnn-ptb", help="a preset (random weights: the speed does not depend on "
                    "them, and no row stops early) or a preset directory")
     p.add_argument("--calls", type=int, default=9, help="timed requests of each kind per process (default 9)")

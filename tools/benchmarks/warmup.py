@@ -52,7 +52,7 @@ def table(cold, warm):
 
 
 def main(argv=None):
-    p = harness.parser("warmup", __doc__.split("\n\n")[0], 5, "fresh processes of each kind (default 5)")
+    p = harness.parser("warmup", __doc__, 5, "fresh processes of each kind (default 5)")
     p.add_argument("--preset", default="gcnn-ptb", help="a preset with trained weights, or a preset directory")
     args = p.parse_args(argv)
     harness.at_least_one(args, "repeats")
