@@ -6,13 +6,13 @@ Serving ignores) and renamed into place once complete, so a half-written version
 loaded; an existing version is never written to; a failed export removes what it wrote.
 
 The SavedModel holds the signatures of `zoo.export.signatures`, the model's tokenizer in the graph
-(its own `graph_tokenizer(asset_dir)`, `zoo.data.graph_tokenizers`) and, in
+(its `graph`: the same ops its Python API runs, `zoo.data.graph_tokenizers`) and, in
 `assets.extra/zoo_export.json` (a file TF Serving ignores), a description for clients: the
 signatures' inputs and outputs, the decoding state's tensor names and shapes, `max_tokens`, the
 tokenizer's kind (and, for subword, its normalisation) and the model's config.
 
-- Word / character vocabularies: the vocabulary is an asset (`assets/vocabulary.txt`) read by
-  core-op lookup tables; loading the SavedModel needs TensorFlow only.
+- Word / character vocabularies: core-op lookup tables whose keys and values are constants of the
+  graph; loading the SavedModel needs TensorFlow only.
 - Subword (SentencePiece) tokenizers: the SentencePiece model is embedded in the graph and run by
   tensorflow-text's ops, so the loading process needs them: `import tensorflow_text` before
   `tf.saved_model.load` in Python, a model server with tensorflow-text's ops linked in (stock
@@ -28,10 +28,9 @@ import tempfile
 
 import tensorflow as tf
 
-from zoo.data.tokenizers import NORMALIZATION
 from zoo.errors import reason
 from zoo.export import warmup
-from zoo.export.signatures import Signatures
+from zoo.export.signatures import Signatures, request_inputs
 from zoo.layers.gated_conv import weight_norm_folded
 from zoo.layers.validation import check_int
 from zoo.models import generation
@@ -65,9 +64,10 @@ def _check_arguments(model, name, version, max_tokens, max_new_tokens=DEFAULT_MA
     check_int("max_new_tokens", max_new_tokens, minimum=1)
     if head_blocks is not None:
         check_int("head_blocks", head_blocks, minimum=1, maximum=generation.MAX_HEAD_BLOCKS)
-    if sampler is not None and (not isinstance(sampler, Sampler) or sampler.is_search):
-        raise ValueError(f"sampler must be None (the request chooses: temperature, top_k, top_p) or a "
-                         f"zoo.samplers.Sampler that picks one token at a time (not beam search), got {sampler!r}.")
+    if sampler is not None and not isinstance(sampler, Sampler):
+        raise ValueError(f"sampler must be None (the request chooses: temperature, top_k, top_p, num_beams) or a "
+                         f"zoo.samplers.Sampler, got {sampler!r}.")
+    request_inputs(sampler)  # a sampler's request parameters must be its own, and not generate's inputs
     vocabulary = getattr(model, "tokenizer", None)
     if vocabulary is None:
         raise ValueError("The model has no tokenizer to read text with: load it from a preset "
@@ -97,19 +97,22 @@ def export_saved_model(model: "zoo.LanguageModel", base_dir: "str | os.PathLike"
             model). An existing version is never overwritten.
         max_tokens: lines of more than this many tokens are cut (their last `max_tokens` kept).
         max_new_tokens: the most new tokens `generate` writes a request.
-        sampler: None (the request's `temperature`, `top_k` and `top_p` choose, as
-            `zoo.samplers.Served` does), or a `zoo.samplers.Sampler` that `generate` then always
-            uses, its `next` baked into the signature (the request's sampling inputs are then
-            ignored): how a sampler defined outside the zoo is served.
+        sampler: None (the request's `temperature`, `top_k`, `top_p` and `num_beams` choose, as
+            `zoo.samplers.Served` does), or a `zoo.samplers.Sampler` (beam search included) that
+            `generate` then always runs, its loop in the signature: how a sampler defined outside
+            the zoo is served. Its parameters are fixed at export and recorded in
+            `assets.extra/zoo_export.json`, except those it lists in `request`, which are inputs
+            of `generate` (the request's other sampling inputs are then ignored).
         batch_sizes: the batch sizes of the warmup records
             (`assets.extra/tf_serving_warmup_requests`, one request per signature and size,
             which TF Serving replays before serving a version) and the `allowed_batch_sizes` of
             the example batching file `assets.extra/batching_parameters.txt` (`zoo.export.warmup`).
         head_blocks: `generate` at fewer than 8 rows computes a full or tied output layer as this
             many products over blocks of ids, side by side on the cores (1: one product). None
-            (the default): blocks that each fit this machine's level-2 cache per core
-            (`zoo.models.generation.head_blocks`), which suits a server with the same cache;
-            the number is written to `assets.extra/zoo_export.json` (docs/serving.md).
+            (the default): one product, whatever the exporting machine's cache
+            (`zoo.models.generation.export_head_blocks`: the choice that holds up best across
+            level-2 caches); the number is written to `assets.extra/zoo_export.json`
+            (docs/serving.md).
 
     Returns:
         The path of the written version, `base_dir/name/<version>`.
@@ -169,27 +172,24 @@ def _write(model, path, name, version, max_tokens, max_new_tokens=DEFAULT_MAX_NE
     `keras.export.ExportArchive` would do, but it traces every endpoint once to find the
     variables it uses and the save traces it again; here the save traces each signature once,
     the object graph holding the model's variables and the vocabulary's lookup tables."""
-    with tempfile.TemporaryDirectory(prefix="zoo-export-vocabulary-") as staging:
-        # The tokenizer in the graph. A word / character vocabulary writes its file into
-        # `staging`, the asset's source, copied into the SavedModel's assets/ by the save; a
-        # subword tokenizer embeds its SentencePiece model and writes nothing.
-        tokenizer = model.tokenizer.graph_tokenizer(staging)
-        signatures = Signatures(model, tokenizer, max_tokens, max_new_tokens, sampler, head_blocks)
-        root = tf.Module()
-        # The model's variables, which the traced functions capture, as the plain tf.Variables
-        # behind the Keras ones, so that the SavedModel loads without Keras. Tracking the Keras
-        # variables themselves would save each twice (a copy under a new name beside the handle
-        # the functions read), which TF2's loader maps but the TF1 loader of `saved_model_cli
-        # run` does not ("Could not find variable …"). A weight-normalised conv layer's `v` and
-        # `g` are saved as the one kernel they make (`weight_norm_folded`): a request no longer
-        # computes g · v / ‖v‖ (docs/serving.md).
-        with saved_variables(model) as root.model_variables:
-            root.tables = list(tokenizer.resources)  # lookup tables, or the SentencePiece model
-            functions = {}
-            for endpoint, (fn, input_signature) in signatures.all().items():
-                functions[endpoint] = tf.function(fn, input_signature=input_signature, autograph=False)
-                setattr(root, endpoint, functions[endpoint])
-            write_archive(root, path, functions)
+    # the tokenizer in the graph: the very ops its Python API runs, its data as constants
+    tokenizer = model.tokenizer.graph
+    signatures = Signatures(model, tokenizer, max_tokens, max_new_tokens, sampler, head_blocks)
+    root = tf.Module()
+    # The model's variables, which the traced functions capture, as the plain tf.Variables
+    # behind the Keras ones, so that the SavedModel loads without Keras. Tracking the Keras
+    # variables themselves would save each twice (a copy under a new name beside the handle
+    # the functions read), which TF2's loader maps but the TF1 loader of `saved_model_cli
+    # run` does not ("Could not find variable …"). A weight-normalised conv layer's `v` and
+    # `g` are saved as the one kernel they make (`weight_norm_folded`): a request no longer
+    # computes g · v / ‖v‖ (docs/serving.md).
+    with saved_variables(model) as root.model_variables:
+        root.tables = list(tokenizer.resources)  # lookup tables, or the SentencePiece model
+        functions = {}
+        for endpoint, (fn, input_signature) in signatures.all().items():
+            functions[endpoint] = tf.function(fn, input_signature=input_signature, autograph=False)
+            setattr(root, endpoint, functions[endpoint])
+        write_archive(root, path, functions)
     metadata = describe(model, name, version, max_tokens, tokenizer, signatures)
     metadata["warmup"] = {"file": warmup.WARMUP_FILE, "batch_sizes": list(batch_sizes),
                           "records": warmup.write_warmup(path, metadata, batch_sizes),
@@ -232,25 +232,21 @@ def describe(model, name, version, max_tokens, tokenizer, signatures):
             **({"defaults": signatures.generate_defaults()} if endpoint == "generate" else {}),
             "outputs": signatures.outputs(endpoint),
         }
-    subword = {}
-    if tokenizer.kind == "subword":
-        subword = {"normalization": NORMALIZATION, "scores": "per word (serving_default)",
-                   "requires": "tensorflow-text ops"}
+    subword = model.tokenizer.export_notes()
     return {
         "name": name,
         "version": version,
         "model_class": type(model).__name__,
         "config": model.get_config(),
         "vocabulary_size": int(model.vocabulary_size),
-        "tokenizer": tokenizer.kind,
+        "tokenizer": model.tokenizer.kind,
         **subword,
         "special_ids": {"<pad>": tokenizer.pad_id, "<s>": tokenizer.bos_id, "</s>": tokenizer.eos_id,
                         "<unk>": tokenizer.unk_id},
         "max_tokens": max_tokens,
         "max_new_tokens": signatures.max_new_tokens,
         "head_blocks": signatures.head_blocks,
-        "l2_cache_bytes": generation.l2_cache_bytes(),  # the exporting machine's, which chose head_blocks by default
-        **({} if signatures.sampler is None else {"sampler": repr(signatures.sampler)}),
+        **signatures.sampler_description(),
         "decode_state": {n: list(shape) for n, shape in signatures.state.specs.items()},
         "signatures": endpoints,
     }

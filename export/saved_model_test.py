@@ -33,8 +33,9 @@ def test_state_names_and_shapes_per_family(exported):
     assert metadata["decode_state"] == {"state_lstm_0_h": [16], "state_lstm_0_c": [24], "state_lstm_2_h": [16],
                                         "state_lstm_2_c": [16]}
     assert metadata["max_tokens"] == MAX_TOKENS and metadata["tokenizer"] == "word"
-    assert open(os.path.join(exported["moe"][1], "assets", "vocabulary.txt")).read().split("\n")[:5] == \
-        ["<pad>", "<s>", "</s>", "<unk>", "the"]
+    # the vocabulary is in the graph (constants of its lookup tables), not a file beside it
+    assert not os.path.exists(os.path.join(exported["moe"][1], "assets", "vocabulary.txt"))
+    assert metadata["special_ids"] == {"<pad>": 0, "<s>": 1, "</s>": 2, "<unk>": 3}
 
 
 # ---- versions -------------------------------------------------------------------------------
@@ -152,8 +153,9 @@ def test_bad_arguments_raise_before_writing(exported, tmp_path, kwargs, message)
 @pytest.mark.parametrize("family", ["lstm", "gcnn-tied"])  # a full and a tied output layer
 def test_head_blocks_change_the_loop_not_the_text(family, exported, tmp_path):
     """`head_blocks`: generate's output layer as 3 products over blocks of ids (at a few rows):
-    the loop holds 2 more products than the default export's one, whose metadata says 1, and
-    greedy decoding writes the same texts. (Sampled draws can differ: the blocks' logits may round
+    each of its two loops for a few rows (the sampled one, and the greedy one that beam search
+    decodes beside its beams) holds 2 more products than the default export's one, whose metadata
+    says 1, and greedy decoding writes the same texts. (Sampled draws can differ: the blocks' logits may round
     differently in their last bits, docs/serving.md.)"""
     import numpy as np
     import tensorflow as tf
@@ -175,7 +177,7 @@ def test_head_blocks_change_the_loop_not_the_text(family, exported, tmp_path):
         return sum(n.op == "MatMul" for fn in saved.meta_graphs[0].graph_def.library.function for n in fn.node_def)
 
     assert metadata(path)["head_blocks"] == 3 and metadata(default_path)["head_blocks"] == 1
-    assert products(path) == products(default_path) + 2
+    assert products(path) == products(default_path) + 2 * 2
     blocked, default = (tf.saved_model.load(p).signatures["generate"] for p in (path, default_path))
     for rows in (PROMPTS, PROMPTS[:1]):
         inputs = {"text": tf.constant(rows), **{k: tf.constant(v, tf.float32 if isinstance(v, float) else tf.int32)

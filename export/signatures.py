@@ -25,13 +25,17 @@ Every signature takes and returns named tensors (dict outputs), batch first:
   then unused) → `text` string [batch] (the prompt and its
   continuation, detokenised, what `LanguageModel.generate` returns), `completion` string [batch]
   (the continuation alone), `ids` int32 [batch, new] (the new ids, `<pad>` after a row's end) and
-  `lengths` int32 [batch] (new tokens per row). The whole loop runs in the graph
-  (`zoo.models.generation.decode`, the loop `generate` runs in-process, so the same settings and
-  seed give the same tokens); a row ends after `</s>`. The optional inputs are the SignatureDef's
-  `defaults`, which TF Serving fills in when a request leaves them out; a value outside its range
-  is an InvalidArgument naming the input and the range.
+  `lengths` int32 [batch] (new tokens per row). The whole loop runs in the graph (the
+  sampler's own loop, `zoo.models.samplers.Sampler.__call__` or beam search's, the loop
+  `generate` runs in-process, so the same settings and seed give the same tokens); a row ends
+  after `</s>`. The optional inputs are the SignatureDef's `defaults`, which TF Serving fills in
+  when a request leaves them out; a value outside its range is an InvalidArgument naming the
+  input and the range. An export with a sampler of its own (`export_saved_model(sampler=...)`)
+  runs that sampler, its parameters fixed at export except those it lists in `request`, which
+  become inputs of their own (named by its `keywords`; a request leaving one out gets the
+  sampler's value); the sampling inputs it does not list are then unused.
 
-Subword models (`tokenizer.kind == "subword"`, a SentencePiece `SubwordTokenizer`): the model
+Subword models (whose tokenizer's `scores_per_word` is true, a SentencePiece `SubwordTokenizer`): the model
 scores pieces, but `serving_default` answers per WORD, as `LanguageModel.score(text)` does: its
 "tokens" are the whitespace-separated words of the normalised text and `</s>`, a word's
 log-probability being the sum of its pieces' (summed in float64, as `score` does), `lengths` =
@@ -67,6 +71,8 @@ The mixture-of-experts layers run their inference path (no gate noise, `training
 the same sparse dispatch as in training.
 """
 
+import inspect
+
 import tensorflow as tf
 
 from zoo.export.state import StateLayout
@@ -74,6 +80,27 @@ from zoo.models import generation, samplers
 
 FLOAT32_MAX = 3.4028234663852886e38  # where a subword model's per-word perplexity saturates
 MAX_BEAMS = 16  # the most beams a served `generate` request may ask for
+GENERATE_INPUTS = ("text", "max_new_tokens", "temperature", "top_k", "top_p", "seed", "num_beams")
+NOT_SAMPLER_INPUTS = ("text", "max_new_tokens", "seed")  # generate's own, which no sampler parameter takes
+
+
+def request_inputs(sampler):
+    """`{input name: parameter}`: the `generate` inputs that feed the parameters `sampler` lists in
+    `request` (`Served`'s for None), each named as its `keywords` name it (else as the parameter).
+    Refused in one sentence where a name is not one of the sampler's parameters or is one of
+    generate's own inputs."""
+    if sampler is None:
+        return {name: name for name in samplers.Served.request}
+    named = {parameter: keyword for keyword, parameter in sampler.keywords.items()}
+    inputs = {named.get(parameter, parameter): parameter for parameter in sampler.request}
+    for name, parameter in inputs.items():
+        if parameter not in sampler.parameters():
+            raise ValueError(f"The sampler {sampler!r} lists {parameter!r} in request, which is not one of its "
+                             f"parameters ({', '.join(sampler.parameters()) or 'none'}).")
+        if name in NOT_SAMPLER_INPUTS:
+            raise ValueError(f"The sampler {sampler!r} lists {parameter!r} in request, which would be generate's "
+                             f"own input {name!r}: name it otherwise.")
+    return inputs
 
 
 def _one_row_at_least(x, value, columns=False):
@@ -92,10 +119,13 @@ class Signatures:
 
     def __init__(self, model, tokenizer, max_tokens, max_new_tokens=256, sampler=None, head_blocks=None):
         self.model = model
-        # generate's output layer at a few rows, in this many blocks (None: this machine's choice)
-        self.head_blocks = generation.head_blocks(model, head_blocks)
-        self.sampler = sampler  # None: the request's temperature, top_k and top_p choose
+        # generate's output layer at a few rows, in this many blocks (None: a default that holds
+        # up across machines' caches, not the exporting machine's)
+        self.head_blocks = generation.export_head_blocks(model, head_blocks)
+        self.sampler = sampler  # None: the request's temperature, top_k, top_p and num_beams choose
+        self.request_inputs = request_inputs(sampler)  # {input name: the sampler's parameter it feeds}
         self.tokenizer = tokenizer
+        self.scores_per_word = model.tokenizer.scores_per_word  # serving_default answers per word
         self.max_tokens = int(max_tokens)
         self.max_new_tokens = int(max_new_tokens)
         self.vocabulary_size = int(model.vocabulary_size)
@@ -115,20 +145,41 @@ class Signatures:
                                              tf.TensorSpec(None, tf.int32, name="k")]),
             "decode_step": (self.decode_step, [tf.TensorSpec([None], tf.int32, name="token_ids")]
                             + self.state.tensor_specs()),
-            "generate": (self.generate_function(), [
-                tf.TensorSpec([None], tf.string, name="text"),
-                tf.TensorSpec([], tf.int32, name="max_new_tokens"),
-                tf.TensorSpec([], tf.float32, name="temperature"),
-                tf.TensorSpec([], tf.int32, name="top_k"),
-                tf.TensorSpec([], tf.float32, name="top_p"),
-                tf.TensorSpec([], tf.int32, name="seed"),
-                tf.TensorSpec([], tf.int32, name="num_beams")]),
+            "generate": (self.generate_function(), self.generate_specs()),
         }
 
+    def generate_specs(self):
+        """`generate`'s inputs: `GENERATE_INPUTS`, then those of an exported sampler's `request`
+        parameters that are not among them."""
+        specs = [tf.TensorSpec([None], tf.string, name="text"), tf.TensorSpec([], tf.int32, name="max_new_tokens"),
+                 tf.TensorSpec([], tf.float32, name="temperature"), tf.TensorSpec([], tf.int32, name="top_k"),
+                 tf.TensorSpec([], tf.float32, name="top_p"), tf.TensorSpec([], tf.int32, name="seed"),
+                 tf.TensorSpec([], tf.int32, name="num_beams")]
+        return specs + [self.sampler.tensor_spec(parameter, name) for name, parameter in self.request_inputs.items()
+                        if name not in GENERATE_INPUTS]
+
     def generate_defaults(self):
-        """The optional inputs of `generate` and their values when a request leaves them out."""
-        return {"max_new_tokens": min(20, self.max_new_tokens), "temperature": 1.0, "top_k": 0, "top_p": 1.0,
-                "seed": 0, "num_beams": 1}
+        """The optional inputs of `generate` and their values when a request leaves them out: an
+        exported sampler's own value for each of its `request` parameters."""
+        defaults = {"max_new_tokens": min(20, self.max_new_tokens), "temperature": 1.0, "top_k": 0, "top_p": 1.0,
+                    "seed": 0, "num_beams": 1}
+        if self.sampler is not None:
+            defaults.update({name: self.sampler.parameters()[parameter]
+                             for name, parameter in self.request_inputs.items()})
+        return defaults
+
+    def sampler_description(self):
+        """What `zoo_export.json` records of an exported sampler (None: the request's, `Served`):
+        its class, its parameters fixed at export and those each request gives."""
+        if self.sampler is None:
+            return {}
+        request = set(self.request_inputs.values())
+        plain = lambda value: value if isinstance(value, (bool, int, float, str, type(None))) else repr(value)
+        return {"sampler": repr(self.sampler),
+                "sampler_class": f"{type(self.sampler).__module__}.{type(self.sampler).__qualname__}",
+                "sampler_parameters": {"fixed": {name: plain(value) for name, value in self.sampler.parameters().items()
+                                                 if name not in request},
+                                       "request": {name: parameter for name, parameter in self.request_inputs.items()}}}
 
     def outputs(self, endpoint):
         """`{output name: dtype}` of a signature."""
@@ -143,8 +194,8 @@ class Signatures:
         }[endpoint]
 
     def serving_default(self, text):
-        if self.tokenizer.kind == "subword":
-            return self._serving_default_subword(text)
+        if self.scores_per_word:
+            return self._serving_default_per_word(text)
         t = self.tokenizer
         words = t.encode(text)
         cut = words.row_lengths() > self.max_tokens
@@ -203,16 +254,23 @@ class Signatures:
         }
 
     def generate_function(self):
-        """`generate` with its optional inputs' defaults as Python defaults of the function, which
+        """`generate` with its optional inputs' defaults as Python defaults of the function (its
+        `__signature__`, one parameter per input of `generate_specs`), which
         `tf.saved_model.save` writes into the SignatureDef's `defaults`."""
         d = self.generate_defaults()
+        parameters = [inspect.Parameter(spec.name, inspect.Parameter.POSITIONAL_OR_KEYWORD,
+                                        default=inspect.Parameter.empty if spec.name == "text" else
+                                        tf.constant(d[spec.name], spec.dtype)) for spec in self.generate_specs()]
+        signature = inspect.Signature(parameters)
 
-        def generate(text, max_new_tokens=tf.constant(d["max_new_tokens"], tf.int32),
-                     temperature=tf.constant(d["temperature"], tf.float32), top_k=tf.constant(d["top_k"], tf.int32),
-                     top_p=tf.constant(d["top_p"], tf.float32), seed=tf.constant(d["seed"], tf.int32),
-                     num_beams=tf.constant(d["num_beams"], tf.int32)):
-            return self.generate(text, max_new_tokens, temperature, top_k, top_p, seed, num_beams)
+        def generate(*args, **kwargs):
+            given = signature.bind(*args, **kwargs)
+            given.apply_defaults()
+            inputs = dict(given.arguments)
+            standard = [inputs.pop(name) for name in GENERATE_INPUTS]
+            return self.generate(*standard, **inputs)
 
+        generate.__signature__ = signature
         return generate
 
     def _request_checks(self, max_new_tokens, temperature, top_k, top_p, num_beams):
@@ -234,7 +292,7 @@ class Signatures:
             tf.debugging.assert_less_equal(num_beams, MAX_BEAMS, message=beams),
         ]
 
-    def generate(self, text, max_new_tokens, temperature, top_k, top_p, seed, num_beams=None):
+    def generate(self, text, max_new_tokens, temperature, top_k, top_p, seed, num_beams=None, **extra):
         t = self.tokenizer
         num_beams = tf.constant(1, tf.int32) if num_beams is None else num_beams
         with tf.control_dependencies(self._request_checks(max_new_tokens, temperature, top_k, top_p, num_beams)):
@@ -243,27 +301,18 @@ class Signatures:
         words = tf.gather(words, tf.ragged.range(self._prompt_start(words), words.row_lengths()), batch_dims=1)
         n = tf.shape(text)[0]
         prompts = tf.concat([tf.RaggedTensor.from_tensor(tf.fill([n, 1], t.bos_id)), words], axis=1)
-        choose = generation.served_sampler(temperature, top_k, top_p) if self.sampler is None else self.sampler.next
+        sampler = self.request_sampler(dict(temperature=temperature, top_k=top_k, top_p=top_p, num_beams=num_beams,
+                                            **extra))
         seed = tf.math.floormod(tf.cast(seed, tf.int64), 2**31)  # as LanguageModel.generate maps it
         # an empty batch: one stand-in prompt of one token, one new token, then no rows kept
         dense = _one_row_at_least(prompts.to_tensor(t.pad_id), t.pad_id, columns=True)
         lengths = _one_row_at_least(tf.cast(prompts.row_lengths(), tf.int32), 1)
         max_new_tokens = tf.where(n > 0, max_new_tokens, 1)
 
-        def sampled():
-            return generation.decode(self.model, dense, lengths, max_new_tokens, choose, seed, t.eos_id,
-                                     head_blocks=self.head_blocks)
-
-        def searched():  # LanguageModel.generate(sampler="beam", num_beams=k): the same loop, its best answer
-            ids, ends, _ = generation.beam_search(self.model, dense, lengths, max_new_tokens, num_beams, 1.0,
-                                                  t.eos_id, sampler=samplers.Beam(num_beams))  # a tensor, checked above
-            return ids, ends
-
-        with generation.loop_invariants(self.model):
-            if self.sampler is None:
-                ids, ends = tf.cond(num_beams > 1, searched, sampled)
-            else:  # a baked-in sampler decides alone
-                ids, ends = sampled()
+        with generation.loop_invariants(self.model):  # the sampler's loop, laid out as exported
+            ids, ends, _ = sampler(self.model, dense, lengths, max_new_tokens, seed,
+                                   generation.rules(self.model, t.eos_id), groups=generation.GROUPS,
+                                   head_blocks=self.head_blocks)
         ids, ends, lengths = ids[:n], ends[:n], lengths[:n]
         new = tf.gather(ids, tf.ragged.range(lengths, ends), batch_dims=1)
         whole = tf.gather(ids, tf.ragged.range(ends), batch_dims=1)
@@ -274,15 +323,22 @@ class Signatures:
             "lengths": tf.cast(new.row_lengths(), tf.int32),
         }
 
+    def request_sampler(self, inputs):
+        """The sampler of one request, `inputs` being `{input name: tensor}`: `Served` on the
+        request's sampling inputs, or the exported sampler with its `request` parameters given
+        by them (tensors, which its constructor's checks leave alone)."""
+        given = {parameter: inputs[name] for name, parameter in self.request_inputs.items()}
+        return samplers.Served(**given) if self.sampler is None else self.sampler.bound(**given)
+
     def _prompt_start(self, tokens):
         """Where each prompt's kept tokens start (ragged `tokens` [batch, tokens]): its last
-        `max_tokens` tokens. A subword model's cut falls at a word boundary, as serving_default's
-        does: from the first piece among them that starts a word (the word cut in two is dropped),
-        or all of them where none does (one word of more than `max_tokens` pieces)."""
+        `max_tokens` tokens. The cut falls at a word boundary, as a subword model's serving_default's
+        does: from the first token among them that starts a word (a word cut in two is dropped),
+        or all of them where none does (one word of more than `max_tokens` pieces). Every token of
+        a word or character model starts a word (`starts_word`), so its cut is the last
+        `max_tokens` tokens."""
         count = tokens.row_lengths()
         start = tf.maximum(count - self.max_tokens, 0)
-        if self.tokenizer.kind != "subword":
-            return start
         position = tf.ragged.range(count)
         rows = position.value_rowids()
         kept_start = self.tokenizer.starts_word(tokens).flat_values & (position.flat_values >= tf.gather(start, rows))
@@ -306,7 +362,7 @@ class Signatures:
         return out
 
     # ---- subword models: per-word scores -------------------------------------------------------
-    def _serving_default_subword(self, text):
+    def _serving_default_per_word(self, text):
         t = self.tokenizer
         pieces = t.encode(text)  # ragged [batch, pieces]
         n = tf.shape(text, out_type=tf.int64)[0]
@@ -361,12 +417,9 @@ class Signatures:
         }
 
     def _token_names(self, ids):
-        """`next_token`'s `words`: a word / character model's vocabulary entry, as before; a
-        subword piece's readable text (`token_texts`)."""
-        t = self.tokenizer
-        if t.kind == "subword":
-            return t.token_texts(ids)
-        return getattr(t, "inner", t).decode(ids)
+        """`next_token`'s `words`: each id's name in its vocabulary (`token_names`: a word, a
+        character with U+2581 for a space, a subword piece's readable text)."""
+        return self.tokenizer.token_names(ids)
 
     # ---- shared pieces -----------------------------------------------------------------------
     def _check_ids(self, token_ids):
