@@ -25,6 +25,7 @@ import json
 import os
 import shutil
 import tempfile
+from collections.abc import Sequence
 
 import tensorflow as tf
 
@@ -42,11 +43,44 @@ METADATA_FILE = os.path.join("assets.extra", "zoo_export.json")
 
 
 class ExportError(ValueError):
-    """An export that could not be written; the message is one sentence saying why."""
+    """An export that could not be written; the message is one sentence saying why.
+
+    Example: a base directory that is a file:
+
+    >>> import tempfile, zoo
+    >>> from zoo.export import ExportError, export_saved_model
+    >>> lm = zoo.load("gcnn-ptb", weights="trained")
+    >>> with tempfile.NamedTemporaryFile() as f:
+    ...     export_saved_model(lm, f.name, name="gcnn-ptb")
+    Traceback (most recent call last):
+    ...
+    zoo.export.saved_model.ExportError: Cannot create the model directory ...; nothing was written.
+    >>> issubclass(ExportError, ValueError)
+    True
+    """
 
 
-def existing_versions(model_dir):
-    """The version numbers TF Serving would see under `model_dir` (names that are integers)."""
+def existing_versions(model_dir: "str | os.PathLike") -> list[int]:
+    """The version numbers TF Serving would see under `model_dir` (names that are integers).
+
+    Returns:
+        The versions, in increasing order (`[]` where `model_dir` is no directory): the names of
+        its subdirectories that are integers, not its files, nor a version being written (a
+        hidden `.<version>.tmp-…` directory).
+
+    Example:
+
+    >>> import os, tempfile
+    >>> from zoo.export import existing_versions
+    >>> model_dir = tempfile.mkdtemp()
+    >>> for name in ["1", "12", "3", ".4.tmp-abc", "notes"]:
+    ...     os.makedirs(os.path.join(model_dir, name))
+    >>> open(os.path.join(model_dir, "7"), "w").close()  # a file, not a version
+    >>> existing_versions(model_dir)
+    [1, 3, 12]
+    >>> existing_versions(os.path.join(model_dir, "absent"))
+    []
+    """
     if not os.path.isdir(model_dir):
         return []
     return sorted(int(n) for n in os.listdir(model_dir)
@@ -80,7 +114,7 @@ def _check_arguments(model, name, version, max_tokens, max_new_tokens=DEFAULT_MA
 def export_saved_model(model: "zoo.LanguageModel", base_dir: "str | os.PathLike", name: str,
                        version: "int | None" = None, max_tokens: int = DEFAULT_MAX_TOKENS,
                        max_new_tokens: int = DEFAULT_MAX_NEW_TOKENS, sampler: "Sampler | None" = None,
-                       batch_sizes: "Sequence[int]" = warmup.BATCH_SIZES, head_blocks: "int | None" = None) -> str:
+                       batch_sizes: Sequence[int] = warmup.BATCH_SIZES, head_blocks: "int | None" = None) -> str:
     """Write `model` to `base_dir/name/<version>/` and return that path.
 
     The SavedModel's signatures (`zoo.export.signatures`): `serving_default(text <string>[batch])`

@@ -33,6 +33,8 @@ import copy
 import dataclasses
 import math
 import numbers
+from collections.abc import Iterable
+from typing import Any
 
 import numpy as np
 import tensorflow as tf
@@ -185,6 +187,21 @@ class Sampler:
     an export's `generate` signature takes as inputs of each request (named as `keywords` name
     them, a request that leaves one out getting the exported sampler's value); every other
     parameter is fixed at export and recorded in `zoo_export.json`.
+
+    Example: a sampler that always writes each row's second most likely token (no `name`, so it is
+    given as an object rather than registered):
+
+    >>> import dataclasses, tensorflow as tf, zoo
+    >>> from zoo.models.samplers import Sampler
+    >>> @dataclasses.dataclass(frozen=True)
+    ... class Second(Sampler):
+    ...     def next(self, log_probs, seed, step):
+    ...         return tf.math.top_k(log_probs, 2).indices[:, 1]
+    >>> Second().next(tf.math.log([[0.1, 0.7, 0.2]]), seed=0, step=0).numpy().tolist()
+    [2]
+    >>> lm = zoo.load("gcnn-ptb", weights="trained")
+    >>> lm.generate("the company said", max_new_tokens=5, sampler=Second())
+    'the company said the <unk> is <unk>'
     """
 
     name = None
@@ -211,8 +228,10 @@ class Sampler:
         """
         raise NotImplementedError(f"{type(self).__name__} must define next(log_probs, seed, step).")
 
-    def __call__(self, model, token_ids: tf.Tensor, lengths: tf.Tensor, max_new_tokens, seed,
-                 rules: Rules = Rules(), *, with_log_prob=False, groups=1, room=None, head_blocks=1):
+    def __call__(self, model: "zoo.LanguageModel", token_ids: tf.Tensor, lengths: tf.Tensor,
+                 max_new_tokens: "tf.Tensor | int", seed: "tf.Tensor | int", rules: Rules = Rules(), *,
+                 with_log_prob: bool = False, groups: int = 1, room: "int | None" = None,
+                 head_blocks: int = 1) -> "tuple[tf.Tensor, tf.Tensor, tf.Tensor]":
         """The decoding loop: up to `max_new_tokens` new tokens after each right-padded prompt, one
         per row and step, chosen by `next`, in one `tf.while_loop` (no Python per token); a row
         follows `rules` and writes `<pad>` once stopped, and the loop ends when every row has.
@@ -270,18 +289,18 @@ class Sampler:
         cut = [batch * g // groups for g in range(groups + 1)]
         return tf.cond(batch >= GROUP_FROM, lambda: run(list(zip(cut[:-1], cut[1:]))), few_rows)
 
-    def compiles(self, jit_compile) -> bool:
+    def compiles(self, jit_compile: "bool | str") -> bool:
         """Whether this sampler's loop may be compiled with XLA, given `generate`'s `jit_compile`
         ("auto", True or False), refusing in one sentence a setting it cannot run."""
         return True
 
-    def check_return_all_beams(self, return_all_beams: bool):
+    def check_return_all_beams(self, return_all_beams: bool) -> None:
         """Refuse `generate(return_all_beams=True)` in one sentence unless the loop keeps beams."""
         if return_all_beams:
             raise ValueError(f"return_all_beams=True returns beam search's beams; the sampler is {self.name!r}: "
                              "give sampler=\"beam\" (or num_beams=k).")
 
-    def parameters(self) -> dict:
+    def parameters(self) -> "dict[str, Any]":
         """`{name: value}` of the sampler's parameters (a dataclass's fields, else its attributes)."""
         if dataclasses.is_dataclass(self):
             return {f.name: getattr(self, f.name) for f in dataclasses.fields(self)}
@@ -299,7 +318,7 @@ class Sampler:
             kind = "bool" if isinstance(value, bool) else "int" if isinstance(value, numbers.Integral) else "float"
         return tf.TensorSpec([], kinds[kind], name=spec_name)
 
-    def tensors(self, names) -> dict:
+    def tensors(self, names: "Iterable[str]") -> "dict[str, tf.Tensor]":
         """`{name: the parameter's value as a tensor of its `tensor_spec`}` for `names`."""
         return {name: tf.constant(getattr(self, name), self.tensor_spec(name).dtype) for name in names}
 
@@ -308,7 +327,7 @@ class Sampler:
         return (type(self).__module__, type(self).__qualname__,
                 tuple(sorted((k, v) for k, v in self.parameters().items() if k not in self.dynamic)))
 
-    def bound(self, **values) -> "Sampler":
+    def bound(self, **values: Any) -> "Sampler":
         """A copy whose parameters `values` are replaced (tensors inside a trace, which the checks
         leave to whoever gives them); a dataclass sampler is made again by its own constructor."""
         if dataclasses.is_dataclass(self):
@@ -319,7 +338,7 @@ class Sampler:
         return bound
 
     @classmethod
-    def from_keywords(cls, given: dict) -> "Sampler":
+    def from_keywords(cls, given: "dict[str, Any]") -> "Sampler":
         """The sampler made from `generate`'s keyword arguments `given` (those it takes)."""
         return cls(**{cls.keywords[k]: v for k, v in given.items()})
 
@@ -339,7 +358,7 @@ class Greedy(Sampler):
 
     name = "greedy"
 
-    def next(self, log_probs, seed, step):
+    def next(self, log_probs: tf.Tensor, seed: tf.Tensor, step: tf.Tensor) -> tf.Tensor:
         return greedy_choice(log_probs)
 
 
@@ -364,7 +383,7 @@ class Random(Sampler):
     def __post_init__(self):
         _check_temperature(self.temperature)
 
-    def next(self, log_probs, seed, step):
+    def next(self, log_probs: tf.Tensor, seed: tf.Tensor, step: tf.Tensor) -> tf.Tensor:
         return sample_tokens(log_probs, seed, step, self.temperature)
 
 
@@ -391,7 +410,7 @@ class TopK(Sampler):
         _check_k(self.k)
         _check_temperature(self.temperature)
 
-    def next(self, log_probs, seed, step):
+    def next(self, log_probs: tf.Tensor, seed: tf.Tensor, step: tf.Tensor) -> tf.Tensor:
         return sample_tokens(log_probs, seed, step, self.temperature, self.k)
 
 
@@ -424,7 +443,7 @@ class TopP(Sampler):
         if self.k is not None:
             _check_k(self.k)
 
-    def next(self, log_probs, seed, step):
+    def next(self, log_probs: tf.Tensor, seed: tf.Tensor, step: tf.Tensor) -> tf.Tensor:
         return sample_tokens(log_probs, seed, step, self.temperature, self.k, self.p)
 
 
@@ -458,7 +477,7 @@ class Beam(Sampler):
                 self.length_penalty, numbers.Real) or not math.isfinite(self.length_penalty)):
             raise ValueError(f"length_penalty must be a finite number, got {self.length_penalty!r}.")
 
-    def next(self, log_probs, seed, step):
+    def next(self, log_probs: tf.Tensor, seed: tf.Tensor, step: tf.Tensor) -> tf.Tensor:
         return greedy_choice(log_probs)
 
     def select(self, totals: tf.Tensor) -> "tuple[tf.Tensor, tf.Tensor]":
@@ -473,17 +492,19 @@ class Beam(Sampler):
         number of `new_tokens` (`<float32>`, same shape) to the power `length_penalty`."""
         return scores / new_tokens ** tf.cast(self.length_penalty, tf.float32)
 
-    def compiles(self, jit_compile):
+    def compiles(self, jit_compile: "bool | str") -> bool:
         if jit_compile is True:
             raise ValueError("jit_compile=True: beam search runs as a graph loop only; use jit_compile='auto' or "
                              "False.")
         return False
 
-    def check_return_all_beams(self, return_all_beams):
+    def check_return_all_beams(self, return_all_beams: bool) -> None:
         return None  # every beam is what beam search has to give
 
-    def __call__(self, model, token_ids, lengths, max_new_tokens, seed=0, rules=Rules(), *, with_log_prob=False,
-                 groups=1, room=None, head_blocks=1):
+    def __call__(self, model: "zoo.LanguageModel", token_ids: tf.Tensor, lengths: tf.Tensor,
+                 max_new_tokens: "tf.Tensor | int", seed: "tf.Tensor | int" = 0, rules: Rules = Rules(), *,
+                 with_log_prob: bool = False, groups: int = 1, room: "int | None" = None,
+                 head_blocks: int = 1) -> "tuple[tf.Tensor, tf.Tensor, tf.Tensor]":
         """Beam search's loop, in place of `Sampler.__call__` (same arguments and returns; `seed`
         unused, `log_prob` always given): the best hypothesis of each prompt, ranked together
         with the greedy one, decoded beside the beams by `Greedy`'s loop (with `groups` and
@@ -498,14 +519,18 @@ class Beam(Sampler):
         return (tf.where(greedy_wins[:, None], g_ids, ids), tf.where(greedy_wins, g_ends, ends),
                 tf.where(greedy_wins, g_score, score))
 
-    def best(self, model, token_ids, lengths, max_new_tokens, rules=Rules(), room=None):
+    def best(self, model: "zoo.LanguageModel", token_ids: tf.Tensor, lengths: tf.Tensor,
+             max_new_tokens: "tf.Tensor | int", rules: Rules = Rules(),
+             room: "int | None" = None) -> "tuple[tf.Tensor, tf.Tensor, tf.Tensor, tf.Tensor]":
         """The best beam of each prompt (the greedy hypothesis not added): `(ids, ends,
         log-probability, ranking score)`."""
         lengths = tf.cast(lengths, tf.int32)
         buffer, ends, scores, tiled = self.search(model, token_ids, lengths, max_new_tokens, rules, room)
         return _ranked_beams(self, buffer, ends, scores, tiled, tf.shape(lengths)[0], self.num_beams)
 
-    def every_beam(self, model, token_ids, lengths, max_new_tokens, seed=0, rules=Rules(), *, room=None, **layout):
+    def every_beam(self, model: "zoo.LanguageModel", token_ids: tf.Tensor, lengths: tf.Tensor,
+                   max_new_tokens: "tf.Tensor | int", seed: "tf.Tensor | int" = 0, rules: Rules = Rules(), *,
+                   room: "int | None" = None, **layout: int) -> "tuple[tf.Tensor, tf.Tensor, tf.Tensor, tf.Tensor]":
         """Every beam, best first within each prompt (`generate(return_all_beams=True)`; the
         greedy hypothesis not added): `(ids [batch·n, width], ends [batch·n], log-probabilities
         [batch·n], ranking scores [batch·n])`."""
@@ -513,7 +538,9 @@ class Beam(Sampler):
         buffer, ends, scores, tiled = self.search(model, token_ids, lengths, max_new_tokens, rules, room)
         return _ranked_beams(self, buffer, ends, scores, tiled, tf.shape(lengths)[0], self.num_beams, every=True)
 
-    def search(self, model, token_ids, lengths, max_new_tokens, rules=Rules(), room=None):
+    def search(self, model: "zoo.LanguageModel", token_ids: tf.Tensor, lengths: tf.Tensor,
+               max_new_tokens: "tf.Tensor | int", rules: Rules = Rules(),
+               room: "int | None" = None) -> "tuple[tf.Tensor, tf.Tensor, tf.Tensor, tf.Tensor]":
         """The beams: each of `num_beams` hypotheses per prompt extended by every token and the
         best `num_beams` of all kept (`select`); a finished hypothesis (after `rules.eos_id` or a
         stop sequence) stays as it is. Returns `(ids [batch·n, width], ends [batch·n],
@@ -592,10 +619,13 @@ class Served(Sampler):
 
     request = ("temperature", "top_k", "top_p", "num_beams")
 
-    def __init__(self, temperature: tf.Tensor, top_k: tf.Tensor, top_p: tf.Tensor, num_beams: tf.Tensor = None):
+    def __init__(self, temperature: tf.Tensor, top_k: tf.Tensor, top_p: tf.Tensor,
+                 num_beams: "tf.Tensor | None" = None):
         self.temperature, self.top_k, self.top_p, self.num_beams = temperature, top_k, top_p, num_beams
 
-    def __call__(self, model, token_ids, lengths, max_new_tokens, seed, rules=Rules(), **options):
+    def __call__(self, model: "zoo.LanguageModel", token_ids: tf.Tensor, lengths: tf.Tensor,
+                 max_new_tokens: "tf.Tensor | int", seed: "tf.Tensor | int", rules: Rules = Rules(),
+                 **options: Any) -> "tuple[tf.Tensor, tf.Tensor, tf.Tensor]":
         """`Sampler.__call__`'s loop choosing with `next`, or where the request's `num_beams` > 1,
         `Beam(num_beams)`'s (what `generate(sampler="beam", num_beams=k)` returns)."""
         sampled = lambda: super(Served, self).__call__(model, token_ids, lengths, max_new_tokens, seed, rules,
@@ -605,7 +635,7 @@ class Served(Sampler):
         searched = lambda: Beam(self.num_beams)(model, token_ids, lengths, max_new_tokens, seed, rules, **options)
         return tf.cond(self.num_beams > 1, searched, sampled)
 
-    def next(self, log_probs, seed, step):
+    def next(self, log_probs: tf.Tensor, seed: tf.Tensor, step: tf.Tensor) -> tf.Tensor:
         # Each request pays for its own sampler only: top-p's sort and cumulative sum run only
         # when top_p < 1, and top-k's selection only when top_k > 0 (a decoding loop's step runs
         # one branch of these conds, so the others cost nothing per token).
@@ -643,8 +673,9 @@ def _implied(temperature, top_k, top_p, num_beams, length_penalty):
     return "random"  # num_beams=1 is no beam search, as the exported signature reads it
 
 
-def resolve(sampler=None, temperature=None, top_k=None, top_p=None, num_beams=None, length_penalty=None,
-            vocabulary_size=None):
+def resolve(sampler: "str | Sampler | None" = None, temperature: "float | None" = None, top_k: "int | None" = None,
+            top_p: "float | None" = None, num_beams: "int | None" = None, length_penalty: "float | None" = None,
+            vocabulary_size: "int | None" = None) -> Sampler:
     """The sampler `generate` uses, from its arguments.
 
     `sampler` is a `Sampler` object, a registered name (its parameters from the keyword
@@ -654,6 +685,34 @@ def resolve(sampler=None, temperature=None, top_k=None, top_p=None, num_beams=No
     nucleus sampling, `top_k` top-k sampling, and otherwise a draw from the whole distribution at
     `temperature` (1.0 by default). A keyword argument the sampler does not take is refused,
     naming it; so are a `top_k` and a `num_beams` above `vocabulary_size`.
+
+    Args:
+        sampler: a `Sampler` object, a registered name ("greedy", "random", "top_k", "top_p",
+            "beam"), or None (the sampler the other arguments imply).
+        temperature, top_k, top_p, num_beams, length_penalty: `generate`'s keyword arguments of
+            that name (None: not given).
+        vocabulary_size: the model's; `top_k` and `num_beams` may not exceed it (None: unchecked).
+
+    Returns:
+        The `Sampler`: `sampler` itself when it is one, else a new one of the registered class.
+
+    Raises:
+        ValueError: in one sentence, for an unknown sampler, a parameter out of range, or one the
+            sampler does not take (or, with a `Sampler` object, any parameter given beside it).
+
+    Example:
+
+    >>> from zoo.models.samplers import resolve
+    >>> resolve(temperature=0)
+    Greedy()
+    >>> resolve("top_k", top_k=40, temperature=0.8)
+    TopK(k=40, temperature=0.8)
+    >>> resolve(top_p=0.9), resolve(num_beams=4)
+    (TopP(p=0.9, temperature=1.0, k=None), Beam(num_beams=4, length_penalty=1.0))
+    >>> resolve("greedy", top_k=3)
+    Traceback (most recent call last):
+    ...
+    ValueError: The greedy sampler does not take top_k; it takes no parameter.
     """
     zero = isinstance(temperature, numbers.Real) and not isinstance(temperature, bool) and temperature == 0
     if temperature is not None and not zero:  # 0 is greedy, or refused by a sampler that draws
