@@ -18,13 +18,12 @@ import shutil
 import tempfile
 
 from zoo.data.datasets import ptb_tokenizer
-from zoo.data.base_tokenizer import check_registered, registered_files, saved_tokenizer_class
+from zoo.data.base_tokenizer import PRESET_OWN, check_registered, registered_files, saved_tokenizer_class
 from zoo.data.tokenizers import load_tokenizer
 from zoo.deprecation import former_name
 from zoo.errors import reason
 
-CONFIG_FILE = "config.json"
-WEIGHTS_FILE = "model.weights.h5"
+CONFIG_FILE, WEIGHTS_FILE = PRESET_OWN  # named once, where tokenizers are kept off them
 
 
 def preset_files():

@@ -129,6 +129,13 @@ def _strings(tensor: tf.Tensor) -> list[str]:
     return [value.decode("utf-8", "replace") for value in tensor.numpy().reshape(-1).tolist()]
 
 
+def texts_through(function, lines: Iterable[str | bytes]) -> list[str]:
+    """`function` (strings [n] → strings [n], a `tf.function`) over `lines`, `CHUNK` at a time."""
+    lines = [_utf8(line) for line in lines]
+    return [text for start in range(0, len(lines), CHUNK)
+            for text in _strings(function(tf.constant(lines[start:start + CHUNK], tf.string)))]
+
+
 class Tokenizer(abc.ABC):
     """What every tokenizer is: ids 0 `<pad>`, 1 `<s>`, 2 `</s>` and an `unk_id`; `len()` the
     number of ids (a model's `vocabulary_size`); and text ↔ ids through its `graph`.
@@ -257,12 +264,8 @@ class Tokenizer(abc.ABC):
 
     def normalize_batch(self, lines: Iterable[str | bytes]) -> list[str]:
         """`[normalize(line) for line in lines]`, run through the graph together."""
-        lines = [_utf8(line) for line in lines]
-        normalize = self._function("normalize", self.graph.normalize, tf.TensorSpec([None], tf.string))
-        out = []
-        for start in range(0, len(lines), CHUNK):
-            out.extend(_strings(normalize(tf.constant(lines[start:start + CHUNK], tf.string))))
-        return out
+        return texts_through(self._function("normalize", self.graph.normalize, tf.TensorSpec([None], tf.string)),
+                             lines)
 
     # -- ids → text -----------------------------------------------------------------------------
 

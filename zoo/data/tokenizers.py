@@ -25,8 +25,8 @@ from collections.abc import Callable, Iterable, Sequence
 import numpy as np
 import tensorflow as tf
 
-from zoo.data.base_tokenizer import (CHUNK, RESERVED, Tokenizer, _strings, _utf8, load_registered,
-                                     register_tokenizer, registered_files)
+from zoo.data.base_tokenizer import (RESERVED, Tokenizer, load_registered, register_tokenizer, registered_files,
+                                     texts_through)
 from zoo.data.corpus import check_lines
 from zoo.data.graph_tokenizers import SubwordGraphTokenizer, normalize_subword_in_graph
 from zoo.data.vocab import BOS, EOS, PAD, CharTokenizer, WordTokenizer, load_word_or_char  # noqa: F401
@@ -63,9 +63,7 @@ def normalize_subword(text: str | bytes) -> str:
 
 def normalize_subword_batch(lines: Iterable[str | bytes]) -> list[str]:
     """`[normalize_subword(line) for line in lines]`, run through the graph together."""
-    lines = [_utf8(line) for line in lines]
-    return [text for start in range(0, len(lines), CHUNK)
-            for text in _strings(_normalize_function()(tf.constant(lines[start:start + CHUNK], tf.string)))]
+    return texts_through(_normalize_function(), lines)
 
 
 @functools.cache
