@@ -2,28 +2,10 @@
 
     python -m zoo.tools.benchmarks.head_blocks [--repeats 11] [--new-tokens 64] [--out FILE]
 
-A batch-1 graph decoding loop (the exported `generate`'s: `TopK(40, 0.8)`, the sampler's own loop
-laid out as an export lays it out, `generation.GROUPS` groups) of `gcnn-ptb` (random weights;
-its output layer `[128, 10002]` float32, 5.1 MB) with the output layer in a forced number of
-blocks (`FullSoftmax.blocks_computed_once`). Every loop's calls are interleaved, round after
-round, and each is reported as the median over the rounds of its time over the round's fastest
-loop's (the machine is shared: ratios only, side by side in one run).
-
-- **forced**: on this machine, the blocks `generation.head_blocks` chooses for a level-2 cache of
-  0.5, 1, 2 and 32 MiB (its `cache_bytes`), and the export's default
-  (`generation.export_head_blocks`).
-- **emulated**: a cache of S MiB on this machine's C is emulated by an output layer C/S times as
-  large (vocabulary 10002 · C/S): what matters to a product is its matrix against the cache.
-  For each S, every block count of `COUNTS`, the best of them, and the export's default count.
-  At large S the emulated layer is small, so each block's fixed cost weighs more than it would
-  at 5.1 MB: the default's cost there is an upper bound.
+What runs and what the tables mean: results/benchmarks/head-blocks.md.
 """
 
-import argparse
-import json
-import statistics
-import sys
-import time
+from zoo.tools.benchmarks import harness
 
 SIMULATED_MIB = (0.5, 1, 2, 32)
 COUNTS = (1, 2, 3, 6, 11, 16)
@@ -40,8 +22,8 @@ def forced_blocks(model, sizes=SIMULATED_MIB):
 
 
 def loop(model, blocks, new_tokens):
-    """A function of no arguments: one batch-1 served-style `generate` loop with the output layer
-    in `blocks` blocks, its ids read (`.numpy()`) so that the call has finished."""
+    """One batch-1 served-style `generate` loop (`TopK(40, 0.8)`) with the output layer in `blocks`
+    blocks, as a function of no arguments that reads its ids."""
     import tensorflow as tf
 
     from zoo.models import generation, samplers
@@ -59,19 +41,12 @@ def loop(model, blocks, new_tokens):
 
 
 def side_by_side(calls, repeats):
-    """`{name: median over the rounds of its time / the round's fastest}`, every call once per
-    round (one untimed warm-up first), the order rotated each round."""
+    """`{name: median over the rounds of its time / the round's fastest}` (one untimed warm-up each)."""
     for fn in calls.values():
         fn()
-    names, rounds = list(calls), []
-    for r in range(repeats):
-        times = {}
-        for name in names[r % len(names):] + names[:r % len(names)]:
-            start = time.perf_counter()
-            calls[name]()
-            times[name] = time.perf_counter() - start
-        rounds.append(times)
-    return {name: statistics.median(t[name] / min(t.values()) for t in rounds) for name in names}
+    runs = harness.interleaved({name: (lambda fn=fn: harness.timed(fn)[0]) for name, fn in calls.items()}, repeats)
+    fastest = [min(times[r] for times in runs.values()) for r in range(repeats)]
+    return {name: harness.paired_ratio(times, fastest) for name, times in runs.items()}
 
 
 def model_of(vocabulary):
@@ -90,8 +65,7 @@ def run(repeats, new_tokens):
     cache = generation.l2_cache_bytes()
     model = model_of(VOCABULARY)
     chosen = forced_blocks(model)
-    counts = sorted(set(chosen.values()))
-    ratios = side_by_side({b: loop(model, b, new_tokens) for b in counts}, repeats)
+    ratios = side_by_side({b: loop(model, b, new_tokens) for b in sorted(set(chosen.values()))}, repeats)
     forced = {str(size): {"blocks": b, "x_fastest": ratios[b]} for size, b in chosen.items()}
     emulated = {}
     for size in SIMULATED_MIB:
@@ -107,31 +81,30 @@ def run(repeats, new_tokens):
 
 def table(report):
     """The report as markdown."""
-    lines = [f"This machine's level-2 cache per core: {report['l2_cache_bytes']} bytes; the export's default: "
-             f"{report['export_blocks']} blocks.", "", "| simulated L2 | blocks chosen | × fastest here |",
-             "| --- | --- | --- |"]
-    lines += [f"| {size} | {r['blocks']} | {r['x_fastest']:.2f} |" for size, r in report["forced"].items()]
-    lines += ["", "| emulated L2 (MiB) | vocabulary | " + " | ".join(f"{b} blocks" for b in COUNTS)
-              + " | best | export default / best | rule / best |", "| --- " * (len(COUNTS) + 5) + "|"]
-    for size, r in report["emulated"].items():
-        lines.append(f"| {size} | {r['vocabulary']} | " + " | ".join(f"{r['x_fastest'][b]:.2f}" for b in COUNTS)
-                     + f" | {r['best']} | {r['export_default_vs_best']:.2f} | {r['rule_vs_best']:.2f} |")
-    worst = {b: max(r["x_fastest"][b] for r in report["emulated"].values()) for b in COUNTS}
-    lines.append("| worst of the sizes | | " + " | ".join(f"{worst[b]:.2f}" for b in COUNTS) + " | | | |")
-    return "\n".join(lines)
+    emulated = report["emulated"].values()
+    worst = ["worst of the sizes", "", *(f"{max(r['x_fastest'][b] for r in emulated):.2f}" for b in COUNTS), "", "", ""]
+    return "\n\n".join([
+        f"This machine's level-2 cache per core: {report['l2_cache_bytes']} bytes; the export's default: "
+        f"{report['export_blocks']} blocks.",
+        harness.markdown_table(["simulated L2", "blocks chosen", "× fastest here"],
+                               [[size, r["blocks"], f"{r['x_fastest']:.2f}"] for size, r in report["forced"].items()]),
+        harness.markdown_table(
+            ["emulated L2 (MiB)", "vocabulary", *(f"{b} blocks" for b in COUNTS), "best", "export default / best",
+             "rule / best"],
+            [[size, r["vocabulary"], *(f"{r['x_fastest'][b]:.2f}" for b in COUNTS), r["best"],
+              f"{r['export_default_vs_best']:.2f}", f"{r['rule_vs_best']:.2f}"]
+             for size, r in report["emulated"].items()] + [worst])])
 
 
 def main(argv=None):
-    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    p.add_argument("--repeats", type=int, default=11)
-    p.add_argument("--new-tokens", type=int, default=64)
-    p.add_argument("--out", help="also write the report as JSON here")
+    p = harness.parser("head-blocks", __doc__, 11)
+    p.prog = "python -m zoo.tools.benchmarks.head_blocks"
+    p.add_argument("--new-tokens", type=int, default=64, help="new tokens per loop (default 64)")
+    p.add_argument("--out", dest="json", metavar="PATH", help="the same as --json")
     args = p.parse_args(argv)
+    harness.at_least_one(args, "repeats", "new_tokens")
     report = run(args.repeats, args.new_tokens)
-    sys.stdout.write(table(report) + "\n")
-    if args.out:
-        with open(args.out, "w") as f:
-            json.dump(report, f, indent=1)
+    return harness.report(args, report, table(report))
 
 
 if __name__ == "__main__":
