@@ -35,10 +35,9 @@ def _model(preset, seed):
     keras.utils.set_random_seed(seed)
     trained = preset in zoo.weights.TRAINED
     model = zoo.load(preset, weights="trained" if trained else "random")
-    if not trained:
-        rng = np.random.default_rng(seed)
-        for layer in getattr(model, "moe_layers", []):
-            layer.gate_kernel.assign(rng.normal(scale=0.5, size=layer.gate_kernel.shape))
+    rng = np.random.default_rng(seed)
+    for layer in [] if trained else getattr(model, "moe_layers", []):  # random gates, not all at zero
+        layer.gate_kernel.assign(rng.normal(scale=0.5, size=layer.gate_kernel.shape))
     return model, trained
 
 
@@ -55,11 +54,7 @@ def _step(model, optimizer_spec, batches):
     iterator = iter(strategy.experimental_distribute_dataset(dataset))
     for _ in range(3):  # trace and warm up
         train(iterator)
-
-    def timed(steps):
-        return harness.timed(lambda: [float(train(iterator)) for _ in range(steps)][-1])[0] / steps
-
-    return timed
+    return lambda steps: harness.timed(lambda: [float(train(iterator)) for _ in range(steps)][-1])[0] / steps
 
 
 def _generation(model, batch, tokens, jit_compile):
@@ -91,30 +86,23 @@ def main(argv):
     p.add_argument("--profile", metavar="DIR", help="trace the mixture's training step with tf.profiler into DIR")
     args = p.parse_args(argv)
     harness.at_least_one(args, "repeats", "steps", "tokens")
-    print(f"command: {harness.command('moe-cost', argv)}\n{harness.machine_summary()}", flush=True)
-
-    moe, moe_trained = _model(args.moe, args.seed)
-    dense, dense_trained = _model(args.dense, args.seed)
-    rng = np.random.default_rng(args.seed)
-    ids = rng.integers(4, moe.vocabulary_size, size=(4, 32, 65)).astype("int32")
+    command = harness.command("moe-cost", argv)
+    print(f"command: {command}\n{harness.machine_summary()}", flush=True)
+    (moe, moe_trained), (dense, dense_trained) = _model(args.moe, args.seed), _model(args.dense, args.seed)
+    ids = np.random.default_rng(args.seed).integers(4, moe.vocabulary_size, size=(4, 32, 65)).astype("int32")
     batches = (ids[:, :, :-1], ids[:, :, 1:], np.ones((4, 32, 64), "float32"))
     moe_spec = moe.get_config()["optimizer"] or {"name": "adam"}  # the preset's own
-    factorized = dict(moe_spec, name="factorized_adam")
     timers = {"dense": _step(dense, dense.get_config()["optimizer"] or {"name": "adam"}, batches),
               "moe, Adam": _step(moe, moe_spec, batches)}
-    moe_factored, _ = _model(args.moe, args.seed)
-    timers["moe, FactorizedAdam for the experts"] = _step(moe_factored, factorized, batches)
-    generation = {}
-    for batch in (1, 32):
-        generation[f"dense, batch {batch}, graph"] = _generation(dense, batch, args.tokens, False)
-        generation[f"moe, batch {batch}, graph"] = _generation(moe, batch, args.tokens, False)
-        generation[f"dense, batch {batch}, XLA"] = _generation(dense, batch, args.tokens, True)
+    timers["moe, FactorizedAdam for the experts"] = _step(_model(args.moe, args.seed)[0],
+                                                          dict(moe_spec, name="factorized_adam"), batches)
+    generation = {f"{side}, batch {b}, {mode}": _generation(model, b, args.tokens, mode == "XLA") for b in (1, 32)
+                  for side, model, mode in (("dense", dense, "graph"), ("moe", moe, "graph"), ("dense", dense, "XLA"))}
     runs = harness.interleaved({**{k: (lambda t=t: t(args.steps)) for k, t in timers.items()}, **generation},
                                args.repeats)
-    step = {k: statistics.median(runs[k]) for k in timers}
-    rate = {k: statistics.median(runs[k]) for k in generation}
-    out = {"command": "zoo benchmark moe-cost " + " ".join(argv), "machine": harness.machine_summary(),
-           "weights": {"moe": "trained" if moe_trained else "random", "dense": "trained" if dense_trained else "random"},
+    step, rate = ({k: statistics.median(runs[k]) for k in side} for side in (timers, generation))
+    out = {"command": command, "machine": harness.machine_summary(),
+           "weights": {k: "trained" if t else "random" for k, t in (("moe", moe_trained), ("dense", dense_trained))},
            "train_step_seconds": step, "train_step_ratio": {k: v / step["dense"] for k, v in step.items()},
            "generate_tokens_per_second": rate,
            "generate_ratio": {f"batch {b}, graph": rate[f"moe, batch {b}, graph"] / rate[f"dense, batch {b}, graph"]
@@ -126,6 +114,6 @@ def main(argv):
         [[k, f"{v:,.0f}", "" if k.startswith("dense") else f"{v / rate['dense' + k[len('moe'):]]:.2f}×"]
          for k, v in rate.items()])])
     if args.profile:
-        out["profile"] = profile_step(timers["moe, Adam"], args.profile)
-        table += "\n\nprofile of the mixture's training step (op self-time shares):\n" + json.dumps(out["profile"], indent=1)
+        profile = out["profile"] = profile_step(timers["moe, Adam"], args.profile)
+        table += "\n\nprofile of the mixture's training step (op self-time shares):\n" + json.dumps(profile, indent=1)
     return harness.report(args, out, table)

@@ -11,45 +11,36 @@ from zoo.tools.benchmarks import harness
 
 FULL = {"experts": 256, "k": 4, "input_dim": 512, "hidden": 1024}
 SMALL = {"experts": 16, "k": 4, "input_dim": 64, "hidden": 128}
-OPTIMIZERS = ("factorized_adam", "adam", "adafactor")
-LABELS = {
-    "factorized_adam": "ours FactorizedAdam",
-    "adam": "keras Adam",
-    "adafactor": "keras Adafactor",
-}
+LABELS = {"factorized_adam": "ours FactorizedAdam", "adam": "keras Adam", "adafactor": "keras Adafactor"}
+OPTIMIZERS = tuple(LABELS)
 SEED = 0
+
+
+def _bytes(variable):
+    import keras
+
+    itemsize = np.dtype(keras.backend.standardize_dtype(variable.dtype)).itemsize
+    return int(np.prod(variable.shape, dtype=np.int64)) * itemsize
 
 
 def state_bytes(optimizer):
     """Bytes of `optimizer`'s variables but its iteration counter and learning-rate variable, and
     how many there are."""
-    import keras
+    from zoo.factorized_adam import is_counter_variable
 
-    total = count = 0
-    for variable in optimizer.variables:
-        # the counters every Keras optimiser creates, by their public name under its name scope
-        if variable.name in ("iteration", "learning_rate") and (
-                variable.path == f"{optimizer.name}/{variable.name}"
-                or variable.path.endswith(f"/{optimizer.name}/{variable.name}")):
-            continue
-        itemsize = np.dtype(keras.backend.standardize_dtype(variable.dtype)).itemsize
-        total += int(np.prod(variable.shape, dtype=np.int64)) * itemsize
-        count += 1
-    return total, count
+    state = [v for v in optimizer.variables if not is_counter_variable(optimizer, v)]
+    return sum(map(_bytes, state)), len(state)
 
 
 def make_optimizer(name):
     import keras
 
-    if name == "factorized_adam":
-        from zoo.factorized_adam import FactorizedAdam
+    from zoo.factorized_adam import FactorizedAdam
 
-        return FactorizedAdam(learning_rate=1e-3)
-    if name == "adam":
-        return keras.optimizers.Adam(learning_rate=1e-3)
-    if name == "adafactor":
-        return keras.optimizers.Adafactor(learning_rate=1e-3)
-    raise ValueError(f"unknown optimizer {name!r}; choose from {', '.join(OPTIMIZERS)}.")
+    classes = {"factorized_adam": FactorizedAdam, "adam": keras.optimizers.Adam, "adafactor": keras.optimizers.Adafactor}
+    if name not in classes:
+        raise ValueError(f"unknown optimizer {name!r}; choose from {', '.join(OPTIMIZERS)}.")
+    return classes[name](learning_rate=1e-3)
 
 
 def expert_variables(sizes, biases=False, seed=SEED):
@@ -61,23 +52,20 @@ def expert_variables(sizes, biases=False, seed=SEED):
     keras.utils.set_random_seed(seed)
     layer = SparseMoE(sizes["experts"], sizes["k"], sizes["hidden"])
     layer.build((None, sizes["input_dim"]))
-    variables = [layer.expert_kernel_in, layer.expert_kernel_out]
-    if biases:
-        variables += [layer.expert_bias_in, layer.expert_bias_out]
-    return layer, variables
+    biases = [layer.expert_bias_in, layer.expert_bias_out] if biases else []
+    return layer, [layer.expert_kernel_in, layer.expert_kernel_out] + biases
 
 
 def run_benchmark(sizes, optimizers=OPTIMIZERS, repeats=5, biases=False, seed=SEED, log=print):
     """Builds every optimiser on the same expert variables, counts its state and times its step.
-
-    Returns {"variables": [(path, shape)], "params": n, "param_bytes": b, "results": {name: {...}}}.
-    """
+    Returns {"variables": [(path, shape)], "params": n, "param_bytes": b, "results": {name: {...}}}."""
     import tensorflow as tf
+
+    from zoo.factorized_adam import optimizer_state_bytes
 
     if repeats < 1:
         raise ValueError(f"--repeats must be >= 1, got {repeats}.")
     layer, variables = expert_variables(sizes, biases, seed)
-    params = sum(int(np.prod(v.shape)) for v in variables)
     rng = np.random.default_rng(seed)
     # Fixed gradients, small enough that a few steps leave the weights sensible.
     gradients = [tf.constant(1e-3 * rng.standard_normal(tuple(v.shape), dtype=np.float32)) for v in variables]
@@ -86,41 +74,23 @@ def run_benchmark(sizes, optimizers=OPTIMIZERS, repeats=5, biases=False, seed=SE
         optimizer = make_optimizer(name)
         optimizer.build(variables)
         total, count = state_bytes(optimizer)
-        result = {"state_bytes": total, "state_variables": count}
+        results[name] = {"state_bytes": total, "state_variables": count}
         if name == "factorized_adam":
-            from zoo import factorized_adam
-
-            helper = getattr(factorized_adam, "optimizer_state_bytes", None)
-            result["helper_state_bytes"] = helper(optimizer) if helper else None
-            result["factored"] = [bool(optimizer.uses_factored_state(v)) for v in variables] if hasattr(
-                optimizer, "uses_factored_state") else None
-
-        def make_step(optimizer):
-            @tf.function
-            def step(grads):
-                optimizer.apply_gradients(zip(grads, variables))
-                return optimizer.iterations
-
-            return step
-
-        steps[name] = make_step(optimizer)
-        results[name] = result
+            results[name].update(helper_state_bytes=optimizer_state_bytes(optimizer),
+                                 factored=[bool(optimizer.uses_factored_state(v)) for v in variables])
+        update = tf.function(lambda grads, o=optimizer: o.apply_gradients(zip(grads, variables)))  # its iterations
+        steps[name] = lambda update=update: int(update(gradients))  # int(): waits for it; the warm-up traces it
         log(f"  {LABELS[name]}: built, {total / 2**20:,.2f} MiB of state in {count} variables", flush=True)
-
-    # int(): waits for the step; the warm-up traces the tf.function
-    measured = harness.measure({name: (lambda s=steps[name]: int(s(gradients))) for name in optimizers}, repeats)
-    for name in optimizers:
-        results[name].update(harness.summary(measured[name]["times_s"], measured[name]["warmup_s"]))
+    measured = harness.measure(steps, repeats)
+    for name, r in results.items():
+        r.update(harness.summary(measured[name]["times_s"], measured[name]["warmup_s"]))
     adam = results.get("adam")
     for r in results.values():
         r["bytes_vs_adam"] = r["state_bytes"] / adam["state_bytes"] if adam else None
         r["time_vs_adam"] = r["median_s"] / adam["median_s"] if adam else None
-    return {
-        "variables": [(v.path, list(v.shape)) for v in variables],
-        "params": params,
-        "param_bytes": sum(int(np.prod(v.shape)) * np.dtype(v.dtype).itemsize for v in variables),
-        "results": results,
-    }
+    return {"variables": [(v.path, list(v.shape)) for v in variables],
+            "params": sum(int(np.prod(v.shape)) for v in variables), "param_bytes": sum(map(_bytes, variables)),
+            "results": results}
 
 
 def table(report):
@@ -136,13 +106,10 @@ def table(report):
 def parse(argv):
     """The flags, the sizes they give and the optimisers."""
     p = harness.parser("optimizer-memory", __doc__, 5, "timed steps after 1 warm-up step (default 5)")
-    p.add_argument("--experts", type=int, help=f"number of experts (default {FULL['experts']})")
-    p.add_argument("--input-dim", type=int, help=f"input width (default {FULL['input_dim']})")
-    p.add_argument("--hidden", type=int, help=f"expert hidden width (default {FULL['hidden']})")
-    p.add_argument("--small", action="store_true", help="smoke test: 16 experts, input 64, hidden 128")
-    p.add_argument("--biases", action="store_true",
-                   help="also the expert biases [E, hidden] and [E, output] (FactorizedAdam's default decides whether "
-                        "they are factored)")
+    for key, what in (("experts", "number of experts"), ("input_dim", "input width"), ("hidden", "expert hidden width")):
+        p.add_argument(f"--{key.replace('_', '-')}", type=int, help=f"{what} (default {FULL[key]}; --small {SMALL[key]})")
+    p.add_argument("--small", action="store_true", help="smoke test sizes (explicit size flags still win)")
+    p.add_argument("--biases", action="store_true", help="also the expert biases [E, hidden] and [E, output]")
     p.add_argument("--optimizers", default=",".join(OPTIMIZERS), help="subset of " + ",".join(OPTIMIZERS))
     p.add_argument("--threads", type=int, default=0, help="TF intra-op threads (default 0: TensorFlow's choice)")
     p.add_argument("--seed", type=int, default=SEED)
@@ -163,21 +130,19 @@ def main(argv):
     out = harness.header("optimizer-memory", argv, sizes=sizes, biases=args.biases, repeats=args.repeats,
                          seed=args.seed)
     harness.cpu_tensorflow(args.threads)
-    e, d, h = sizes["experts"], sizes["input_dim"], sizes["hidden"]
-    print(f"optimizer-memory: the expert {'variables' if args.biases else 'matrices'} of SparseMoE({e}, "
-          f"{sizes['k']}, {h}) on input {d}; one apply_gradients of fixed random gradients in a tf.function; "
-          f"1 warm-up step, then {args.repeats} timed steps, optimisers interleaved; seed {args.seed}")
+    print(f"optimizer-memory: the expert {'variables' if args.biases else 'matrices'} of SparseMoE({sizes['experts']}, "
+          f"{sizes['k']}, {sizes['hidden']}) on input {sizes['input_dim']}; 1 warm-up step, then {args.repeats} timed "
+          f"steps, optimisers interleaved; seed {args.seed}")
     print(f"machine: {harness.machine_summary()}; {harness.versions()}; device CPU", flush=True)
     report = run_benchmark(sizes, optimizers, args.repeats, args.biases, args.seed)
     lines = ["", "variables: " + ", ".join(f"{path} {shape}" for path, shape in report["variables"])
              + f" = {report['params']:,} parameters, {report['param_bytes'] / 2**20:,.1f} MiB", table(report)]
     ours, adam = report["results"].get("factorized_adam"), report["results"].get("adam")
-    if ours and ours.get("helper_state_bytes") is not None:
+    if ours:
         agree = "agrees" if ours["helper_state_bytes"] == ours["state_bytes"] else "DISAGREES"
-        lines.append(f"zoo.factorized_adam.optimizer_state_bytes(FactorizedAdam) = {ours['helper_state_bytes']:,d} "
-                     f"bytes ({agree})")
-    if ours and ours.get("factored") is not None:
-        lines.append(f"factored (row/column state): {sum(ours['factored'])} of {len(ours['factored'])} variables")
+        lines += [f"zoo.factorized_adam.optimizer_state_bytes(FactorizedAdam) = {ours['helper_state_bytes']:,d} "
+                  f"bytes ({agree})",
+                  f"factored (row/column state): {sum(ours['factored'])} of {len(ours['factored'])} variables"]
     if ours and adam:
         lines.append(f"ours/Adam: state {ours['bytes_vs_adam']:.3%} (target <= 1%), step time "
                      f"{ours['time_vs_adam']:.2f}x (target <= 1.2x)")
