@@ -4,7 +4,6 @@ How it measures: docs/benchmarks.md#int8.
 """
 
 import os
-import statistics
 import tempfile
 
 from zoo.tools.benchmarks import harness
@@ -12,6 +11,7 @@ from zoo.tools.benchmarks.common import preset_list, with_stand_in_vocabulary
 
 DEFAULT_PRESETS = ("gcnn-ptb", "gcnn-ptb-deep", "lstmp-ptb", "gcnn-en")
 SENTENCE = "the company said it would buy the stock of the bank for about one billion dollars in cash next year"
+REQUESTS = ("serving_default_1", "serving_default_32", "generate_1")
 
 CHILD = r"""
 import json
@@ -28,18 +28,13 @@ requests = {
     "serving_default_32": lambda m: m.signatures["serving_default"](text=tf.constant([sentence] * 32)),
     "generate_1": lambda m: harness.generate_request(m, ["the company said"], new_tokens),
 }
-times = {}
-for name, request in requests.items():
-    for m in models:  # traced and warm before timing
-        request(m); request(m)
-    runs = harness.interleaved({j: (lambda m=m: harness.timed(request, m)[0]) for j, m in enumerate(models)}, calls)
-    times[name] = [runs[0], runs[1]]
-print(json.dumps(times))
+print(json.dumps({name: [side["median_s"] for side in harness.measure(
+    {j: (lambda m=m: request(m)) for j, m in enumerate(models)}, calls, warmup=2).values()]
+    for name, request in requests.items()}))
 """
 
-
 KERNELS_CHILD = r"""
-import json, statistics, sys
+import json
 import harness
 import numpy as np
 import tensorflow as tf
@@ -50,10 +45,9 @@ rng = np.random.default_rng(0)
 graph = tf.Graph()
 with graph.as_default():
     w = rng.normal(size=(d, n)).astype(np.float32) * 0.1
-    q = rng.integers(-127, 128, size=(d, n)).astype(np.int8)
+    q8 = tf.constant(rng.integers(-127, 128, size=(d, n)).astype(np.int8))
     w32 = tf.Variable(w)
     w16 = tf.cast(tf.Variable(w), tf.bfloat16)  # cast once, before the loop
-    q8 = tf.constant(q)
 
     def int8_batch_matmul(x):
         xq = tf.cast(tf.clip_by_value(tf.round(x * 16.0), -127, 127), tf.int8)
@@ -79,12 +73,8 @@ with graph.as_default():
     init = v1.global_variables_initializer()
 session = v1.Session(graph=graph)
 session.run(init)
-out = {}
-for name, fetch in fetches.items():
-    for _ in range(3):
-        session.run(fetch)
-    out[name] = statistics.median(harness.timed(session.run, fetch)[0] for _ in range(repeats)) / loops
-print(json.dumps(out))
+timed = harness.measure({name: (lambda f=f: session.run(f)) for name, f in fetches.items()}, repeats, warmup=3)
+print(json.dumps({name: side["median_s"] / loops for name, side in timed.items()}))
 """
 
 
@@ -101,8 +91,7 @@ def cpu_flags():
 
 def kernels(d, n, loops=200, repeats=11):
     """Seconds per `[1, d] × [d, n]` product of each kernel TensorFlow ships for float32, bfloat16
-    and int8 weights, in one fresh process's session with the default thread pools, each product
-    feeding the next in a `tf.while_loop` (one row at a time, as batch-1 decoding)."""
+    and int8 weights, in a fresh process (docs/benchmarks.md#int8)."""
     return harness.python_child(KERNELS_CHILD, [d, n, loops, repeats], "the kernels process")
 
 
@@ -115,63 +104,88 @@ def kernel_table(times):
 def test_lines(preset, english):
     from zoo.data.corpus import read_lines
 
-    if preset == "gcnn-en":
-        if not os.path.isfile(os.path.join(english, "test.txt")):
-            raise ValueError(f"gcnn-en's test set is the test split of the English corpus, and {english!r} has no "
-                             "test.txt; build it with `python -m zoo.tools.corpora english DIR` and give --english DIR.")
-        return read_lines(english, "test")
-    return read_lines("ptb", "test")
+    if preset == "gcnn-en" and not os.path.isfile(os.path.join(english, "test.txt")):
+        raise ValueError(f"gcnn-en's test set is the test split of the English corpus, and {english!r} has no "
+                         "test.txt; build it with `python -m zoo.tools.corpora english DIR` and give --english DIR.")
+    return read_lines(english if preset == "gcnn-en" else "ptb", "test")
 
 
 def served(exports, calls, new_tokens):
-    """p50 seconds per request kind, `[float32, int8]`, from one fresh TensorFlow-only process."""
-    times = harness.python_child(CHILD, [*exports, calls, new_tokens, SENTENCE], f"the process serving {exports}")
-    return {name: [statistics.median(t) for t in pair] for name, pair in times.items()}
+    """p50 seconds of each of `REQUESTS`, `[float32, int8]`, from one fresh TensorFlow-only process."""
+    return harness.python_child(CHILD, [*exports, calls, new_tokens, SENTENCE], f"the process serving {exports}")
+
+
+def side_by_side(model, name, args, lines=None):
+    """`model` in float32, then quantized in place to int8: each one's per-word perplexity on `lines` (if
+    given) and export sizes (`export` whole, `variables`, `graph`), and the two exports' `served` p50s."""
+    from zoo.export import export_saved_model
+
+    out, exports = {"ppl": [], "export": [], "variables": [], "graph": []}, []
+    with tempfile.TemporaryDirectory(prefix="zoo-int8-") as base:
+        for kind in ("float32", "int8"):
+            if kind == "int8":
+                model.quantize("int8")
+            if lines is not None:
+                out["ppl"].append(float(model.perplexity(lines, per="word")))
+            exports.append(export_saved_model(model, base, f"{name}-{kind}"))
+            out["export"].append(harness.directory_bytes(exports[-1]))
+            out["variables"].append(harness.directory_bytes(os.path.join(exports[-1], "variables")))
+            out["graph"].append(os.path.getsize(os.path.join(exports[-1], "saved_model.pb")))
+        return {**out, "served": served(exports, args.calls, args.new_tokens)}
 
 
 def table(rows):
-    mib, out = 2 ** 20, []
-    for r in rows:
-        speed = [f"{f * 1e3:,.1f} → {q * 1e3:,.1f} ({q / f:.2f}×)"
-                 for f, q in (r["served"][name] for name in ("serving_default_1", "serving_default_32", "generate_1"))]
-        out.append([f"`{r['preset']}`", f"{r['ppl'][0]:,.2f} → {r['ppl'][1]:,.2f}", f"{r['ppl'][1] / r['ppl'][0] - 1:+.2%}",
-                    f"{r['export'][0] / mib:,.1f} → {r['export'][1] / mib:,.1f}", f"{r['export'][1] / r['export'][0]:.1%}",
-                    f"{r['variables'][1] / r['variables'][0]:.1%}", *speed])
-    return harness.markdown_table(["preset", "test per-word perplexity, float32 → int8", "change:",
-                                   "export (MiB), float32 → int8", "export ratio:", "variables ratio:",
-                                   "`serving_default` ×1 p50 (ms)", "×32 p50 (ms)", "`generate` batch 1 p50 (ms)"], out)
+    def pair(f, q, scale=1e3, digits=1):
+        return f"{f * scale:,.{digits}f} → {q * scale:,.{digits}f}"
+
+    return harness.markdown_table(
+        ["preset", "test per-word perplexity, float32 → int8", "change:", "export (MiB), float32 → int8",
+         "export ratio:", "variables ratio:", "`serving_default` ×1 p50 (ms)", "×32 p50 (ms)",
+         "`generate` batch 1 p50 (ms)"],
+        [[f"`{r['preset']}`", pair(*r["ppl"], 1, 2), f"{r['ppl'][1] / r['ppl'][0] - 1:+.2%}",
+          pair(*r["export"], 2 ** -20), f"{r['export'][1] / r['export'][0]:.1%}",
+          f"{r['variables'][1] / r['variables'][0]:.1%}",
+          *(f"{pair(*r['served'][name])} ({r['served'][name][1] / r['served'][name][0]:.2f}×)" for name in REQUESTS)]
+         for r in rows])
 
 
 def paper_size(args):
     """`--paper-size PRESET`: the exports' sizes and served p50s of a random-weight model."""
-    harness.at_least_one(args, "calls", "new_tokens")
     import keras
 
     import zoo
-    from zoo.export import export_saved_model
 
     if args.paper_size not in zoo.presets():
         raise ValueError(f"--paper-size: unknown preset {args.paper_size!r}; see `zoo presets`.")
     keras.utils.set_random_seed(0)
     model = with_stand_in_vocabulary(zoo.load(args.paper_size))
-    parameters = model.count_params()
-    with tempfile.TemporaryDirectory(prefix="zoo-int8-") as base:
-        exports = [export_saved_model(model, base, f"{args.paper_size}-float32")]
-        model.quantize("int8")
-        exports.append(export_saved_model(model, base, f"{args.paper_size}-int8"))
-        sizes = {part: [harness.directory_bytes(os.path.join(e, part)) if part != "whole" else harness.directory_bytes(e)
-                        for e in exports] for part in ("whole", "variables")}
-        sizes["graph"] = [os.path.getsize(os.path.join(e, "saved_model.pb")) for e in exports]
-        speeds = served(exports, args.calls, args.new_tokens)
-    mib = 2 ** 20
-    rows = [[part, f"{f / mib:,.1f} MiB", f"{q / mib:,.1f} MiB", f"{q / f:.1%}"] for part, (f, q) in sizes.items()]
-    rows += [[f"`{name}` p50", f"{f * 1e3:,.1f} ms", f"{q * 1e3:,.1f} ms", f"{q / f:.2f}×"] for name, (f, q) in speeds.items()]
+    parameters, measured = model.count_params(), side_by_side(model, args.paper_size, args)
+    sizes = {"whole": measured["export"], "variables": measured["variables"], "graph": measured["graph"]}
+    speeds = measured["served"]
+    rows = [[part, f"{f / 2**20:,.1f} MiB", f"{q / 2**20:,.1f} MiB", f"{q / f:.1%}"] for part, (f, q) in sizes.items()]
+    rows += [[f"`{name}` p50", f"{f * 1e3:,.1f} ms", f"{q * 1e3:,.1f} ms", f"{q / f:.2f}×"]
+             for name, (f, q) in speeds.items()]
     rendered = harness.markdown_table(["", "float32:", "int8:", "int8 / float32:"], rows)
     print(f"{args.paper_size} ({parameters:,} parameters, random weights), {harness.cpu_model()}, load average "
           f"{harness.load_average_text()}, p50 of {args.calls} alternating calls per model:")
-    harness.report(args, {"cpu": harness.cpu_model(), "preset": args.paper_size, "parameters": parameters,
-                          "calls": args.calls, "new_tokens": args.new_tokens, "bytes": sizes,
-                          "served": speeds, "table": rendered}, rendered)
+    return harness.report(args, {"cpu": harness.cpu_model(), "preset": args.paper_size, "parameters": parameters,
+                                 "calls": args.calls, "new_tokens": args.new_tokens, "bytes": sizes,
+                                 "served": speeds, "table": rendered}, rendered)
+
+
+def kernels_report(args):
+    """`--kernels D,N`: one product of each kernel."""
+    try:
+        d, n = (int(v) for v in args.kernels.split(","))
+        assert d >= 1 and n >= 1
+    except (ValueError, AssertionError):
+        raise ValueError(f"--kernels must be two positive sizes D,N (e.g. 128,10002), got {args.kernels!r}.") from None
+    times = kernels(d, n)
+    rendered = kernel_table(times)
+    print(f"{harness.cpu_model()} (int8/bfloat16 instructions: {cpu_flags()}), load average "
+          f"{harness.load_average_text()}; [1, {d}] x [{d}, {n}], median of 11 loops of 200 products:")
+    return harness.report(args, {"cpu": harness.cpu_model(), "cpu_flags": cpu_flags(), "shape": [d, n],
+                                 "seconds": times, "table": rendered}, rendered)
 
 
 def main(argv=None):
@@ -183,54 +197,31 @@ def main(argv=None):
     p.add_argument("--calls", type=int, default=50, help="timed calls of each request, per model (default 50)")
     p.add_argument("--new-tokens", type=int, default=20, help="tokens a generate call writes (default 20)")
     p.add_argument("--kernels", metavar="D,N", help="instead: time one [1, D] x [D, N] product with each kernel "
-                   "TensorFlow ships for float32, bfloat16 and int8 weights (e.g. 128,10002: the PTB presets' "
-                   "output layer)")
+                   "TensorFlow ships for float32, bfloat16 and int8 weights (e.g. 128,10002)")
     p.add_argument("--paper-size", metavar="PRESET", help="instead: a preset of the paper's size with random "
                    "weights and a stand-in vocabulary (e.g. gcnn-14): export sizes and served p50s, no perplexity")
     args = p.parse_args(argv)
+    if args.kernels is not None and args.paper_size is None:
+        return kernels_report(args)
+    harness.at_least_one(args, "calls", "new_tokens")
     if args.paper_size is not None:
         return paper_size(args)
-    if args.kernels is not None:
-        try:
-            d, n = (int(v) for v in args.kernels.split(","))
-            assert d >= 1 and n >= 1
-        except (ValueError, AssertionError):
-            raise ValueError(f"--kernels must be two positive sizes D,N (e.g. 128,10002), got {args.kernels!r}.") from None
-        times = kernels(d, n)
-        rendered = kernel_table(times)
-        print(f"{harness.cpu_model()} (int8/bfloat16 instructions: {cpu_flags()}), load average "
-              f"{harness.load_average_text()}; [1, {d}] x [{d}, {n}], median of 11 loops of 200 products:")
-        return harness.report(args, {"cpu": harness.cpu_model(), "cpu_flags": cpu_flags(), "shape": [d, n],
-                                     "seconds": times, "table": rendered}, rendered)
-    harness.at_least_one(args, "calls", "new_tokens")
-    presets = preset_list(args.presets)
     import zoo
-    from zoo.export import export_saved_model
     from zoo.weights import trained_presets
 
+    presets = preset_list(args.presets)
     unknown = [name for name in presets if name not in trained_presets()]
     if unknown:
         raise ValueError(f"{unknown[0]!r} has no trained weights to quantize; presets with them: "
                          f"{', '.join(sorted(trained_presets()))}.")
     rows = []
-    with tempfile.TemporaryDirectory(prefix="zoo-int8-") as base:
-        for preset in presets:
-            lines = test_lines(preset, args.english)
-            ppl, exports = [], []
-            model = zoo.load(preset, weights="trained")
-            for kind in ("float32", "int8"):
-                if kind == "int8":
-                    model.quantize("int8")
-                ppl.append(float(model.perplexity(lines, per="word")))
-                exports.append(export_saved_model(model, base, f"{preset}-{kind}"))
-            row = {"preset": preset, "ppl": ppl, "export": [harness.directory_bytes(e) for e in exports],
-                   "variables": [harness.directory_bytes(os.path.join(e, "variables")) for e in exports],
-                   "served": served(exports, args.calls, args.new_tokens)}
-            rows.append(row)
-            print(f"  {preset}: perplexity {ppl[0]:.2f} → {ppl[1]:.2f}, export "
-                  f"{row['export'][1] / row['export'][0]:.1%}", flush=True)
+    for preset in presets:
+        lines = test_lines(preset, args.english)
+        rows.append(r := {"preset": preset, **side_by_side(zoo.load(preset, weights="trained"), preset, args, lines)})
+        print(f"  {preset}: perplexity {r['ppl'][0]:.2f} → {r['ppl'][1]:.2f}, export "
+              f"{r['export'][1] / r['export'][0]:.1%}", flush=True)
     rendered = table(rows)
     print(f"{harness.cpu_model()}, load average {harness.load_average_text()}, p50 of {args.calls} alternating calls "
           "per model:")
-    harness.report(args, {"cpu": harness.cpu_model(), "calls": args.calls, "new_tokens": args.new_tokens,
-                          "table": rendered, "rows": rows}, rendered)
+    return harness.report(args, {"cpu": harness.cpu_model(), "calls": args.calls, "new_tokens": args.new_tokens,
+                                 "table": rendered, "rows": rows}, rendered)

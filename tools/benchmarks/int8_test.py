@@ -67,3 +67,13 @@ def test_paper_size_measures_both_exports_of_a_random_weight_model(tmp_path, mon
     assert whole[1] - variables[1] > result["bytes"]["graph"][1] > 0  # the graph, tokenizer and warmup
     rows = result["table"].splitlines()
     assert rows[2].startswith("| whole | ") and rows[-1] == "| `generate_1` p50 | 100.0 ms | 80.0 ms | 0.80× |"
+
+
+@pytest.mark.ci
+def test_served_times_each_request_of_both_exports_in_one_fresh_process(tmp_path):
+    from zoo.export import export_saved_model
+    from zoo.tools.benchmarks.common import build_model
+
+    export = export_saved_model(build_model("gcnn-ptb", small=True), str(tmp_path), "tiny")
+    times = int8.served([export, export], 2, 3)
+    assert list(times) == list(int8.REQUESTS) and all(len(pair) == 2 and min(pair) > 0 for pair in times.values())
