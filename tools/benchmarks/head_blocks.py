@@ -1,7 +1,5 @@
 """The output layer's blocks across level-2 cache sizes: what an export's default costs.
 
-    python -m zoo.tools.benchmarks.head_blocks [--repeats 11] [--new-tokens 64] [--out FILE]
-
 What runs and what the tables mean: results/benchmarks/head-blocks.md.
 """
 
