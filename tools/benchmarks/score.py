@@ -1,32 +1,20 @@
-"""`zoo benchmark score`: in-process `lm.score` of many texts, run together in padded batches
-(`zoo.models.inference.score_batches`, the default) against one call per text (what `score` did
-before), side by side in one process.
+"""`zoo benchmark score`: in-process `lm.score` of many texts in padded batches (the default)
+against one call per text, side by side in one process.
 
 How it measures: docs/benchmarks.md#score.
 """
 
 import contextlib
+import functools
 import glob
 import os
 import statistics
+from unittest import mock
 
 from zoo.tools.benchmarks import harness
 from zoo.tools.benchmarks.common import preset_list
 
 LICENCES = "/usr/share/common-licenses/*"
-
-
-@contextlib.contextmanager
-def one_text_per_call():
-    """`score` with batches of one row: one compiled call per text, as before batching."""
-    from zoo.models import inference
-
-    rows = inference.SCORE_BATCH_ROWS
-    inference.SCORE_BATCH_ROWS = 1
-    try:
-        yield
-    finally:
-        inference.SCORE_BATCH_ROWS = rows
 
 
 def read_texts(paths):
@@ -45,30 +33,29 @@ def read_texts(paths):
 
 
 def measure(model, lines, repeats):
-    """`{"batched": [seconds...], "one_per_call": [...], "max_difference": float}`."""
+    """`{"batched": [seconds...], "one_per_call": [...], "max_difference": float}`: `score` as it runs, and
+    with batches of one row (one compiled call per text, as before batching)."""
     import numpy as np
 
-    ways = {"batched": contextlib.nullcontext, "one_per_call": one_text_per_call}
-    scores = {}
-    for name, way in ways.items():
-        with way():
-            scores[name] = model.score(lines)  # untimed: traces the compiled functions
+    from zoo.models import inference
 
-    def call(way):
-        with way():
-            return harness.timed(model.score, lines)[0]
+    def score(way):
+        with way:
+            return model.score(lines)
 
-    times = harness.interleaved({name: (lambda way=way: call(way)) for name, way in ways.items()}, repeats)
-    difference = max(float(np.abs(a - b).max()) for a, b in zip(scores["batched"], scores["one_per_call"]))
-    return {**times, "max_difference": difference}
+    ways = {"batched": contextlib.nullcontext(), "one_per_call": mock.patch.object(inference, "SCORE_BATCH_ROWS", 1)}
+    runs = harness.measure({name: functools.partial(score, way) for name, way in ways.items()}, repeats)
+    difference = max(float(np.abs(a - b).max()) for a, b in zip(*(runs[name]["result"] for name in ways)))
+    return {**{name: runs[name]["times_s"] for name in ways}, "max_difference": difference}
 
 
 def table(rows):
     out = []
     for r in rows:
-        one, batched = statistics.median(r["one_per_call"]), statistics.median(r["batched"])
+        one, batched = (statistics.median(r[way]) for way in ("one_per_call", "batched"))
         out.append([f"`{r['preset']}`", f"{r['texts']:,}", f"{one:.2f} ({r['texts'] / one:,.0f})",
-                    f"{batched:.2f} ({r['texts'] / batched:,.0f})", f"{one / batched:.2f}×", f"{r['max_difference']:.1e}"])
+                    f"{batched:.2f} ({r['texts'] / batched:,.0f})", f"{one / batched:.2f}×",
+                    f"{r['max_difference']:.1e}"])
     return harness.markdown_table(["preset", "texts:", "one text per call: s (texts/s):", "batched: s (texts/s):",
                                    "× the speed:", "largest difference:"], out)
 
@@ -77,8 +64,7 @@ def main(argv=None):
     p = harness.parser("score", __doc__, 5, "timed calls of each way (default 5)")
     p.add_argument("--presets", default="gcnn-en,gcnn-ptb,lstmp-ptb",
                    help="comma-separated presets with trained weights, or preset directories")
-    p.add_argument("--text", nargs="+", default=[LICENCES], help=f"files (or glob patterns) whose lines are "
-                   f"scored (default: {LICENCES})")
+    p.add_argument("--text", nargs="+", default=[LICENCES], help=f"files or globs to score (default {LICENCES})")
     args = p.parse_args(argv)
     harness.at_least_one(args, "repeats")
     import zoo

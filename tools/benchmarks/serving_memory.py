@@ -11,6 +11,7 @@ from zoo.tools.benchmarks import harness
 from zoo.tools.benchmarks.common import preset_list
 
 DEFAULT_PRESETS = ("gcnn-ptb", "gcnn-ptb-deep", "lstmp-ptb", "gcnn-en")
+KEYS = ("preset", "parameters", "weights", "export_bytes", "runs")
 
 CHILD = r"""
 import json, sys
@@ -20,15 +21,13 @@ try:
     import tensorflow_text  # noqa: F401  (a subword export's tokenizer ops)
 except ImportError:
     pass
-memory = lambda: {name: harness.status_kib(name) * 1024 for name in ("VmRSS", "VmHWM")}
-imported = memory()
+imported = harness.status_kib("VmRSS") * 1024
 loaded = tf.saved_model.load(sys.argv[1])
-after_load = memory()
+after_load = harness.status_kib("VmRSS") * 1024
 loaded.signatures["serving_default"](text=tf.constant(["the company said it would buy the stock"] * 32))
 harness.generate_request(loaded, ["the company said"], 20)
-served = memory()
-print(json.dumps({"imported_rss": imported["VmRSS"], "loaded_rss": after_load["VmRSS"],
-                  "served_rss": served["VmRSS"], "peak_rss": served["VmHWM"]}))
+print(json.dumps({"imported_rss": imported, "loaded_rss": after_load, "served_rss": harness.status_kib("VmRSS") * 1024,
+                  "peak_rss": harness.status_kib("VmHWM") * 1024}))
 """
 
 
@@ -39,13 +38,12 @@ def measure(export):
 
 def table(rows):
     """Markdown rows from `[(preset, parameters, weights, export bytes, [per-process results])]`."""
-    mib, out = 2 ** 20, []
+    out = []
     for preset, parameters, weights, size, runs in rows:
-        median = lambda key: statistics.median(r[key] for r in runs)  # noqa: E731
-        base = median("imported_rss")
-        out.append([f"`{preset}`", f"{parameters:,}", weights, f"{size / mib:,.1f}",
-                    f"{(median('loaded_rss') - base) / mib:,.1f}", f"{(median('served_rss') - base) / mib:,.1f}",
-                    f"{median('peak_rss') / mib:,.1f}"])
+        mib = {key: statistics.median(r[key] for r in runs) / 2 ** 20 for key in runs[0]}
+        out.append([f"`{preset}`", f"{parameters:,}", weights, f"{size / 2 ** 20:,.1f}",
+                    *(f"{mib[key] - mib['imported_rss']:,.1f}" for key in ("loaded_rss", "served_rss")),
+                    f"{mib['peak_rss']:,.1f}"])
     return harness.markdown_table(["preset", "parameters:", "weights", "export on disk (MiB):",
                                    "the model, once loaded (MiB):", "after its first requests (MiB):",
                                    "process peak (MiB):"], out)
@@ -69,12 +67,11 @@ def main(argv=None):
             model = zoo.load(preset, weights="trained") if trained else zoo.load(preset)
             export = export_saved_model(model, base, preset.replace("/", "_"))
             runs = [measure(export) for _ in range(args.repeats)]
-            rows.append((preset, model.count_params(), "trained" if trained else "random", harness.directory_bytes(export),
-                         runs))
+            rows.append((preset, model.count_params(), "trained" if trained else "random",
+                         harness.directory_bytes(export), runs))
             print(f"  {preset}: {(runs[-1]['served_rss'] - runs[-1]['imported_rss']) / 2 ** 20:,.1f} MiB", flush=True)
     rendered = table(rows)
     print(f"{harness.cpu_model()}, medians of {args.repeats} fresh processes per preset (resident memory above a "
           "process that has imported TensorFlow):")
     harness.report(args, {"cpu": harness.cpu_model(), "repeats": args.repeats, "table": rendered,
-                          "rows": [{"preset": r[0], "parameters": r[1], "weights": r[2], "export_bytes": r[3],
-                                    "runs": r[4]} for r in rows]}, rendered)
+                          "rows": [dict(zip(KEYS, r)) for r in rows]}, rendered)

@@ -13,18 +13,17 @@ from zoo.tools.benchmarks import harness
 
 CHILD = r"""
 import harness
+load_s, tf = harness.timed(__import__, "tensorflow")
+seconds, loaded = harness.timed(tf.saved_model.load, sys.argv[1])
 
-def replay(export, loaded):
+def replay():
     from tensorflow_serving.apis import prediction_log_pb2
-    for record in tf.data.TFRecordDataset(export + "/assets.extra/tf_serving_warmup_requests"):
+    for record in tf.data.TFRecordDataset(sys.argv[1] + "/assets.extra/tf_serving_warmup_requests"):
         request = prediction_log_pb2.PredictionLog.FromString(record.numpy()).predict_log.request
         loaded.signatures[request.model_spec.signature_name](
             **{k: tf.constant(tf.make_ndarray(v)) for k, v in request.inputs.items()})
 
-load_s, tf = harness.timed(__import__, "tensorflow")
-export = sys.argv[1]
-seconds, loaded = harness.timed(tf.saved_model.load, export)
-replay_s = harness.timed(replay, export, loaded)[0] if sys.argv[2] == "1" else 0.0
+replay_s = harness.timed(replay)[0] if sys.argv[2] == "1" else 0.0
 text = tf.constant(["the company said it would buy the stock"] * 8)
 score = harness.timed(lambda: loaded.signatures["serving_default"](text=text)["perplexity"].numpy())[0]
 generate = harness.timed(lambda: harness.generate_request(loaded, ["the company said"], 20)["text"].numpy())[0]
