@@ -49,13 +49,13 @@ def test_one_vocabulary_measured_from_made_up_children(isolation, children, monk
     calls = []
     medians = {"adaptive": 0.5, "full": 2.0}
 
-    def tf_child(work, vocab, models, args, hidden_file, targets_file):
+    def child(vocab, models, args, hidden_file, targets_file):
         calls.append(models)
         assert np.load(hidden_file).shape == (bench.TOKENS, bench.HIDDEN)
         assert np.load(targets_file).max() < 20_000
         return {m: {"median_s": medians[m]} for m in models}
 
-    monkeypatch.setattr(bench, "_tf_child", tf_child)
+    monkeypatch.setattr(bench, "_child", child)
     args = bench.parse(["--small", "--isolation", isolation])
     measured = bench._measure(str(tmp_path), "small", args)
     assert calls == children
