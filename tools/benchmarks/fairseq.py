@@ -4,6 +4,8 @@ own code on it, side by side on the CPU, and what converting and exporting it co
 How it measures: docs/benchmarks.md#fairseq.
 """
 
+import collections
+import contextlib
 import json
 import os
 import shutil
@@ -19,8 +21,7 @@ import numpy as np
 from zoo.tools.benchmarks import harness
 from zoo.tools.benchmarks.harness import median_rate as rate
 
-HERE = os.path.dirname(os.path.abspath(__file__))
-TORCH_SCRIPT = os.path.join(HERE, "fairseq_torch.py")
+TORCH_SCRIPT = os.path.join(os.path.dirname(os.path.abspath(__file__)), "fairseq_torch.py")
 ARCH = "fconv_lm_dauphin_wikitext103"  # every size is saved under it (its layers and embedding overridden)
 FULL_LAYERS = ("[(850, 6)] * 3 + [(850, 1)] * 1 + [(850, 5)] * 4 + [(850, 1)] * 1 + [(850, 4)] * 3"
                " + [(1024, 4)] * 1 + [(2048, 4)] * 1")
@@ -41,9 +42,7 @@ DEFAULTS = {"repeats": 5, "window": 512, "windows": 2, "prompt": 16, "new_tokens
             "train_batch": 32, "train_seq": 64, "full": "full", "train": "ptb"}
 SMALL = {"repeats": 2, "window": 64, "windows": 2, "prompt": 8, "new_tokens": 16, "batches": [1, 2],
          "train_batch": 4, "train_seq": 16, "full": "tiny", "train": "tiny-train"}
-MATMUL_N = 4096
-COPY_MIB = 1024
-SEED = 0
+MATMUL_N, COPY_MIB, SEED = 4096, 1024, 0
 
 
 # ---- counting from the architecture --------------------------------------------------------------
@@ -54,29 +53,27 @@ def layers(spec):
     return parse_layers(spec["layers"])
 
 
-def cutoffs(spec):
-    """The adaptive softmax's cutoffs with the vocabulary size last."""
-    values = [int(c) for c in spec["cutoffs"].split(",")]
-    return values + [vocabulary_size(spec)]
-
-
 def vocabulary_size(spec):
     return spec["words"] + 4
 
 
+def cutoffs(spec):
+    """The adaptive softmax's cutoffs with the vocabulary size last."""
+    return [int(c) for c in spec["cutoffs"].split(",")] + [vocabulary_size(spec)]
+
+
 def tail_dims(spec):
     """Each tail cluster's projection width: the 2018 format d // 4^i, today's d // 4^(i+1)."""
-    hidden = layers(spec)[-1][0]
     shift = 0 if spec["softmax"] == "2018" else 1
-    return [hidden // 4 ** (i + shift) for i in range(len(cutoffs(spec)) - 1)]
+    return [layers(spec)[-1][0] // 4 ** (i + shift) for i in range(len(cutoffs(spec)) - 1)]
 
 
 def stack_weights(spec):
     """`(name, rows, columns)` of every matrix a token multiplies through before the output
     layer: fc1, each convolution (kernel_size·input × 2·width) and each residual projection."""
-    mats = [("fc1", spec["embed_dim"], layers(spec)[0][0])]
-    widths = [layers(spec)[0][0]]
-    for i, (width, kernel, residual) in enumerate(layers(spec)):
+    convs = layers(spec)
+    mats, widths = [("fc1", spec["embed_dim"], convs[0][0])], [convs[0][0]]
+    for i, (width, kernel, residual) in enumerate(convs):
         mats.append((f"conv{i}", kernel * widths[-1], 2 * width))
         if residual and widths[-residual] != width:
             mats.append((f"projection{i}", widths[-residual], width))
@@ -102,56 +99,46 @@ def cluster_shares(spec, targets):
 def scoring_flops_per_token(spec, shares):
     """FLOPs (2 per multiply-add) of the exact log-probability of one target: the conv stack, the
     head, and a tail cluster's two matrices for the tokens whose target lies in it (`shares`)."""
-    flops = sum(2 * r * c for _, r, c in stack_weights(spec))
-    head = head_weights(spec)
-    flops += 2 * head[0][1] * head[0][2]
-    for i, share in enumerate(shares):
-        (_, r1, c1), (_, r2, c2) = head[1 + 2 * i], head[2 + 2 * i]
+    head, *tails = head_weights(spec)
+    flops = sum(2 * r * c for _, r, c in stack_weights(spec) + [head])
+    for share, (_, r1, c1), (_, r2, c2) in zip(shares, tails[::2], tails[1::2]):
         flops += share * 2 * (r1 * c1 + r2 * c2)
     return flops
 
 
 def training_flops_per_token(spec, shares):
-    """A training step's FLOPs per token: the forward pass's and twice them for the backward
-    pass (the gradients of the inputs and of the weights of every matrix)."""
+    """The forward pass's FLOPs and twice them for the backward pass (inputs' and weights' gradients)."""
     return 3 * scoring_flops_per_token(spec, shares)
 
 
 def generation_bytes_per_token(spec):
     """Bytes of float32 weights one new token reads at batch 1: every matrix of the stack and
     the whole adaptive softmax (a greedy step needs every id's score), and one embedding row."""
-    numbers = sum(r * c for _, r, c in stack_weights(spec) + head_weights(spec)) + spec["embed_dim"]
-    return 4 * numbers
-
-
-# ---- inputs --------------------------------------------------------------------------------------
-def zipf_words(spec, shape, seed):
-    """Word ids (fairseq's and the zoo's alike: 4 and up) with a Zipf law over dict.txt's order,
-    P(rank r) ∝ 1/(r+1), as running text's targets fall in the adaptive softmax's clusters."""
-    from zoo.tools.benchmarks.common import zipf_targets
-
-    return 4 + zipf_targets(spec["words"], int(np.prod(shape)), seed).reshape(shape).astype(np.int64)
+    return 4 * (sum(r * c for _, r, c in stack_weights(spec) + head_weights(spec)) + spec["embed_dim"])
 
 
 def windows(spec, rows, length, seed):
-    """`[rows, length + 1]` ids, each row `</s>` (id 2, fairseq's line start) then `length` words."""
-    return np.concatenate([np.full((rows, 1), 2, np.int64), zipf_words(spec, (rows, length), seed)], axis=1)
+    """`[rows, length + 1]` ids, each row `</s>` (id 2, fairseq's line start) then `length` words: ids from 4 up
+    with a Zipf law over dict.txt's order, as running text's targets fall in the adaptive softmax's clusters."""
+    from zoo.tools.benchmarks.common import zipf_targets
+
+    words = 4 + zipf_targets(spec["words"], rows * length, seed).reshape(rows, length).astype(np.int64)
+    return np.concatenate([np.full((rows, 1), 2, np.int64), words], axis=1)
 
 
 # ---- processes -----------------------------------------------------------------------------------
 def check_torch_python(path):
-    """`path` as an absolute path if it is an executable Python that imports torch, else a
-    ValueError naming it."""
+    """`path` made absolute if it is an executable Python that imports torch, else a ValueError naming it."""
     if not path:
         raise ValueError("zoo benchmark fairseq needs --torch-python PATH, a Python with torch (fairseq's side "
                          "runs there; torch is no dependency of the zoo).")
-    resolved = shutil.which(path) if os.sep not in path else path
-    if not resolved or not os.path.isfile(resolved) or not os.access(resolved, os.X_OK):
+    resolved = shutil.which(path)  # a name on $PATH, or a path checked as it is
+    if not resolved or not os.path.isfile(resolved):
         raise ValueError(f"--torch-python {path!r} is not an executable file.")
     probe = subprocess.run([resolved, "-c", "import torch, numpy"], capture_output=True, text=True)
     if probe.returncode != 0:
-        last = (probe.stderr.strip().splitlines() or ["?"])[-1]
-        raise ValueError(f"--torch-python {path!r} cannot import torch and numpy ({last}).")
+        raise ValueError(f"--torch-python {path!r} cannot import torch and numpy "
+                         f"({(probe.stderr.strip().splitlines() or ['?'])[-1]}).")
     return os.path.abspath(resolved)
 
 
@@ -169,15 +156,45 @@ def check_fairseq_sources(path):
     return os.path.abspath(path)
 
 
-def measured_run(command, env=None):
-    """Runs `command` in a fresh process: `(wall seconds, peak RSS in KiB, exit status, output)`,
-    the peak RSS the kernel's for that process (its own, ru_maxrss from wait4)."""
+def measured_run(command, what):
+    """`command` run in a fresh process: `(wall seconds, its peak RSS in MiB (ru_maxrss from wait4),
+    its output)`; a failure exits, naming `what`."""
     start = time.perf_counter()
-    proc = subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, env=env or harness.child_env())
+    proc = subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, env=harness.child_env())
     output = proc.stdout.read().decode(errors="replace")
     _, status, usage = os.wait4(proc.pid, 0)
     proc.returncode = os.waitstatus_to_exitcode(status)
-    return time.perf_counter() - start, usage.ru_maxrss, proc.returncode, output
+    if proc.returncode != 0:
+        raise SystemExit(f"{what} failed (exit status {proc.returncode}):\n{output[-3000:]}")
+    return time.perf_counter() - start, usage.ru_maxrss / 1024, output
+
+
+@contextlib.contextmanager
+def workers(torch_python, src, threads):
+    """`{"fairseq": fairseq_torch.py's worker, "zoo": this module's}`, both closed after."""
+    with harness.Worker([torch_python, TORCH_SCRIPT, "serve", src, str(threads)], "the fairseq worker") as fairseq, \
+            harness.Worker([sys.executable, "-m", "zoo.tools.benchmarks.fairseq", "--worker", str(threads)],
+                           "the zoo worker") as zoo:
+        yield {"fairseq": fairseq, "zoo": zoo}
+
+
+def interleaved(sides, repeats, op, **args):
+    """`{side: [answers]}`: `op` on every worker, `repeats` rounds in the harness's order."""
+    return harness.interleaved({name: (lambda w=w: w(op, **args)) for name, w in sides.items()}, repeats)
+
+
+def compared(sides, work, name, repeats, op, **args):
+    """`op` on both sides once untimed, its outputs saved, then `repeats` rounds: `(its entry of the results,
+    fairseq's output, the zoo's)`."""
+    warm = {n: w(op, save=os.path.join(work, f"{name}_{n}.npy"), **args) for n, w in sides.items()}
+    a, b = (np.load(os.path.join(work, f"{name}_{n}.npy")) for n in ("fairseq", "zoo"))
+    return {"warmup": warm, "runs": interleaved(sides, repeats, op, **args)}, a, b
+
+
+def limits(sides, suffix=""):
+    """The machine's limits as each side measures them, 3 rounds: a matmul's GFLOP/s, a copy's GB/s."""
+    return {f"matmul{suffix}": interleaved(sides, 3, "matmul", n=MATMUL_N),
+            f"copy{suffix}": interleaved(sides, 3, "copy", mib=COPY_MIB)}
 
 
 # ---- the zoo's worker ------------------------------------------------------------------------------
@@ -185,23 +202,17 @@ class ZooWorker:
     """The zoo's side of every command of fairseq_torch.py's worker."""
 
     def __init__(self, threads):
-        os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
-        import tensorflow as tf
+        self.tf, self.threads = harness.cpu_tensorflow(threads, threads), threads
 
-        tf.config.set_visible_devices([], "GPU")
-        tf.config.threading.set_intra_op_parallelism_threads(threads)
-        tf.config.threading.set_inter_op_parallelism_threads(threads)
-        self.tf, self.threads = tf, threads
-
-    def load(self, preset, spec=None):
+    def load(self, preset):
         import zoo
+
         self.model = zoo.load(preset)
         return {"params": int(self.model.count_params()), "rss_mib": harness.status_kib("VmRSS") / 1024,
                 "library": f"tensorflow {self.tf.__version__}", "threads": self.threads}
 
     def score(self, tokens, save=None):
-        """`target_log_probs`: the compiled path of `score` and `perplexity` (the stack, then the
-        adaptive softmax's log-probability of each target alone)."""
+        """`target_log_probs`: the compiled path of `score` and `perplexity`."""
         ids = np.load(tokens).astype(np.int32)
         seconds, scores = harness.timed(self.model.target_log_probs, ids[:, :-1], ids[:, 1:])
         if save:
@@ -217,26 +228,23 @@ class ZooWorker:
             np.save(save, new)
         return {"s": seconds, "tokens": int(new.size)}
 
-    def train_load(self, checkpoint, spec=None, learning_rate=2e-3, clipnorm=1.0):
-        """The converted model under `zoo train`'s step (zoo.training.steps) with gcnn-ptb's
-        optimiser (Adam, global norm clipped)."""
+    def train_load(self, checkpoint, learning_rate, clipnorm):
+        """The converted model under `zoo train`'s step with gcnn-ptb's optimiser (Adam, global norm clipped)."""
         import zoo
         from zoo import optimizers
         from zoo.training.steps import step_functions
 
-        self.train_model = zoo.load(checkpoint)
+        self.train_model, self.iterator = zoo.load(checkpoint), None
         optimizer = optimizers.from_config({"name": "adam", "learning_rate": learning_rate,
                                             "global_clipnorm": clipnorm})
         self.steps = step_functions(self.train_model, optimizer, self.tf.distribute.get_strategy())
-        self.iterator = None
         return {"params": int(self.train_model.count_params())}
 
     def train(self, tokens):
-        tf = self.tf
         if self.iterator is None:
             ids = np.load(tokens).astype(np.int32)
             batch = (ids[:, :-1], ids[:, 1:], np.ones(ids[:, 1:].shape, np.float32))
-            self.iterator = iter(tf.data.Dataset.from_tensors(batch).repeat())
+            self.iterator = iter(self.tf.data.Dataset.from_tensors(batch).repeat())
             self.tokens = int(ids[:, 1:].size)
         seconds, loss = harness.timed(lambda: float(self.steps.train(self.iterator)))
         return {"s": seconds, "tokens": self.tokens, "loss": loss}
@@ -249,29 +257,23 @@ class ZooWorker:
         return {"gflops": 2 * n**3 / best / 1e9, "library": "tf.matmul"}
 
     def copy(self, mib, repeats=3):
-        """numpy's copy of a `mib`-MiB array in `threads` threads (one slice each; numpy lets
-        go of the GIL while it copies): bytes read + bytes written, as STREAM's Copy counts."""
-        import threading
+        """numpy's copy of `mib` MiB in `threads` threads, a slice each (numpy lets go of the GIL while
+        it copies): bytes read + bytes written, as STREAM's Copy counts."""
+        from concurrent.futures import ThreadPoolExecutor
 
         src = np.ones(mib * 2**18, np.float32)
-        dst = np.empty_like(src)
-        parts = np.array_split(np.arange(src.size), self.threads)
-        bounds = [(p[0], p[-1] + 1) for p in parts]
+        parts = np.array_split(np.empty_like(src), self.threads), np.array_split(src, self.threads)
 
         def run():
-            threads = [threading.Thread(target=np.copyto, args=(dst[a:b], src[a:b])) for a, b in bounds]
-            for t in threads:
-                t.start()
-            for t in threads:
-                t.join()
+            with ThreadPoolExecutor(self.threads) as pool:
+                list(pool.map(np.copyto, *parts))
 
         run()
         best = min(harness.timed(run)[0] for _ in range(repeats))
         return {"gbs": 2 * src.nbytes / best / 1e9, "library": "numpy copyto"}
 
     def profile(self, logdir, what, **args):
-        """The command `what` once under tf.profiler; the self-time of each TF op type, from the trace
-        written to `logdir`."""
+        """The command `what` once under tf.profiler: its answer and the self-time of each TF op type."""
         answer, rows = harness.profiled(lambda: getattr(self, what)(**args), logdir)
         answer["ops"] = harness.self_time_shares(rows, top=15)
         return answer
@@ -280,17 +282,15 @@ class ZooWorker:
 def export_check(path, prompt_words):
     """In a fresh process: seconds to load the export at `path`, then its `score_ids` and
     `generate` signatures answered (what each returned)."""
-    os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
-    import tensorflow as tf
-
+    tf = harness.cpu_tensorflow()
     load_s, loaded = harness.timed(tf.saved_model.load, path)
     ids = tf.constant([[2] + list(range(4, 4 + prompt_words))], tf.int32)
     score_s, scored = harness.timed(loaded.signatures["score_ids"], token_ids=ids,
                                     lengths=tf.constant([ids.shape[1]], tf.int32))
     generate_s, made = harness.timed(harness.generate_request, loaded, ["w000000 w000001 w000002"], 8)
-    log_probs = scored["token_log_probs"].numpy()[0]
     return {"load_s": load_s, "score_first_call_s": score_s, "generate_first_call_s": generate_s,
-            "score_lengths": int(scored["lengths"].numpy()[0]), "score_finite": bool(np.isfinite(log_probs).all()),
+            "score_lengths": int(scored["lengths"].numpy()[0]),
+            "score_finite": bool(np.isfinite(scored["token_log_probs"].numpy()[0]).all()),
             "score_sum": float(scored["log_prob"].numpy()[0]),
             "generate_text": made["text"].numpy()[0].decode(), "generate_lengths": int(made["lengths"].numpy()[0])}
 
@@ -301,16 +301,12 @@ def parse_args(argv):
                        out=True)
     p.add_argument("--torch-python", help="a Python with torch and numpy, for fairseq's side (required)")
     p.add_argument("--fairseq", default=os.environ.get("FAIRSEQ_SRC"),
-                   help="fairseq's sources as make_fairseq_goldens.py wants them: a folder with v0.12.2/fairseq/... "
-                        "and 2018/fairseq/modules/adaptive_softmax.py (default: $FAIRSEQ_SRC)")
-    p.add_argument("--goldens", help="tools/convert/make_fairseq_goldens.py (default: beside this package's tools/)")
-    p.add_argument("--work", help="folder for the checkpoints, presets and exports (default: a temporary one, removed "
-                                  "after; given, it is kept and reused)")
-    p.add_argument("--threads", type=int, default=2, help="threads of each side (torch intra-op; TF intra and inter op)")
+                   help="fairseq's sources, as make_fairseq_goldens.py gathers them (default: $FAIRSEQ_SRC)")
+    p.add_argument("--work", help="folder for the checkpoints, presets and exports, kept and reused (default: a "
+                                  "temporary one)")
+    p.add_argument("--threads", type=int, default=2, help="threads of each side (torch intra-op; TF intra, inter op)")
     p.add_argument("--new-tokens", type=int, help=f"greedy new tokens per prompt (default {DEFAULTS['new_tokens']})")
-    p.add_argument("--profile", action="store_true", help="also profile one scoring call and one batch-1 generation "
-                                                          "of each side")
-    p.add_argument("--py-spy", default="py-spy", help="the py-spy program (for --profile)")
+    p.add_argument("--profile", action="store_true", help="also profile a scoring call, a batch-1 generation")
     p.add_argument("--small", action="store_true", help="tiny architectures: a smoke test")
     p.add_argument("--skip-export", action="store_true", help="no conversion figures beyond the convert itself")
     args = p.parse_args(argv)
@@ -321,32 +317,22 @@ def parse_args(argv):
     return args
 
 
-def interleaved(workers, repeats, op, **args):
-    """`{side: [answers]}`: `op` on every worker, `repeats` rounds in the harness's order."""
-    return harness.interleaved({name: (lambda w=w: w(op, **args)) for name, w in workers.items()}, repeats)
-
-
 def main(argv):
     args = parse_args(argv)
     try:
-        torch_python = check_torch_python(args.torch_python)
-        src = check_fairseq_sources(args.fairseq)
+        torch_python, src = check_torch_python(args.torch_python), check_fairseq_sources(args.fairseq)
     except ValueError as e:
         raise SystemExit(f"zoo benchmark fairseq: {e}") from None
     cfg = dict(SMALL if args.small else DEFAULTS)
-    if args.repeats:
-        cfg["repeats"] = args.repeats
-    if args.new_tokens:
-        cfg["new_tokens"] = args.new_tokens
+    cfg.update({key: getattr(args, key) for key in ("repeats", "new_tokens") if getattr(args, key)})
     results = harness.header("fairseq", argv, threads=args.threads, config=cfg,
                              sizes={k: SIZES[cfg[k]] for k in ("full", "train")})
     print(f"machine: {harness.machine_summary()}", flush=True)
     work = os.path.abspath(args.work) if args.work else tempfile.mkdtemp(prefix="zoo-fairseq-")
     os.makedirs(work, exist_ok=True)
-    goldens = ["--goldens", args.goldens] if args.goldens else []
     try:
-        results["conversion"] = prepare(args, cfg, work, torch_python, src, goldens)
-        results.update(measure(args, cfg, work, torch_python, src, goldens))
+        results["conversion"] = prepare(args, cfg, work, torch_python, src)
+        results.update(measure(args, cfg, work, torch_python, src))
     finally:
         if not args.work:
             shutil.rmtree(work, ignore_errors=True)
@@ -354,181 +340,134 @@ def main(argv):
     return harness.report(args, results, markdown(results))
 
 
-def make_checkpoint(torch_python, src, goldens, spec, folder, threads):
-    checkpoint = os.path.join(folder, "checkpoint.pt")
-    if os.path.exists(checkpoint):
-        return {"reused": True, "bytes": os.path.getsize(checkpoint)}
-    try:
-        return harness.run_once([torch_python, TORCH_SCRIPT, "make", "--fairseq", src, *goldens, "--threads",
-                                 str(threads), "--spec", json.dumps(spec), "--out", folder], "fairseq_torch.py make")
-    except RuntimeError as e:
-        raise SystemExit(str(e)) from None
-
-
-def prepare(args, cfg, work, torch_python, src, goldens):
+def prepare(args, cfg, work, torch_python, src):
     """Writes both checkpoints with fairseq's code, converts them (the full one measured) and
     exports the full one; the conversion figures."""
-    out = {}
-    zoo = [sys.executable, "-m", "zoo"]
+    out, zoo = {}, [sys.executable, "-m", "zoo"]
     for key in ("full", "train"):
-        spec, folder = SIZES[cfg[key]], os.path.join(work, key)
+        folder = os.path.join(work, key)
+        checkpoint, preset = os.path.join(folder, "checkpoint.pt"), os.path.join(folder, "preset")
         print(f"writing the {key} checkpoint ({cfg[key]}) with fairseq's code ...", flush=True)
-        made = make_checkpoint(torch_python, src, goldens, spec, folder, args.threads)
-        preset = os.path.join(folder, "preset")
+        if os.path.exists(checkpoint):
+            made = {"reused": True, "bytes": os.path.getsize(checkpoint)}
+        else:
+            try:
+                made = harness.run_once([torch_python, TORCH_SCRIPT, "make", src, str(args.threads),
+                                         json.dumps(SIZES[cfg[key]]), folder], "fairseq_torch.py make")
+            except RuntimeError as e:
+                raise SystemExit(str(e)) from None
         if os.path.exists(preset):
             out[key] = {"checkpoint": made, "reused": True, "preset_bytes": harness.directory_bytes(preset)}
             continue
         print("converting it: zoo convert fairseq ...", flush=True)
-        wall, peak_kib, rc, log = measured_run(zoo + ["convert", "fairseq", os.path.join(folder, "checkpoint.pt"),
-                                                      "--dictionary", os.path.join(folder, "dict.txt"),
-                                                      "--out", preset])
-        if rc != 0:
-            raise SystemExit(f"zoo convert fairseq failed (exit status {rc}):\n{log[-3000:]}")
-        out[key] = {"checkpoint": made, "convert_s": wall, "convert_peak_rss_mib": peak_kib / 1024,
+        wall, peak_mib, _ = measured_run(zoo + ["convert", "fairseq", checkpoint, "--out", preset, "--dictionary",
+                                                os.path.join(folder, "dict.txt")], "zoo convert fairseq")
+        out[key] = {"checkpoint": made, "convert_s": wall, "convert_peak_rss_mib": peak_mib,
                     "preset_bytes": harness.directory_bytes(preset)}
-        print(f"  {wall:.1f} s, peak RSS {peak_kib / 1024:,.0f} MiB, preset {harness.directory_bytes(preset) / 2**20:,.0f} MiB",
+        print(f"  {wall:.1f} s, peak RSS {peak_mib:,.0f} MiB, preset {out[key]['preset_bytes'] / 2**20:,.0f} MiB",
               flush=True)
     if args.skip_export:
         return out
-    preset, base = os.path.join(work, "full", "preset"), os.path.join(work, "exports")
+    base = os.path.join(work, "exports")
     shutil.rmtree(base, ignore_errors=True)
     print("exporting the full preset: zoo export ...", flush=True)
-    wall, peak_kib, rc, log = measured_run(zoo + ["export", preset, "--base", base])
-    if rc != 0:
-        raise SystemExit(f"zoo export failed (exit status {rc}):\n{log[-3000:]}")
-    path = [line for line in log.strip().splitlines() if line.strip()][-1].strip()
-    out["export"] = {"export_s": wall, "export_peak_rss_mib": peak_kib / 1024, "bytes": harness.directory_bytes(path)}
-    result_file = os.path.join(work, "export_check.json")
-    wall, peak_kib, rc, log = measured_run([sys.executable, "-m", "zoo.tools.benchmarks.fairseq", "--export-check",
-                                            path, result_file])
-    if rc != 0:
-        raise SystemExit(f"loading the export in a fresh process failed (exit status {rc}):\n{log[-3000:]}")
+    wall, peak_mib, log = measured_run(zoo + ["export", os.path.join(work, "full", "preset"), "--base", base],
+                                       "zoo export")
+    path, result_file = log.strip().splitlines()[-1].strip(), os.path.join(work, "export_check.json")
+    fresh_s, fresh_mib, _ = measured_run([sys.executable, "-m", "zoo.tools.benchmarks.fairseq", "--export-check", path,
+                                          result_file], "loading the export in a fresh process")
     with open(result_file) as f:
-        out["export"]["fresh_process"] = {**json.load(f), "wall_s": wall, "peak_rss_mib": peak_kib / 1024}
-    print(f"  export {out['export']['bytes'] / 2**20:,.0f} MiB; a fresh process loads it in "
-          f"{out['export']['fresh_process']['load_s']:.1f} s", flush=True)
+        fresh = {**json.load(f), "wall_s": fresh_s, "peak_rss_mib": fresh_mib}
+    out["export"] = {"export_s": wall, "export_peak_rss_mib": peak_mib, "bytes": harness.directory_bytes(path),
+                     "fresh_process": fresh}
+    print(f"  export {out['export']['bytes'] / 2**20:,.0f} MiB; a fresh process loads it in {fresh['load_s']:.1f} s",
+          flush=True)
     return out
 
 
-def start_workers(torch_python, src, goldens, threads):
-    torch_side = harness.Worker([torch_python, TORCH_SCRIPT, "serve", "--fairseq", src, *goldens, "--threads",
-                                 str(threads)], "the fairseq worker")
-    zoo_side = harness.Worker([sys.executable, "-m", "zoo.tools.benchmarks.fairseq", "--worker", str(threads)],
-                              "the zoo worker")
-    return {"fairseq": torch_side, "zoo": zoo_side}
-
-
-def measure(args, cfg, work, torch_python, src, goldens):
-    out = {}
-    spec, full = SIZES[cfg["full"]], os.path.join(work, "full")
-    workers = start_workers(torch_python, src, goldens, args.threads)
-    try:
-        out["load"] = {"fairseq": workers["fairseq"]("load", checkpoint=os.path.join(full, "checkpoint.pt"), spec=spec),
-                       "zoo": workers["zoo"]("load", preset=os.path.join(full, "preset"))}
-        limits = {"matmul": interleaved(workers, 3, "matmul", n=MATMUL_N),
-                  "copy": interleaved(workers, 3, "copy", mib=COPY_MIB)}
-
-        tokens = windows(spec, cfg["windows"], cfg["window"], SEED)
-        path = os.path.join(work, "score_tokens.npy")
+def measure(args, cfg, work, torch_python, src):
+    out, spec, full = {}, SIZES[cfg["full"]], os.path.join(work, "full")
+    with workers(torch_python, src, args.threads) as sides:
+        out["load"] = {"fairseq": sides["fairseq"]("load", checkpoint=os.path.join(full, "checkpoint.pt"), spec=spec),
+                       "zoo": sides["zoo"]("load", preset=os.path.join(full, "preset"))}
+        out["limits"] = limits(sides)
+        tokens, path = windows(spec, cfg["windows"], cfg["window"], SEED), os.path.join(work, "score_tokens.npy")
         np.save(path, tokens)
         shares = cluster_shares(spec, tokens[:, 1:])
         print(f"scoring {tokens.shape[0]} windows of {cfg['window']} tokens ...", flush=True)
-        warm = {n: w("score", tokens=path, save=os.path.join(work, f"score_{n}.npy")) for n, w in workers.items()}
-        a, b = (np.load(os.path.join(work, f"score_{n}.npy")) for n in ("fairseq", "zoo"))
-        scoring = {"warmup": warm, "runs": interleaved(workers, cfg["repeats"], "score", tokens=path),
-                   "max_abs_diff": float(np.max(np.abs(a - b))), "mean_log_prob": float(a.mean()),
-                   "cluster_shares": shares, "flops_per_token": scoring_flops_per_token(spec, shares)}
-        out["scoring"] = scoring
-
+        out["scoring"], a, b = compared(sides, work, "score", cfg["repeats"], "score", tokens=path)
+        out["scoring"].update(max_abs_diff=float(np.max(np.abs(a - b))), mean_log_prob=float(a.mean()),
+                              cluster_shares=shares, flops_per_token=scoring_flops_per_token(spec, shares))
         out["generation"] = {}
         for batch in cfg["batches"]:
-            prompt = windows(spec, batch, cfg["prompt"] - 1, SEED + batch)
             path = os.path.join(work, f"prompt_{batch}.npy")
-            np.save(path, prompt)
-            print(f"greedy generation, batch {batch}: {cfg['prompt']}-token prompts, {cfg['new_tokens']} new tokens ...",
-                  flush=True)
-            warm = {n: w("generate", prompt=path, new_tokens=cfg["new_tokens"],
-                         save=os.path.join(work, f"gen_{batch}_{n}.npy")) for n, w in workers.items()}
-            a, b = (np.load(os.path.join(work, f"gen_{batch}_{n}.npy")) for n in ("fairseq", "zoo"))
-            out["generation"][batch] = {
-                "warmup": warm, "runs": interleaved(workers, cfg["repeats"], "generate", prompt=path,
-                                                    new_tokens=cfg["new_tokens"]),
-                "same_tokens": float(np.mean(a == b)), "bytes_per_token": generation_bytes_per_token(spec)}
-        limits["matmul_after"] = interleaved(workers, 3, "matmul", n=MATMUL_N)
-        limits["copy_after"] = interleaved(workers, 3, "copy", mib=COPY_MIB)
-        out["limits"] = limits
+            np.save(path, windows(spec, batch, cfg["prompt"] - 1, SEED + batch))
+            print(f"greedy generation, batch {batch}: {cfg['prompt']}-token prompts, {cfg['new_tokens']} new "
+                  "tokens ...", flush=True)
+            entry, a, b = compared(sides, work, f"gen_{batch}", cfg["repeats"], "generate", prompt=path,
+                                   new_tokens=cfg["new_tokens"])
+            out["generation"][batch] = {**entry, "same_tokens": float(np.mean(a == b)),
+                                        "bytes_per_token": generation_bytes_per_token(spec)}
+        out["limits"].update(limits(sides, "_after"))
         if args.profile:
-            out["profile"] = profile(args, cfg, work, workers)
-    finally:
-        for w in workers.values():
-            w.close()
+            out["profile"] = profile(cfg, work, sides)
 
     train_spec, folder = SIZES[cfg["train"]], os.path.join(work, "train")
-    workers = start_workers(torch_python, src, goldens, args.threads)
-    try:
-        workers["fairseq"]("train_load", checkpoint=os.path.join(folder, "checkpoint.pt"), spec=train_spec,
-                           **PTB_OPTIMIZER)
-        workers["zoo"]("train_load", checkpoint=os.path.join(folder, "preset"), **PTB_OPTIMIZER)
-        tokens = windows(train_spec, cfg["train_batch"], cfg["train_seq"], SEED + 100)
-        path = os.path.join(work, "train_tokens.npy")
+    with workers(torch_python, src, args.threads) as sides:
+        sides["fairseq"]("train_load", checkpoint=os.path.join(folder, "checkpoint.pt"), spec=train_spec,
+                         **PTB_OPTIMIZER)
+        sides["zoo"]("train_load", checkpoint=os.path.join(folder, "preset"), **PTB_OPTIMIZER)
+        tokens, path = windows(train_spec, cfg["train_batch"], cfg["train_seq"], SEED + 100), os.path.join(
+            work, "train_tokens.npy")
         np.save(path, tokens)
         shares = cluster_shares(train_spec, tokens[:, 1:])
-        print(f"training steps at {cfg['train']}'s size, batch {cfg['train_batch']} x {cfg['train_seq']} ...", flush=True)
-        warm = interleaved(workers, 3, "train", tokens=path)
-        out["training"] = {"warmup": warm, "runs": interleaved(workers, max(cfg["repeats"], 10), "train", tokens=path),
+        print(f"training steps at {cfg['train']}'s size, batch {cfg['train_batch']} x {cfg['train_seq']} ...",
+              flush=True)
+        warm = interleaved(sides, 3, "train", tokens=path)
+        out["training"] = {"warmup": warm, "runs": interleaved(sides, max(cfg["repeats"], 10), "train", tokens=path),
                            "cluster_shares": shares, "flops_per_token": training_flops_per_token(train_spec, shares),
-                           "train_matmul": interleaved(workers, 2, "matmul", n=MATMUL_N)}
-    finally:
-        for w in workers.values():
-            w.close()
+                           "train_matmul": interleaved(sides, 2, "matmul", n=MATMUL_N)}
     summarise(out)
     return out
 
 
-def peak(limits, key):
-    """The machine's limit: the best median of either side's measurements."""
-    return max(statistics.median(a[key] for a in answers) for name in limits for answers in limits[name].values())
+def peak(limits, kind, key):
+    """The machine's limit: the best median of either side's `kind` measurements."""
+    return max(statistics.median(a[key] for a in answers)
+               for name, sides in limits.items() if name.startswith(kind) for answers in sides.values())
 
 
 def summarise(out):
-    limits = out["limits"]
-    gflops = peak({k: v for k, v in limits.items() if k.startswith("matmul")}, "gflops")
-    gbs = peak({k: v for k, v in limits.items() if k.startswith("copy")}, "gbs")
+    """The table's rows: each side's median rate, their ratio, and each one's share of the machine's limit."""
+    gflops, gbs = peak(out["limits"], "matmul", "gflops"), peak(out["limits"], "copy", "gbs")
     out["machine_limit"] = {"matmul_gflops": gflops, "copy_gbs": gbs}
-    rows = []
-
-    def row(what, runs, limit_share):
+    s, t = out["scoring"], out["training"]
+    cases = [("scoring, tokens/s", s["runs"], s["flops_per_token"], gflops)]
+    cases += [(f"greedy generation batch {batch}, new tokens/s", g["runs"], g["bytes_per_token"] if int(batch) == 1
+               else None, gbs) for batch, g in out["generation"].items()]
+    cases.append(("training step, tokens/s", t["runs"], t["flops_per_token"], gflops))
+    out["table"] = []
+    for what, runs, per_token, limit in cases:  # a share: the rate times its cost per token over the limit
         f, z = rate(runs["fairseq"]), rate(runs["zoo"])
-        rows.append({"what": what, "fairseq": f, "zoo": z, "ratio": z / f,
-                     "share_fairseq": limit_share(f), "share_zoo": limit_share(z)})
-
-    s = out["scoring"]
-    row("scoring, tokens/s", s["runs"], lambda r: r * s["flops_per_token"] / 1e9 / gflops)
-    for batch, g in out["generation"].items():
-        share = (lambda r, g=g: r * g["bytes_per_token"] / 1e9 / gbs) if int(batch) == 1 else (lambda r: None)
-        row(f"greedy generation batch {batch}, new tokens/s", g["runs"], share)
-    t = out["training"]
-    row("training step, tokens/s", t["runs"], lambda r: r * t["flops_per_token"] / 1e9 / gflops)
-    out["table"] = rows
+        shares = [None if per_token is None else r * per_token / 1e9 / limit for r in (f, z)]
+        out["table"].append({"what": what, "fairseq": f, "zoo": z, "ratio": z / f, "share_fairseq": shares[0],
+                             "share_zoo": shares[1]})
 
 
-def profile(args, cfg, work, workers):
+def profile(cfg, work, sides):
     """One scoring call and one batch-1 generation of each side, profiled: fairseq under py-spy
-    (its main thread, native frames: the kernels torch runs on it), the zoo under tf.profiler
-    (its op kernels' times)."""
+    (its main thread, native frames: the kernels torch runs on it), the zoo under tf.profiler."""
     found = {}
-    cases = [("score", {"tokens": os.path.join(work, "score_tokens.npy")}),
-             ("generate", {"prompt": os.path.join(work, "prompt_1.npy"), "new_tokens": cfg["new_tokens"]})]
-    for op, op_args in cases:
-        logdir = os.path.join(work, f"tfprof_{op}")
+    for op, op_args in [("score", {"tokens": os.path.join(work, "score_tokens.npy")}),
+                        ("generate", {"prompt": os.path.join(work, "prompt_1.npy"), "new_tokens": cfg["new_tokens"]})]:
+        logdir, raw = os.path.join(work, f"tfprof_{op}"), os.path.join(work, f"pyspy_{op}.txt")
         shutil.rmtree(logdir, ignore_errors=True)
-        found[f"zoo {op}"] = workers["zoo"]("profile", logdir=logdir, what=op, **op_args)
-        raw = os.path.join(work, f"pyspy_{op}.txt")
-        spy = subprocess.Popen([args.py_spy, "record", "--pid", str(workers["fairseq"].proc.pid), "--native", "--rate", "200",
-                                "--format", "raw", "--output", raw],
-                               stdout=subprocess.PIPE, stderr=subprocess.STDOUT)
+        found[f"zoo {op}"] = sides["zoo"]("profile", logdir=logdir, what=op, **op_args)
+        spy = subprocess.Popen(["py-spy", "record", "--pid", str(sides["fairseq"].proc.pid), "--native", "--rate",
+                                "200", "--format", "raw", "--output", raw], stdout=subprocess.PIPE,
+                               stderr=subprocess.STDOUT)
         time.sleep(2)
-        answer = workers["fairseq"](op, **op_args)
+        answer = sides["fairseq"](op, **op_args)
         spy.send_signal(signal.SIGINT)
         log = spy.communicate()[0].decode(errors="replace")
         answer["frames"] = pyspy_summary(raw) if os.path.exists(raw) else f"py-spy wrote nothing: {log[-500:]}"
@@ -539,22 +478,18 @@ def profile(args, cfg, work, workers):
 def pyspy_summary(path, top=15):
     """From py-spy's raw (collapsed) output: `{"leaf": [(frame, share)], "python": [(function,
     share)]}`: the share of samples in each innermost frame, and in each innermost Python frame."""
-    leaf, python, total = {}, {}, 0
+    leaf, python = collections.Counter(), collections.Counter()
     with open(path) as f:
         for line in f:
             stack, _, count = line.rstrip().rpartition(" ")
-            if not count.isdigit():
-                continue
-            n = int(count)
-            total += n
-            frames = stack.split(";")
-            leaf[frames[-1]] = leaf.get(frames[-1], 0) + n
-            py = [fr for fr in frames if ".py" in fr]
-            key = py[-1] if py else "(no Python frame)"
-            python[key] = python.get(key, 0) + n
-    total = total or 1
-    return {name: [(k, v / total) for k, v in sorted(d.items(), key=lambda kv: -kv[1])[:top]]
-            for name, d in (("leaf", leaf), ("python", python))}
+            if count.isdigit():
+                frames = stack.split(";")
+                py = [frame for frame in frames if ".py" in frame]
+                leaf[frames[-1]] += int(count)
+                python[py[-1] if py else "(no Python frame)"] += int(count)
+    total = sum(leaf.values()) or 1
+    return {name: [(k, v / total) for k, v in counts.most_common(top)] for name, counts in
+            (("leaf", leaf), ("python", python))}
 
 
 # ---- the table -------------------------------------------------------------------------------------
@@ -607,8 +542,7 @@ if __name__ == "__main__":
     if sys.argv[1:2] == ["--worker"]:
         harness.serve(ZooWorker(int(sys.argv[2])), {"ready": True, "pid": os.getpid()})
     elif sys.argv[1:2] == ["--export-check"]:
-        found = export_check(sys.argv[2], 20)
         with open(sys.argv[3], "w") as f:
-            json.dump(found, f)
+            json.dump(export_check(sys.argv[2], 20), f)
     else:
         main(sys.argv[1:])
