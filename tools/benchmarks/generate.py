@@ -99,6 +99,7 @@ def case(name, model, args):
         paths[f"{group}_previous"] = lambda ps=group_prompts: [
             previous_generate(model, p, n, t, k, seed + i, stop_at_eos=False) for i, p in enumerate(ps)]
         paths[f"{group}_new"], paths[f"{group}_xla"] = new(group_prompts, False), new(group_prompts, "auto")
+
     @tf.function(autograph=False)
     def stepwise(ids, lengths):  # (c): the prompt fed token by token to `step` in one `tf.while_loop`
         with generation.loop_invariants(model):  # as `generate` traces its loops
