@@ -27,10 +27,8 @@ def all_experts(layer, x):
     from keras import ops
 
     flat = ops.cast(ops.reshape(x, (-1, layer.input_dim)), layer.compute_dtype)
-    w_in, b_in, w_out, b_out = (
-        ops.cast(w, layer.compute_dtype)
-        for w in (layer.expert_kernel_in, layer.expert_bias_in, layer.expert_kernel_out, layer.expert_bias_out)
-    )
+    w_in, b_in, w_out, b_out = (ops.cast(getattr(layer, f"expert_{name}"), layer.compute_dtype)
+                                for name in ("kernel_in", "bias_in", "kernel_out", "bias_out"))
     hidden = ops.relu(ops.einsum("nd,edh->neh", flat, w_in) + b_in)
     return ops.einsum("neh,eho->neo", hidden, w_out) + b_out
 
@@ -66,14 +64,11 @@ def forward_gflop(model, tokens, input_dim, hidden, experts, k, group_size):
     """2 × the forward multiply-adds of the gate matmuls (ours and the dense reference: clean and
     noise logits, `2 · d · E` per token; MoeLayer's router: `d · E`), the expert matmuls, and for
     MoeLayer its dispatch and combine einsums. A training step is about 3 times this."""
-    per_assignment = input_dim * hidden + hidden * input_dim
-    if model == "dense":
-        macs = tokens * experts * per_assignment + 2 * tokens * input_dim * experts
-    elif model == "ours":
-        macs = tokens * k * per_assignment + 2 * tokens * input_dim * experts
-    else:
-        macs = tokens * k * per_assignment + 2 * tokens * k * group_size * input_dim + tokens * input_dim * experts
-    return 2 * macs / 1e9
+    official = model == "official"
+    experts_macs = tokens * (experts if model == "dense" else k) * 2 * input_dim * hidden
+    gate_macs = (1 if official else 2) * tokens * input_dim * experts
+    dispatch_macs = 2 * tokens * k * group_size * input_dim if official else 0
+    return 2 * (experts_macs + gate_macs + dispatch_macs) / 1e9
 
 
 def _gflop(model, sizes, experts):
@@ -178,8 +173,6 @@ def run_benchmark(sizes, experts_list, models=MODELS, repeats=3, max_step_s=120.
     """Times every (E, model) configuration; returns {"configs": {E: {model: result}}, ...}, a result
     {"median_s", "min_s", "times_s", "warmup_s", "loss", "params", "fwd_gflop"} or {"skipped": reason, …}."""
     check_sizes(sizes, experts_list)
-    if repeats < 1:
-        raise ValueError(f"--repeats must be >= 1, got {repeats}.")
     medians, configs = {m: {} for m in models}, {}
     for experts in sorted(experts_list):
         try:
@@ -235,6 +228,7 @@ def parse(argv):
     p.add_argument("--threads", type=int, default=0, help="TF intra-op threads (default 0: TensorFlow's choice)")
     p.add_argument("--seed", type=int, default=SEED)
     args = p.parse_args(argv)
+    harness.at_least_one(args, "repeats")
     sizes = {key: (SMALL if args.small else FULL)[key] if getattr(args, key) is None else getattr(args, key)
              for key in FULL}
     sizes["group_size"] = min(sizes["group_size"], sizes["tokens"])

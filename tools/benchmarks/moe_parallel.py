@@ -32,19 +32,6 @@ PAPER_FLAGS = {"--tokens-per-gpu": ("tokens_per_gpu", int, "Appendix C.1"),
 FLOAT = 4  # bytes; float32 weights, gradients and exchanged activations
 
 
-def _label(capacity_factor):
-    return "replicated" if capacity_factor is None else f"expert-parallel cf {capacity_factor:g}"
-
-
-def model_overrides(sizes):
-    """The `lstm-moe-ptb` overrides of the timed model: LSTM, MoE, LSTM at `sizes`."""
-    lstm = {"type": "lstm", "units": sizes["width"]}
-    moe = {"type": "moe", "num_experts": sizes["experts"], "k": sizes["k"], "hidden_units": sizes["hidden"]}
-    return {"vocabulary_size": sizes["vocabulary"], "embedding_dim": sizes["width"], "dropout": 0.0,
-            "layers": [lstm, moe, lstm],
-            "optimizer": {"name": "factorized_adam", "learning_rate": 2e-3, "global_clipnorm": 1.0}}
-
-
 def check_sizes(sizes, replicas_list, capacity_factors):
     for key, value in sizes.items():
         if value < 1:
@@ -86,11 +73,9 @@ def _split_state(optimizer, experts):
 
 
 def memory_accounting(model, optimizer, strategy):
-    """Bytes each replica holds, summed over the per-replica components of the variables:
-    `{"experts", "expert_state", "other", "other_state"}` as lists (one entry per replica), and
-    the bytes all-reduced per step (`all_reduced`: the trainable variables that are not expert
-    shards, at their dense size; `all_reduced_experts`: the expert variables among them;
-    `embedding`: the embedding, whose gradient is an IndexedSlices that TensorFlow all-gathers)."""
+    """Bytes each replica holds (`experts`, `expert_state`, `other`, `other_state`: lists, one entry a
+    replica) and the bytes all-reduced per step (`all_reduced`, `all_reduced_experts`, `embedding`):
+    docs/benchmarks.md#moe-parallel, part 2."""
     import keras
 
     from zoo.layers.expert_parallel import is_expert_shard
@@ -118,9 +103,8 @@ def memory_accounting(model, optimizer, strategy):
 
 
 def exchange_bytes(sizes, replicas, capacity_factor):
-    """Bytes one replica sends by all-to-all per step (dispatch and return, forward and backward)
-    in the timed model: blocks [R, E/R, capacity, width] of float32, capacity =
-    ceil(cf · tokens per replica · k / E), of which (R−1)/R leave the replica."""
+    """Bytes one replica sends by all-to-all per step (dispatch and return, forward and backward):
+    blocks [R, E/R, capacity, width], capacity = ceil(cf · tokens per replica · k / E)."""
     tokens = sizes["batch"] // replicas * sizes["seq_len"]
     capacity = math.ceil(capacity_factor * tokens * sizes["k"] / sizes["experts"])
     block = sizes["experts"] * capacity * sizes["width"] * FLOAT  # [R, E/R, capacity, d] = E · capacity · d
@@ -129,9 +113,8 @@ def exchange_bytes(sizes, replicas, capacity_factor):
 
 # ---- the child: one replica count ----------------------------------------------------------------
 def worker(spec):
-    """Runs in a child process: R logical CPUs, the replicated and the expert-parallel models on
-    one MirroredStrategy, their steps timed interleaved by the harness; returns the result (the
-    child's answer)."""
+    """The child process's answer: on R logical CPUs, the replicated and the expert-parallel models
+    on one MirroredStrategy, their steps timed interleaved."""
     replicas, sizes, seed = spec["replicas"], spec["sizes"], spec["seed"]
     tf = harness.cpu_tensorflow(spec.get("threads"))
     cpu = tf.config.list_physical_devices("CPU")[0]  # R logical CPU devices, configured before TensorFlow starts
@@ -148,18 +131,22 @@ def worker(spec):
     shape = (sizes["batch"] * 4, sizes["seq_len"])  # four distinct global batches (inputs, targets), cycled
     ids = [rng.integers(2, sizes["vocabulary"], shape).astype("int32") for _ in range(2)]
     windows = TrainingWindows(*ids, np.ones(shape, "float32"), sizes["batch"], seed)
+    lstm = {"type": "lstm", "units": sizes["width"]}  # the timed model: LSTM, MoE, LSTM at `sizes`
+    overrides = {"vocabulary_size": sizes["vocabulary"], "embedding_dim": sizes["width"], "dropout": 0.0,
+                 "layers": [lstm, {"type": "moe", "num_experts": sizes["experts"], "k": sizes["k"],
+                                   "hidden_units": sizes["hidden"]}, lstm],
+                 "optimizer": {"name": "factorized_adam", "learning_rate": 2e-3, "global_clipnorm": 1.0}}
     models = {}
     for cf in [None] + spec["capacity_factors"]:
         keras.utils.set_random_seed(seed)
-        build_s, (model, optimizer) = harness.timed(build_model, PRESET, model_overrides(sizes), None, strategy,
-                                                    capacity_factor=cf)
+        build_s, (model, optimizer) = harness.timed(build_model, PRESET, overrides, None, strategy, capacity_factor=cf)
         train = step_functions(model, optimizer, strategy).train
         iterator = iter(strategy.distribute_datasets_from_function(lambda ctx: windows.dataset(0, ctx)))
         losses = []  # a step has finished once its loss exists
-        models[_label(cf)] = (cf, model, optimizer, build_s, losses,
+        models["replicated" if cf is None else f"expert-parallel cf {cf:g}"] = (cf, model, optimizer, build_s, losses,
                               lambda train=train, it=iterator, losses=losses: losses.append(float(train(it))))
     measured = harness.measure({label: m[-1] for label, m in models.items()}, spec["repeats"], spec["warmup"])
-    baseline = measured[_label(None)]["times_s"]
+    baseline = measured["replicated"]["times_s"]
     out = {"replicas": replicas, "tensorflow": tf.__version__, "keras": keras.__version__,
            "intra_op_threads": tf.config.threading.get_intra_op_parallelism_threads(),
            "devices": [d.name for d in tf.config.list_logical_devices("CPU")], "models": {}}
@@ -167,11 +154,12 @@ def worker(spec):
         times = measured[label]["times_s"]
         r = out["models"][label] = {
             "capacity_factor": cf, "params": int(model.count_params()), "build_s": build_s,
-            **harness.summary(times, measured[label]["warmup_s"]), "paired_ratio": harness.paired_ratio(times, baseline),
-            "loss": losses[-1], "losses_finite": all(map(math.isfinite, losses)),
-            "memory": memory_accounting(model, optimizer, strategy)}
+            **harness.summary(times, measured[label]["warmup_s"]),
+            "paired_ratio": harness.paired_ratio(times, baseline), "loss": losses[-1],
+            "losses_finite": all(map(math.isfinite, losses)), "memory": memory_accounting(model, optimizer, strategy)}
         if cf is not None:
-            r["dropped"] = sum({m.name: float(m.result()) for m in model.metrics if m.name.endswith("_dropped")}.values())
+            dropped = {m.name: float(m.result()) for m in model.metrics if m.name.endswith("_dropped")}
+            r["dropped"] = sum(dropped.values())
             r["dropped_fraction"] = r["dropped"] / (len(losses) * sizes["batch"] * sizes["seq_len"] * sizes["k"])
             r["exchange"] = exchange_bytes(sizes, replicas, cf)
     return out
@@ -179,10 +167,8 @@ def worker(spec):
 
 # ---- the paper model -----------------------------------------------------------------------------
 def paper_shapes(name):
-    """Shapes of a large model's variables, from its own layers built in a `tf.Graph` (nothing is
-    allocated), and of its optimiser's state after `build`: `{"experts", "embedding", "dense"}`
-    parameter counts, `{"expert_state", "other_state"}` state bytes, the MoE layer's width `d`
-    and assignments per token."""
+    """A large model's parameter counts (`experts`, `embedding`, `dense`) and optimiser state bytes
+    (`expert_state`, `other_state`), from its own layers built in a `tf.Graph` (nothing allocated)."""
     import numpy as np
     import tensorflow as tf
 

@@ -37,7 +37,7 @@ def make_optimizer(name):
 
     from zoo.factorized_adam import FactorizedAdam
 
-    classes = {"factorized_adam": FactorizedAdam, "adam": keras.optimizers.Adam, "adafactor": keras.optimizers.Adafactor}
+    classes = dict(factorized_adam=FactorizedAdam, adam=keras.optimizers.Adam, adafactor=keras.optimizers.Adafactor)
     if name not in classes:
         raise ValueError(f"unknown optimizer {name!r}; choose from {', '.join(OPTIMIZERS)}.")
     return classes[name](learning_rate=1e-3)
@@ -63,8 +63,6 @@ def run_benchmark(sizes, optimizers=OPTIMIZERS, repeats=5, biases=False, seed=SE
 
     from zoo.factorized_adam import optimizer_state_bytes
 
-    if repeats < 1:
-        raise ValueError(f"--repeats must be >= 1, got {repeats}.")
     layer, variables = expert_variables(sizes, biases, seed)
     rng = np.random.default_rng(seed)
     # Fixed gradients, small enough that a few steps leave the weights sensible.
@@ -106,15 +104,15 @@ def table(report):
 def parse(argv):
     """The flags, the sizes they give and the optimisers."""
     p = harness.parser("optimizer-memory", __doc__, 5, "timed steps after 1 warm-up step (default 5)")
-    for key, what in (("experts", "number of experts"), ("input_dim", "input width"), ("hidden", "expert hidden width")):
-        p.add_argument(f"--{key.replace('_', '-')}", type=int, help=f"{what} (default {FULL[key]}; --small {SMALL[key]})")
-    p.add_argument("--small", action="store_true", help="smoke test sizes (explicit size flags still win)")
+    for flag, what in (("experts", "number of experts"), ("input-dim", "input width"), ("hidden", "hidden width")):
+        p.add_argument(f"--{flag}", type=int, help=f"{what} (default {FULL[flag.replace('-', '_')]})")
+    p.add_argument("--small", action="store_true", help="smoke test: 16 experts, input 64, hidden 128")
     p.add_argument("--biases", action="store_true", help="also the expert biases [E, hidden] and [E, output]")
     p.add_argument("--optimizers", default=",".join(OPTIMIZERS), help="subset of " + ",".join(OPTIMIZERS))
     p.add_argument("--threads", type=int, default=0, help="TF intra-op threads (default 0: TensorFlow's choice)")
     p.add_argument("--seed", type=int, default=SEED)
     args = p.parse_args(argv)
-    harness.at_least_one(args, "experts", "input_dim", "hidden")
+    harness.at_least_one(args, "repeats", "experts", "input_dim", "hidden")
     sizes = dict(SMALL if args.small else FULL)
     sizes.update({key: getattr(args, key) for key in ("experts", "input_dim", "hidden") if getattr(args, key)})
     sizes["k"] = min(sizes["k"], sizes["experts"])
