@@ -10,11 +10,9 @@ from zoo.tools.benchmarks import harness
 
 def main(argv):
     p = harness.parser("ptb-softmax", __doc__)
-    p.add_argument("--steps", type=int, default=500)
+    for flag, default in (("--steps", 500), ("--batch-size", 32), ("--seq-len", 64), ("--seed", 0)):
+        p.add_argument(flag, type=int, default=default)
     p.add_argument("--cutoffs", default="2000,6000", help="adaptive-softmax cutoffs, comma-separated")
-    p.add_argument("--batch-size", type=int, default=32)
-    p.add_argument("--seq-len", type=int, default=64)
-    p.add_argument("--seed", type=int, default=0)
     args = p.parse_args(argv)
     cutoffs = [int(c) for c in args.cutoffs.split(",")]
     print(f"command: {harness.command('ptb-softmax', argv)}", flush=True)
@@ -26,16 +24,16 @@ def main(argv):
     results = {name: {key: r[key] for key in ("median_step_s", "valid_perplexity_stream", "params")}
                for name, r in run.items()}
     full, adaptive = results["full"], results["adaptive"]
-    print(f"gcnn-ptb, {args.steps} steps of {args.batch_size}x{args.seq_len} tokens, seed {args.seed}, "
-          f"adaptive cutoffs {cutoffs}")
     speedup = full["median_step_s"] / adaptive["median_step_s"]
     gap = adaptive["valid_perplexity_stream"] / full["valid_perplexity_stream"] - 1
     table = harness.text_table([("head", -10), ("params", 10), ("median s/step", 14), ("valid ppl (stream)", 19)],
                                [[name, f"{r['params']:,d}", f"{r['median_step_s']:.4f}",
                                  f"{r['valid_perplexity_stream']:.2f}"] for name, r in results.items()])
     harness.report(args, {"argv": argv, "cutoffs": cutoffs, "results": results, "speedup": speedup,
-                          "perplexity_gap": gap}, f"{table}\nstep time full/adaptive: {speedup:.2f}x; adaptive "
-                                                  f"perplexity vs full: {gap:+.1%}")
+                          "perplexity_gap": gap},
+                   f"gcnn-ptb, {args.steps} steps of {args.batch_size}x{args.seq_len} tokens, seed {args.seed}, "
+                   f"adaptive cutoffs {cutoffs}\n{table}\nstep time full/adaptive: {speedup:.2f}x; adaptive "
+                   f"perplexity vs full: {gap:+.1%}")
     return results
 
 
