@@ -157,8 +157,7 @@ def check_fairseq_sources(path):
 
 
 def measured_run(command, what):
-    """`command` run in a fresh process: `(wall seconds, its peak RSS in MiB (ru_maxrss from wait4),
-    its output)`; a failure exits, naming `what`."""
+    """`command` in a fresh process: `(wall seconds, its peak RSS in MiB (wait4's), its output)`; exits on failure."""
     start = time.perf_counter()
     proc = subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, env=harness.child_env())
     output = proc.stdout.read().decode(errors="replace")
@@ -184,8 +183,7 @@ def interleaved(sides, repeats, op, **args):
 
 
 def compared(sides, work, name, repeats, op, **args):
-    """`op` on both sides once untimed, its outputs saved, then `repeats` rounds: `(its entry of the results,
-    fairseq's output, the zoo's)`."""
+    """`op` on both sides once, untimed, then `repeats` rounds: `(its results, fairseq's output, the zoo's)`."""
     warm = {n: w(op, save=os.path.join(work, f"{name}_{n}.npy"), **args) for n, w in sides.items()}
     a, b = (np.load(os.path.join(work, f"{name}_{n}.npy")) for n in ("fairseq", "zoo"))
     return {"warmup": warm, "runs": interleaved(sides, repeats, op, **args)}, a, b
@@ -257,8 +255,7 @@ class ZooWorker:
         return {"gflops": 2 * n**3 / best / 1e9, "library": "tf.matmul"}
 
     def copy(self, mib, repeats=3):
-        """numpy's copy of `mib` MiB in `threads` threads, a slice each (numpy lets go of the GIL while
-        it copies): bytes read + bytes written, as STREAM's Copy counts."""
+        """numpy's copy of `mib` MiB, a slice per thread: bytes read + written per second (STREAM's Copy)."""
         from concurrent.futures import ThreadPoolExecutor
 
         src = np.ones(mib * 2**18, np.float32)
@@ -280,8 +277,7 @@ class ZooWorker:
 
 
 def export_check(path, prompt_words):
-    """In a fresh process: seconds to load the export at `path`, then its `score_ids` and
-    `generate` signatures answered (what each returned)."""
+    """In a fresh process: the export at `path` loaded, its `score_ids` and `generate` called, each timed."""
     tf = harness.cpu_tensorflow()
     load_s, loaded = harness.timed(tf.saved_model.load, path)
     ids = tf.constant([[2] + list(range(4, 4 + prompt_words))], tf.int32)
@@ -341,8 +337,7 @@ def main(argv):
 
 
 def prepare(args, cfg, work, torch_python, src):
-    """Writes both checkpoints with fairseq's code, converts them (the full one measured) and
-    exports the full one; the conversion figures."""
+    """Both checkpoints written by fairseq's code and converted, the full one exported: the figures."""
     out, zoo = {}, [sys.executable, "-m", "zoo"]
     for key in ("full", "train"):
         folder = os.path.join(work, key)
