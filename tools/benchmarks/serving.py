@@ -4,7 +4,6 @@ How it measures: docs/benchmarks.md#serving.
 """
 
 import statistics
-import sys
 import tempfile
 import time
 from concurrent.futures import ThreadPoolExecutor
@@ -15,7 +14,6 @@ from zoo.tools.benchmarks import harness
 from zoo.tools.benchmarks.common import build_model, preset_list
 from zoo.tools.benchmarks.harness import fmt, percentile
 
-DEFAULT_PRESETS = ("gcnn-ptb", "lstm-ptb", "lstm-moe-ptb")
 BATCH = 64
 TARGET_RATIO = 1.1
 
@@ -166,7 +164,7 @@ def table(results):
 
 def main(argv):
     p = harness.parser("serving", __doc__)
-    p.add_argument("--presets", default=",".join(DEFAULT_PRESETS), help="comma-separated presets")
+    p.add_argument("--presets", default="gcnn-ptb,lstm-ptb,lstm-moe-ptb", help="comma-separated presets")
     for flag, default, what in (
             ("--latency-calls", 2000, "one-sentence calls per path"),
             ("--batch-calls", 30, "batch-64 calls per path"),
@@ -189,7 +187,3 @@ def main(argv):
     print(f"\n{table(results)}\nload average at the end: {harness.load_average_text()}\n"
           "What each column means: docs/benchmarks.md#serving")
     return harness.report(args, {**out, "results": results})
-
-
-if __name__ == "__main__":
-    main(sys.argv[1:])

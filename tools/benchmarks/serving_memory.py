@@ -10,17 +10,14 @@ import tempfile
 from zoo.tools.benchmarks import harness
 from zoo.tools.benchmarks.common import preset_list
 
-DEFAULT_PRESETS = ("gcnn-ptb", "gcnn-ptb-deep", "lstmp-ptb", "gcnn-en")
 KEYS = ("preset", "parameters", "weights", "export_bytes", "runs")
 
 CHILD = r"""
-import json, sys
+import contextlib, json, sys
 import harness
 import tensorflow as tf
-try:
+with contextlib.suppress(ImportError):
     import tensorflow_text  # noqa: F401  (a subword export's tokenizer ops)
-except ImportError:
-    pass
 imported = harness.status_kib("VmRSS") * 1024
 loaded = tf.saved_model.load(sys.argv[1])
 after_load = harness.status_kib("VmRSS") * 1024
@@ -51,8 +48,8 @@ def table(rows):
 
 def main(argv=None):
     p = harness.parser("serving-memory", __doc__, 3, "fresh processes per preset (default 3)")
-    p.add_argument("--presets", default=",".join(DEFAULT_PRESETS), help="comma-separated presets or preset "
-                   f"directories (default {','.join(DEFAULT_PRESETS)})")
+    p.add_argument("--presets", default="gcnn-ptb,gcnn-ptb-deep,lstmp-ptb,gcnn-en",
+                   help="comma-separated presets or preset directories (default %(default)s)")
     args = p.parse_args(argv)
     harness.at_least_one(args, "repeats")
     presets = preset_list(args.presets)
@@ -64,7 +61,7 @@ def main(argv=None):
     with tempfile.TemporaryDirectory(prefix="zoo-memory-") as base:
         for preset in presets:
             trained = not os.path.isdir(preset) and preset in trained_presets()
-            model = zoo.load(preset, weights="trained") if trained else zoo.load(preset)
+            model = zoo.load(preset, weights="trained" if trained else None)
             export = export_saved_model(model, base, preset.replace("/", "_"))
             runs = [measure(export) for _ in range(args.repeats)]
             rows.append((preset, model.count_params(), "trained" if trained else "random",

@@ -40,12 +40,12 @@ def measure(export, replay):
 
 def table(cold, warm):
     """Markdown rows: the medians of each first request, cold and warm, and their ratio."""
-    rows = []
-    for key, label in (("serving_default_s", "`serving_default`, 8 sentences"),
-                       ("generate_s", "`generate`, 1 prompt, 20 greedy tokens")):
-        c, w = (statistics.median(r[key] for r in runs) * 1e3 for runs in (cold, warm))
-        rows.append([label, f"{c:,.1f}", f"{w:,.1f}", f"{c / w:.1f}×"])
-    rows.append(["(replaying the warmup records at load)", "—", f"{statistics.median(r['replay_s'] for r in warm) * 1e3:,.0f}", ""])
+    ms = {(side, key): statistics.median(r[key] for r in runs) * 1e3 for side, runs in (("cold", cold), ("warm", warm))
+          for key in runs[0]}
+    rows = [[label, f"{ms['cold', key]:,.1f}", f"{ms['warm', key]:,.1f}", f"{ms['cold', key] / ms['warm', key]:.1f}×"]
+            for key, label in (("serving_default_s", "`serving_default`, 8 sentences"),
+                               ("generate_s", "`generate`, 1 prompt, 20 greedy tokens"))]
+    rows.append(["(replaying the warmup records at load)", "—", f"{ms['warm', 'replay_s']:,.0f}", ""])
     return harness.markdown_table(["first request after a fresh load", "without warmup (ms):",
                                    "with warmup replayed (ms):", "ratio:"], rows)
 
