@@ -117,7 +117,7 @@ def run_stress(served, texts, want, threads, seconds):
     stop, counts, wrong, errors = time.perf_counter() + seconds, [0] * threads, [0] * threads, []
 
     def worker(i):
-        while time.perf_counter() < stop:
+        while not counts[i] or time.perf_counter() < stop:  # one call at least, however late the thread starts
             counts[i] += 1
             try:
                 out = served(texts)
