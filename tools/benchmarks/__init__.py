@@ -1,11 +1,6 @@
-"""The benchmarks behind `zoo benchmark NAME [args...]` (installed as `zoo.tools.benchmarks`).
-
-One module per benchmark, each with a `main(argv)` whose argument parser documents its flags
-(`zoo benchmark NAME --help`); `BENCHMARKS` below is the one list of them. Beside them:
-`harness` (how every benchmark, and `zoo reproduce`, times, interleaves, describes the machine,
-reports and talks to its child processes), `common` (shared inputs), `side_by_side` (models trained
-on the same batches, steps interleaved), and `adaptive_softmax_torch` and `fairseq_torch` (the PyTorch peers of
-`adaptive-softmax` and `fairseq`, scripts run under a Python with torch). Measured tables: see docs/benchmarks.md.
+"""The benchmarks behind `zoo benchmark NAME [args...]`: one module per benchmark, each with a
+`main(argv)` (`zoo benchmark NAME --help`), `BENCHMARKS` the one list of them. How they measure and
+report: `harness`; what each measured: docs/benchmarks.md.
 """
 
 import importlib
@@ -15,6 +10,7 @@ BENCHMARKS = {
     "adaptive-softmax": "adaptive_softmax",
     "fairseq": "fairseq",
     "generate": "generate",
+    "head-blocks": "head_blocks",
     "input": "input_pipeline",
     "int8": "int8",
     "moe": "moe",

@@ -32,7 +32,7 @@ TORCH_SCRIPT = os.path.join(os.path.dirname(os.path.abspath(__file__)), "adaptiv
 def worker(spec):
     """In a child process: the models of `spec` built, then their steps timed (interleaved when
     several), each timed step's peak RSS growth measured: `{model: its results}`."""
-    tf = harness.cpu_tensorflow(spec["threads"])
+    tf = harness.cpu_tensorflow(spec["threads"], spec.get("inter_threads", 0))
     import keras
 
     keras.utils.set_random_seed(SEED)
@@ -105,7 +105,8 @@ def _child(vocab, models, args, hidden_file, targets_file):
     or None for each after saying why it failed (the other models still run)."""
     label, size, cutoffs = VOCABULARIES[vocab]
     spec = {"vocabulary_size": size, "cutoffs": cutoffs, "factor": FACTOR, "seed": SEED, "models": models,
-            "threads": args.threads, "warmup": 1, "repeats": {m: args.repeats or DEFAULT_REPEATS[m] for m in models},
+            "threads": args.threads, "inter_threads": args.inter_threads, "warmup": 1,
+            "repeats": {m: args.repeats or DEFAULT_REPEATS[m] for m in models},
             "hidden_file": hidden_file, "targets_file": targets_file}
     # __spec__.name: this module's importable name, also when it runs as `python -m`
     command = [args.torch_python, TORCH_SCRIPT] if models == ["torch"] else [sys.executable, "-m", __spec__.name]
@@ -129,6 +130,8 @@ def parse(argv):
                    help="smoke test: vocabulary 20,000, cutoffs 2000/10000 (overrides --vocab)")
     p.add_argument("--threads", type=int, default=os.cpu_count(),
                    help="TF intra-op threads and torch.set_num_threads (default: os.cpu_count())")
+    p.add_argument("--inter-threads", type=int, default=0,
+                   help="TF inter-op threads (default 0: TensorFlow's own choice)")
     p.add_argument("--isolation", choices=["process", "vocabulary"], default="process",
                    help="'process': a fresh process per (vocabulary, model) (default; honest peak memory); "
                         "'vocabulary': both TF models of a vocabulary in one process, timed steps interleaved")
@@ -145,9 +148,11 @@ def main(argv):
     args = parse(argv)
     vocabs = ["small"] if args.small else ["wt103", "1bw"] if args.vocab == "both" else [args.vocab]
     report = harness.header("adaptive-softmax", argv, tokens=TOKENS, hidden=HIDDEN, factor=FACTOR, seed=SEED,
-                            threads=args.threads, isolation=args.isolation, vocabularies={})
+                            threads=args.threads, inter_threads=args.inter_threads, isolation=args.isolation,
+                            vocabularies={})
     print(f"adaptive-softmax: a training step of {TOKENS} tokens, hidden {HIDDEN}, factor {FACTOR}, Zipf targets, "
-          f"seed {SEED}\nmachine: {harness.machine_summary()}; threads: {args.threads} (TF intra-op, torch); CPU\n"
+          f"seed {SEED}\nmachine: {harness.machine_summary()}; threads: {args.threads} (TF intra-op, torch), "
+          f"TF inter-op {args.inter_threads or 'default'}; CPU\n"
           f"repeats: 1 warm-up step, then {args.repeats or 'adaptive 5 / full 3 / torch 5'} timed steps; "
           f"isolation: {args.isolation}")
     if not args.torch_python:

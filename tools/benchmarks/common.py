@@ -1,9 +1,5 @@
-"""The benchmarks' shared inputs: Zipf-distributed ids, a stand-in vocabulary, a `--presets` list,
-the presets' tiny configs for `--small`.
-How they measure and report is harness.py's.
-
-Numpy only at module level, like harness.py: the PyTorch peer of `adaptive-softmax`
-(adaptive_softmax_torch.py) imports this file as its sibling, under a Python without the zoo.
+"""The benchmarks' shared inputs: Zipf-distributed ids, a stand-in vocabulary, `--presets` and the
+presets' tiny `--small` configs. Numpy only at module level, like harness.py.
 """
 
 import numpy as np

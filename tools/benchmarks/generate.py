@@ -186,11 +186,15 @@ def main(argv):
     p.add_argument("--quick", action="store_true", help="smoke run: "
                    + ", ".join(f"--{k.replace('_', '-')} {v}" for k, v in QUICK.items()) + " unless given")
     p.add_argument("--small", action="store_true", help="tiny configs of the presets, random weights (tests)")
-    p.set_defaults(temperature=0.8, top_k=40, seed=0)  # the sampled rows' settings, recorded with the flags
+    p.add_argument("--temperature", type=float, default=0.8, help="sampling temperature (default 0.8)")
+    p.add_argument("--top-k", type=int, default=40, help="top-k of the sampler (default 40)")
+    p.add_argument("--seed", type=int, default=0, help="sampling seed (default 0)")
     args = p.parse_args(argv)
     for key, value in (QUICK if args.quick else DEFAULTS).items():
         setattr(args, key, value if getattr(args, key) is None else getattr(args, key))
     harness.at_least_one(args, "repeats", "new_tokens", "batch", "prompt_tokens", "long_prompt")
+    if not args.temperature > 0:
+        raise ValueError(f"--temperature must be > 0 (the sampled rows), got {args.temperature}.")
     report = harness.header("generate", argv)
     harness.cpu_tensorflow()
     machine = f"{harness.machine_summary()} at the start; {harness.versions()}; TF threads: default; device CPU"
@@ -198,6 +202,8 @@ def main(argv):
     cases = []
     for name in [m.strip() for m in args.models.split(",") if m.strip()]:
         model = build_model(name, args.small)
+        if model.tokenizer is not None and args.top_k > model.vocabulary_size:
+            raise ValueError(f"--top-k {args.top_k} is larger than {name}'s vocabulary ({model.vocabulary_size}).")
         cases.append(case(name, model, args))
         print(f"  {name}: {model.count_params():,} parameters", flush=True)
     measured = harness.measure({(i, path): fn for i, c in enumerate(cases) for path, fn in c["paths"].items()},

@@ -1,10 +1,6 @@
-"""The measurement harness of `zoo benchmark` and `zoo reproduce`: timing with warm-up, the sides of
-a comparison interleaved round by round, medians, the machine's description, the report (the
-printed table, `--out` markdown, `--json` results) and the one protocol of a child process.
-
-Standard library and numpy only, and no import of the zoo at module level: the PyTorch peers
-(adaptive_softmax_torch.py, fairseq_torch.py) import this file as their sibling, under a Python
-without the zoo.
+"""The measurement harness of `zoo benchmark` and `zoo reproduce`: timing, warm-up, interleaving,
+medians, the machine, the report and the one child-process protocol. Standard library and numpy at
+module level only: the PyTorch peers (*_torch.py) import it as a sibling, under a Python without the zoo.
 """
 
 import argparse
@@ -41,9 +37,8 @@ def rotated(names, round_):
 
 
 def interleaved(calls, repeats, skip=None):
-    """`{name: [calls[name]() of each round]}`: every call once a round, `repeats` rounds, in the
-    order `rotated` gives, so that a shared machine's noise hits every side alike. `skip(name,
-    round_)`, if given, leaves a call out of a round."""
+    """`{name: [calls[name]() of each round]}`: `repeats` rounds in `rotated` order, so that a shared
+    machine's noise hits every side alike; `skip(name, round_)` leaves a call out of a round."""
     answers = {name: [] for name in calls}
     for r in range(repeats):
         for name in rotated(calls, r):
@@ -53,8 +48,7 @@ def interleaved(calls, repeats, skip=None):
 
 
 def summary(times, warmup_s=()):
-    """The figures of a list of seconds: `{"warmup_s", "times_s", "median_s", "min_s"}` (None for
-    no times)."""
+    """`{"warmup_s", "times_s", "median_s", "min_s"}` of a list of seconds (None for no times)."""
     times = list(times)
     return {"warmup_s": list(warmup_s), "times_s": times, "median_s": statistics.median(times) if times else None,
             "min_s": min(times) if times else None}
@@ -98,8 +92,7 @@ def profiled(fn, logdir):
 
 
 def self_time_shares(rows, key=lambda row: row["type"], top=None):
-    """`[(name, seconds, share)]`, largest first: the ops' self-time (`profiled`'s rows) summed by
-    `key(row)` (by default the op type), and its share of the whole."""
+    """`[(name, seconds, share)]`, largest first: `profiled`'s self-time summed by `key(row)`."""
     sums = {}
     for row in rows:
         sums[key(row)] = sums.get(key(row), 0.0) + float(row["total_self_time"] or 0)
@@ -123,8 +116,7 @@ def proc_kib(field, path="/proc/self/status"):
 
 
 def status_kib(field):
-    """A field of this process's /proc/self/status (VmRSS, VmHWM), in KiB."""
-    return proc_kib(field)
+    return proc_kib(field)  # VmRSS, VmHWM, ... of this process
 
 
 def cpu_model():
@@ -139,8 +131,7 @@ def cpu_model():
 
 
 def load_average():
-    """The 1-, 5- and 15-minute load averages, rounded to hundredths; None where the OS has none.
-    A shared machine shows here."""
+    """The 1-, 5- and 15-minute load averages, rounded; None where the OS has none."""
     try:
         return [round(x, 2) for x in os.getloadavg()]
     except OSError:
@@ -267,8 +258,7 @@ def parser(name, description, repeats=None, repeats_help=None, out=False):
 
 
 def at_least_one(args, *names):
-    """A ValueError in one sentence for the first of the parsed counts `names` below 1 (an optional
-    count left out, None, passes)."""
+    """A ValueError in one sentence for the first parsed count of `names` below 1 (None passes)."""
     for name in names:
         value = getattr(args, name)
         if value is not None and value < 1:
@@ -310,7 +300,7 @@ def text_table(columns, rows):
 
 
 def write_results(path, out):
-    """Writes a benchmark's results to `path` as JSON (if a path was given, atomically) and says where."""
+    """Writes the results to `path` (if given) as JSON, atomically."""
     if path:
         from zoo.files import write_json
 

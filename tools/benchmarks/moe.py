@@ -173,6 +173,8 @@ def run_benchmark(sizes, experts_list, models=MODELS, repeats=3, max_step_s=120.
     """Times every (E, model) configuration; returns {"configs": {E: {model: result}}, ...}, a result
     {"median_s", "min_s", "times_s", "warmup_s", "loss", "params", "fwd_gflop"} or {"skipped": reason, …}."""
     check_sizes(sizes, experts_list)
+    if repeats < 1:
+        raise ValueError(f"--repeats must be >= 1, got {repeats}.")
     medians, configs = {m: {} for m in models}, {}
     for experts in sorted(experts_list):
         try:
@@ -228,7 +230,6 @@ def parse(argv):
     p.add_argument("--threads", type=int, default=0, help="TF intra-op threads (default 0: TensorFlow's choice)")
     p.add_argument("--seed", type=int, default=SEED)
     args = p.parse_args(argv)
-    harness.at_least_one(args, "repeats")
     sizes = {key: (SMALL if args.small else FULL)[key] if getattr(args, key) is None else getattr(args, key)
              for key in FULL}
     sizes["group_size"] = min(sizes["group_size"], sizes["tokens"])

@@ -63,6 +63,8 @@ def run_benchmark(sizes, optimizers=OPTIMIZERS, repeats=5, biases=False, seed=SE
 
     from zoo.factorized_adam import optimizer_state_bytes
 
+    if repeats < 1:
+        raise ValueError(f"--repeats must be >= 1, got {repeats}.")
     layer, variables = expert_variables(sizes, biases, seed)
     rng = np.random.default_rng(seed)
     # Fixed gradients, small enough that a few steps leave the weights sensible.
@@ -112,7 +114,7 @@ def parse(argv):
     p.add_argument("--threads", type=int, default=0, help="TF intra-op threads (default 0: TensorFlow's choice)")
     p.add_argument("--seed", type=int, default=SEED)
     args = p.parse_args(argv)
-    harness.at_least_one(args, "repeats", "experts", "input_dim", "hidden")
+    harness.at_least_one(args, "experts", "input_dim", "hidden")
     sizes = dict(SMALL if args.small else FULL)
     sizes.update({key: getattr(args, key) for key in ("experts", "input_dim", "hidden") if getattr(args, key)})
     sizes["k"] = min(sizes["k"], sizes["experts"])

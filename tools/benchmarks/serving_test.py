@@ -1,4 +1,4 @@
-"""`zoo benchmark serving`: its helpers (fast) and a tiny end-to-end run (slow)."""
+"""`zoo benchmark serving`: its helpers (fast) and a tiny end-to-end run (the `ci` tier)."""
 
 import itertools
 
@@ -40,7 +40,7 @@ def test_stress_counts_calls_errors_and_wrong_answers(bench):
     assert stress["wrong_answers"] == sum(1 for n in seen if n % 5 == 0 and n % 7)
 
 
-@pytest.mark.slow
+@pytest.mark.ci
 def test_a_tiny_run_prints_the_table_with_ratios_and_no_errors(bench, capsys):
     out = bench.main(["--small", "--presets", "gcnn-ptb", "--seconds", "1", "--latency-calls", "20",
                          "--batch-calls", "5", "--threads", "4", "--generate-calls", "5", "--new-tokens", "6"])
