@@ -303,6 +303,7 @@ def parse_args(argv):
     p.add_argument("--threads", type=int, default=2, help="threads of each side (torch intra-op; TF intra, inter op)")
     p.add_argument("--new-tokens", type=int, help=f"greedy new tokens per prompt (default {DEFAULTS['new_tokens']})")
     p.add_argument("--profile", action="store_true", help="also profile a scoring call, a batch-1 generation")
+    p.add_argument("--py-spy", default="py-spy", help="the py-spy program (for --profile)")
     p.add_argument("--small", action="store_true", help="tiny architectures: a smoke test")
     p.add_argument("--skip-export", action="store_true", help="no conversion figures beyond the convert itself")
     args = p.parse_args(argv)
@@ -458,7 +459,7 @@ def profile(cfg, work, sides):
         logdir, raw = os.path.join(work, f"tfprof_{op}"), os.path.join(work, f"pyspy_{op}.txt")
         shutil.rmtree(logdir, ignore_errors=True)
         found[f"zoo {op}"] = sides["zoo"]("profile", logdir=logdir, what=op, **op_args)
-        spy = subprocess.Popen(["py-spy", "record", "--pid", str(sides["fairseq"].proc.pid), "--native", "--rate",
+        spy = subprocess.Popen([args.py_spy, "record", "--pid", str(sides["fairseq"].proc.pid), "--native", "--rate",
                                 "200", "--format", "raw", "--output", raw], stdout=subprocess.PIPE,
                                stderr=subprocess.STDOUT)
         time.sleep(2)
