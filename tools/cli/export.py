@@ -22,8 +22,8 @@ def add_parser(subparsers):
                                                        "quantized in memory (see docs/serving.md)")
     s.add_argument("--head-blocks", type=int, metavar="N",
                    help="generate at fewer than 8 rows computes a full or tied output layer as N products over "
-                        "blocks of ids, side by side on the cores (1: one product; default: blocks that fit this "
-                        "machine's level-2 cache per core; see docs/serving.md)")
+                        "blocks of ids, side by side on the cores (default 1: one product, whatever the exporting "
+                        "machine; see docs/serving.md)")
     s.set_defaults(func=run)
 
 
