@@ -180,21 +180,24 @@ def record(corpus, runs, out_path):
                                 f"({window.get('floor', {}).get('tokens', 0):,} tokens; uniform routing's floor "
                                 f"{window.get('floor', {}).get('max_load_ratio' if name == 'max_load_ratio' else 'cv_counts', float('nan')):.3g})",
                                 "unit": "", "ours": window.get(name), "paper": TABLE6_PAPER[name]})
-    result = {"experiment": "moe-en", "paper": "Shazeer et al. 2017, Appendix C, Tables 6 and 7, on gcnn-en",
+    stem = os.path.splitext(os.path.basename(out_path))[0]  # moe-en, or moe-en-10k for a longer set of runs
+    result = {"experiment": stem, "paper": "Shazeer et al. 2017, Appendix C, Tables 6 and 7, on gcnn-en",
               "description": "A sparse mixture of experts against its dense twin at the same computation per token "
                              f"(4.8M multiply-adds), gcnn-en's network, corpus and tokenizer, {steps:,} steps of 32 × 64 "
                              "tokens each, per-word perplexity on gcnn-en's test documents, with Table 6's balance "
                              "statistics at about the paper's tokens a batch",
-              "quick": False, "command": "python -m zoo.tools.reproduce.moe_en record --corpus corpora/en --runs " + runs,
+              "quick": False,
+              "command": f"python -m zoo.tools.reproduce.moe_en record --corpus corpora/en --runs {runs} "
+                         f"--out {out_path}",
               "git": git_state(), "machine": machine(), "sessions": [{"finished_at": now(), "git": git_state()}],
               "settings": {"variants": {v: {} for v in order}, "steps": steps, "batch": [32, 64]},
-              "plot": "moe-en.png", "units": units, "figures": figures,
+              "plot": stem + ".png", "units": units, "figures": figures,
               "notes": ["Each variant's figure is the mean over its seeds of the per-word perplexity of its kept weights "
                         "(best/) on the corpus's test split; the paper's Table 7 figures are 1B Word after 10 epochs, "
                         "at 8.4M ops per timestep, not comparable in value."]}
     os.makedirs(os.path.dirname(out_path) or ".", exist_ok=True)
     write_json(out_path, result)
-    plot(result, os.path.join(os.path.dirname(out_path) or ".", "moe-en.png"))
+    plot(result, os.path.join(os.path.dirname(out_path) or ".", stem + ".png"))
     return result
 
 
