@@ -16,6 +16,9 @@ PACKAGES = (find_packages(include=["zoo", "zoo.*"])
             + ["zoo.tools", "zoo.tools.cli"])
 WORKSHOP = ["matplotlib", "tf-models-official~=2.20.0"]  # the plots of `zoo reproduce`; Model Garden's MoE
 TFDS = ["tensorflow-datasets"]  # zoo.data.tfds_builders
+# LiteRT's runtime, which runs a LiteRT export (`zoo.export.export_litert` writes it with TensorFlow
+# alone); declared here, not reached through tf-models-official
+LITERT = ["ai-edge-litert>=2.0,<3"]
 
 setup(
     name="gcnn-moe-zoo",
@@ -38,8 +41,10 @@ setup(
     extras_require={
         "workshop": WORKSHOP,
         "tfds": TFDS,
-        # the contributor's install: everything the tests import (the warmup records' real protos)
-        "test": ["pytest", "tensorflow-serving-api~=2.20.0"] + WORKSHOP + TFDS,
+        "litert": LITERT,
+        # the contributor's install: everything the tests import (the warmup records' real protos,
+        # LiteRT's interpreter for the LiteRT export's tests)
+        "test": ["pytest", "tensorflow-serving-api~=2.20.0"] + WORKSHOP + TFDS + LITERT,
     },
     entry_points={"console_scripts": ["zoo = zoo.tools.cli:main"]},
 )

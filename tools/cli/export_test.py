@@ -1,5 +1,6 @@
 """`zoo export` end to end: versions 1 then 2 from one preset directory, the default name, the
-existing version untouched, and one-sentence errors with exit code 2."""
+existing version untouched, and one-sentence errors with exit code 2; `--format litert`
+(BASE/NAME/litert/, an existing export untouched, the SavedModel's flags refused)."""
 
 import hashlib
 import os
@@ -7,6 +8,7 @@ import os
 import pytest
 
 from tests.cli_checks import one_sentence_error
+from tests.export_checks import vocabulary
 from zoo.tools.cli import main
 from zoo.tools.cli.export import default_export_name
 
@@ -94,3 +96,52 @@ def test_export_quantize_int8_writes_int8_variables_and_leaves_the_float_preset_
     dtypes = {name: tf.train.load_checkpoint(os.path.join(path, "variables", "variables")).get_variable_to_dtype_map()[name]
               for name, shape in tf.train.list_variables(os.path.join(path, "variables", "variables")) if len(shape) >= 2}
     assert dtypes and set(dtypes.values()) == {tf.int8}, dtypes
+
+
+# ---- zoo export --format litert --------------------------------------------------------------------
+@pytest.fixture(scope="module")
+def litert_preset(tiny_model, tmp_path_factory):
+    """An LSTMP training run's best/ preset directory."""
+    directory = tmp_path_factory.mktemp("runs") / "tiny-lstm" / "best"
+    tiny_model("lstmp", tokenizer=vocabulary()).save_to_preset(str(directory))
+    return str(directory)
+
+
+def test_zoo_export_format_litert_writes_base_name_litert_and_never_changes_it(litert_preset, tmp_path, capsys):
+    import json
+
+    from zoo.export import litert
+
+    preset = litert_preset
+    base = tmp_path / "exports"
+    assert main(["export", preset, "--base", str(base), "--format", "litert"]) == 0
+    path = capsys.readouterr().out.strip()
+    assert path == str(base / "tiny-lstm" / "litert")
+    assert {litert.MODEL_FILE, litert.METADATA_FILE, "vocabulary.txt"} <= set(os.listdir(path))
+    mtimes = {name: os.stat(os.path.join(path, name)).st_mtime_ns for name in os.listdir(path)}
+    before = _digest(path)
+    err = one_sentence_error(["export", preset, "--base", str(base), "--format", "litert"], capsys)
+    assert "already exists and is never changed" in err
+    assert _digest(path) == before
+    assert {name: os.stat(os.path.join(path, name)).st_mtime_ns for name in os.listdir(path)} == mtimes
+    assert main(["export", preset, "--base", str(base), "--format", "litert", "--quantize", "int8"]) == 0
+    assert capsys.readouterr().out.strip() == str(base / "tiny-lstm" / "litert-int8")
+    about = json.load(open(base / "tiny-lstm" / "litert-int8" / litert.METADATA_FILE))
+    assert about["quantization"]["mode"] == "int8"
+    assert main(["export", preset, "--base", str(base), "--name", "other", "--format", "litert"]) == 0
+    assert capsys.readouterr().out.strip() == str(base / "other" / "litert")
+
+
+@pytest.mark.parametrize("argv, message", [
+    (["--format", "onnx"], "Unknown export format 'onnx'; zoo export writes saved_model or litert."),
+    (["--format", "litert", "--quantize", "int4"], "Unknown quantization mode 'int4' for --format litert"),
+    (["--format", "litert", "--version", "2"], "--version applies to --format saved_model only"),
+    (["--format", "litert", "--max-new-tokens", "9", "--head-blocks", "2"],
+     "--max-new-tokens, --head-blocks apply to --format saved_model only"),
+    (["--format", "litert", "--name", ".hidden"], "model name"),
+])
+def test_bad_litert_arguments_give_one_sentence(litert_preset, tmp_path, capsys, argv, message):
+    preset = litert_preset
+    err = one_sentence_error(["export", preset, "--base", str(tmp_path / "e"), *argv], capsys)
+    assert message in err
+    assert not os.path.exists(tmp_path / "e")

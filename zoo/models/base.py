@@ -43,7 +43,9 @@ What a model answers once trained lives beside this module, mixed into `Language
 from __future__ import annotations
 
 import functools
+import importlib
 import inspect
+import logging
 import numbers
 import os
 import warnings
@@ -60,6 +62,23 @@ from zoo.deprecation import warn
 from zoo.layers import AdaptiveSoftmax, FullSoftmax, GatedConv1D, ProjectedLSTMCell, SparseMoE, int8
 from zoo.models.generation import Generation
 from zoo.models.inference import Inference
+
+# Keras' `export` formats the zoo writes (`LanguageModel.export`): their names, and the function
+# behind each, `(model, filepath, **kwargs) -> the path written`, which the export layer's package
+# (EXPORTERS) registers when it is imported
+EXPORT_FORMAT_NAMES = ("tf_saved_model", "litert")
+EXPORT_FORMATS: dict[str, Callable[..., str]] = {}
+EXPORTERS = "zoo.export"
+LOGGER = logging.getLogger(__name__)
+
+
+def register_export_format(name: str, function: Callable[..., str]) -> None:
+    """Makes `LanguageModel.export(path, format=name, **kwargs)` call `function(model, path,
+    **kwargs)`; `zoo.export` registers "tf_saved_model" and "litert" this way."""
+    if name not in EXPORT_FORMAT_NAMES:
+        raise ValueError(f"LanguageModel.export knows the formats {EXPORT_FORMAT_NAMES}, not {name!r}.")
+    EXPORT_FORMATS[name] = function
+
 
 # What a family must provide (see the module docstring): defined by the family or inherited from
 # another family, not `LanguageModel`'s (or Keras') own.
@@ -430,6 +449,70 @@ class LanguageModel(Inference, Generation, keras.Model):
         """
         families = set(registry.FAMILIES) | set(registry.RENAMED_FAMILIES)  # the classes a zoo preset names
         return preset_directory.save(self, directory, families=families)
+
+    # ---- export ----------------------------------------------------------------------
+    def export(self, filepath: str | os.PathLike, format: str = "tf_saved_model", verbose: bool | None = None,
+               input_signature: Any = None, **kwargs) -> str:
+        """Keras 3's spelling of the zoo's exports, with the zoo's signatures (not Keras' one
+        `serve` endpoint of `call`, which gives hidden states, not log-probabilities).
+
+        - `format="tf_saved_model"` (Keras' default): what `zoo.export.export_saved_model`
+          writes, for TF Serving. `filepath` is the model's directory that TF Serving watches
+          (its `--model_base_path`): the next version is written under it, `filepath/<n>/`
+          (`export_saved_model(self, dirname(filepath), name=basename(filepath), **kwargs)`;
+          `version=`, `max_tokens=`, `max_new_tokens=`, `sampler=`, `batch_sizes=`,
+          `head_blocks=` pass through).
+        - `format="litert"`: what `zoo.export.export_litert` writes: the directory `filepath`
+          (new) with `model.tflite`, the tokenizer's files and `zoo_litert.json`;
+          `quantize="int8"` passes through.
+
+        The functions behind the two formats live in `zoo.export`, which registers them here
+        (`register_export_format`) when it is imported; this method imports it by name.
+
+        Other Keras formats ("onnx", "openvino", "torch") are refused in one sentence: they would
+        export `call`'s hidden states without the output layer, the tokenizer or a decoding state.
+
+        Args:
+            filepath: the TF Serving model directory (`tf_saved_model`) or the new export
+                directory (`litert`).
+            format: "tf_saved_model" or "litert".
+            verbose: True logs the path written (`zoo.models.base`'s logger, INFO); None or False
+                log nothing.
+            input_signature: must stay None: the zoo's signatures fix their own inputs.
+            **kwargs: the chosen export function's keyword arguments.
+
+        Returns:
+            The directory written: `filepath/<version>` or `filepath`.
+
+        Example:
+
+        >>> import os, tempfile, zoo
+        >>> tokenizer = zoo.data.WordTokenizer.build(["the cat sat"])
+        >>> lm = zoo.load("gcnn-ptb", weights="random", vocabulary_size=len(tokenizer), embedding_dim=8,
+        ...               blocks=[[[3, 8]]])
+        >>> lm.tokenizer = tokenizer
+        >>> base = tempfile.mkdtemp()
+        >>> os.path.basename(lm.export(os.path.join(base, "my-lm"), format="litert"))
+        'my-lm'
+        >>> lm.export(os.path.join(base, "x"), format="onnx")
+        Traceback (most recent call last):
+        ...
+        ValueError: A zoo model exports as format='tf_saved_model' ... or 'litert' ...; got 'onnx'.
+        """
+        if format not in EXPORT_FORMAT_NAMES:
+            raise ValueError(f"A zoo model exports as format='tf_saved_model' (TF Serving's versioned SavedModel) or "
+                             f"'litert' (one .tflite file), with its own signatures; got {format!r}.")
+        if input_signature is not None:
+            raise ValueError("A zoo model's exports have their own signatures (token ids in, log-probabilities and "
+                             "the decoding state out); leave input_signature unset.")
+        if format not in EXPORT_FORMATS:
+            # the export layer builds on the models, never the reverse: its package registers the
+            # formats (`register_export_format`) when it is loaded, as `zoo.export` loads after `import zoo`
+            importlib.import_module(EXPORTERS)
+        path = EXPORT_FORMATS[format](self, filepath, **kwargs)
+        if verbose:
+            LOGGER.info("Exported %s to %s", format, path)
+        return path
 
     def get_config(self) -> dict[str, Any]:
         config = {"vocabulary_size": self.vocabulary_size, "optimizer": self.optimizer_config, "name": self.name}
