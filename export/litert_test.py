@@ -104,7 +104,7 @@ def greedy_through(interpreter, model, prompt, max_new_tokens, stop=True):
     return ids
 
 
-@pytest.mark.parametrize("family", ["gcnn", "lstmp"])
+@pytest.mark.parametrize("family", FAMILIES)
 def test_greedy_decoding_through_the_file_writes_generates_ids(exports, family):
     model, _, interpreter = exports[family]
     for prompt in ([1], [1, 4, 6, 8]):
@@ -113,7 +113,27 @@ def test_greedy_decoding_through_the_file_writes_generates_ids(exports, family):
         assert len(expected) == len(prompt) + 20  # </s> discouraged: every step compared
 
 
-@pytest.mark.parametrize("case", ["gbw", "wikitext103_2018", "plain"])
+def test_a_subword_model_exports_its_sentencepiece_files_and_decodes_as_generate(tiny_model, tmp_path):
+    """A SentencePiece tokenizer's files beside the flatbuffer read back as the model's tokenizer;
+    greedy decoding never writes its `<unk>` (as `lm.generate`)."""
+    from zoo.data import SubwordTokenizer
+
+    lines = [f"the cat {i} sat on the mat with a dog" for i in range(60)] + ["naïve café 中文 end."] * 5
+    tokenizer = SubwordTokenizer.train(lines, 296)
+    model = tiny_model("gcnn", blocks=[[[3, 16]]], cutoffs=[100], tokenizer=tokenizer)
+    path = export_litert(model, tmp_path / "subword")
+    assert saved_tokenizer_class(path).load(path).encode("the cat sat") == tokenizer.encode("the cat sat")
+    about = json.load(open(os.path.join(path, litert.METADATA_FILE)))
+    assert about["tokenizer"] == tokenizer.kind and set(about["tokenizer_files"]) <= set(os.listdir(path))
+    interpreter = Interpreter(model_path=os.path.join(path, litert.MODEL_FILE))
+    prompt = [tokenizer.bos_id] + tokenizer.encode("the cat")
+    assert tokenizer.unk_id in generation.never_emitted(model)
+    assert greedy_through(interpreter, model, prompt, 12, stop=False) == \
+        model.generate([prompt], max_new_tokens=12, temperature=0, stop=None)[0]
+
+
+@pytest.mark.parametrize("case", ["gbw", pytest.param("wikitext103_2018", marks=pytest.mark.ci),
+                                  pytest.param("plain", marks=pytest.mark.ci)])
 def test_converted_fairseq_models_give_fairseqs_log_probabilities_and_greedy_tokens(case, tmp_path):
     """zoo/convert's fairseq checkpoints (reduced width; both adaptive-softmax formats, and a
     plain fconv_lm with its output projection) against fairseq's own outputs."""
@@ -295,14 +315,9 @@ def test_a_failed_conversion_is_one_sentence_and_leaves_nothing(small, tmp_path,
 
 
 # ---- Keras' spelling -------------------------------------------------------------------------------
-def test_keras_export_spelling_writes_the_zoos_exports(small, tmp_path):
+def test_keras_export_spelling_litert_and_refusals(small, tmp_path):
     path = small.export(str(tmp_path / "lite"), format="litert")
     assert path == str(tmp_path / "lite") and litert.MODEL_FILE in os.listdir(path)
-    version = small.export(str(tmp_path / "serving" / "tiny"), max_new_tokens=4, batch_sizes=[1])
-    assert version == str(tmp_path / "serving" / "tiny" / "1")  # TF Serving's layout, the next version
-    assert {"saved_model.pb", "assets.extra"} <= set(os.listdir(version))
-    assert small.export(str(tmp_path / "serving" / "tiny"), format="tf_saved_model", max_new_tokens=4,
-                        batch_sizes=[1]).endswith(os.path.join("tiny", "2"))
     for fmt in ("onnx", "openvino", "torch", "saved_model"):
         with pytest.raises(ValueError, match=f"format='tf_saved_model' .* or 'litert' .*; got '{fmt}'") as e:
             small.export(str(tmp_path / fmt), format=fmt)
@@ -310,3 +325,12 @@ def test_keras_export_spelling_writes_the_zoos_exports(small, tmp_path):
         assert not os.path.exists(tmp_path / fmt)
     with pytest.raises(ValueError, match="leave input_signature unset"):
         small.export(str(tmp_path / "sig"), format="litert", input_signature=[None])
+
+
+@pytest.mark.ci  # a whole SavedModel export
+def test_keras_export_spelling_tf_saved_model_writes_the_next_version(small, tmp_path):
+    version = small.export(str(tmp_path / "serving" / "tiny"), max_new_tokens=4, batch_sizes=[1])
+    assert version == str(tmp_path / "serving" / "tiny" / "1")  # TF Serving's layout, the next version
+    assert {"saved_model.pb", "assets.extra"} <= set(os.listdir(version))
+    assert small.export(str(tmp_path / "serving" / "tiny"), format="tf_saved_model", max_new_tokens=4,
+                        batch_sizes=[1]).endswith(os.path.join("tiny", "2"))
