@@ -61,9 +61,11 @@ from typing import TYPE_CHECKING
 import numpy as np
 import tensorflow as tf
 
+from zoo import compat
 from zoo.errors import reason
 from zoo.export.saved_model import ExportError, saved_variables
 from zoo.export.state import StateLayout
+from zoo.layers import GatedConv1D
 from zoo.models import decoding
 
 if TYPE_CHECKING:
@@ -221,6 +223,26 @@ def flatbuffer_contents(flatbuffer: bytes) -> dict:
     return {"ops": sorted(ops), "signatures": signatures}
 
 
+def stored_weights(model: "zoo.LanguageModel") -> int:
+    """How many weights a LiteRT export of `model` stores: every parameter once, and a GCNN's
+    convolution kernels a second time (`prefill` convolves with them, `decode` multiplies by them
+    in another layout, so the converter keeps both).
+
+    Returns:
+        The count, which times 4 bytes (float32) or 1 (int8) estimates the file's size.
+
+    Example:
+
+    >>> import zoo
+    >>> from zoo.export.litert import stored_weights
+    >>> lm = zoo.GCNNLanguageModel(vocabulary_size=50, embedding_dim=8, blocks=[[[3, 8]]])
+    >>> stored_weights(lm) - lm.count_params()  # the kernel [3, 8, 16] once more
+    384
+    """
+    kernels = [layer.kernel for layer in compat.sublayers(model) if isinstance(layer, GatedConv1D)]
+    return int(model.count_params()) + sum(int(np.prod(kernel.shape)) for kernel in kernels)
+
+
 def _check(model, path, quantize):
     if quantize not in QUANTIZATIONS:
         raise ExportError(f"Unknown quantize {quantize!r} for a LiteRT export: give None (float32) or 'int8' "
@@ -238,11 +260,12 @@ def _check(model, path, quantize):
     if len(tokenizer) != model.vocabulary_size:
         raise ExportError(f"The model's tokenizer has {len(tokenizer)} tokens but the model predicts "
                           f"{model.vocabulary_size} ids; they must agree to export.")
-    estimate = model.count_params() * BYTES_PER_WEIGHT[quantize]
+    weights = stored_weights(model)
+    estimate = weights * BYTES_PER_WEIGHT[quantize]
     if estimate >= FLATBUFFER_LIMIT:
         hint = ("export it with quantize='int8' (a byte a weight)" if quantize is None else
                 "even at a byte a weight it does not fit")
-        raise ExportError(f"The model's {model.count_params():,} weights would make a "
+        raise ExportError(f"The model's {weights:,} stored weights would make a "
                           f"{'float32' if quantize is None else quantize} flatbuffer of about {estimate / 2**30:.1f} "
                           f"GiB, past LiteRT's {FLATBUFFER_LIMIT / 2**30:.0f} GiB limit: {hint}.")
 
@@ -268,6 +291,7 @@ def describe(model: "zoo.LanguageModel", flatbuffer: bytes, quantize: str | None
         "config": model.get_config(),
         "vocabulary_size": int(model.vocabulary_size),
         "parameters": int(model.count_params()),
+        "stored_weights": stored_weights(model),  # a GCNN's convolution kernels twice
         "tokenizer": tokenizer.kind,
         "tokenizer_files": list(tokenizer.files),
         **tokenizer.export_notes(),
@@ -303,8 +327,8 @@ def export_litert(lm: "zoo.LanguageModel", path: str | os.PathLike, quantize: st
     Raises:
         ExportError: (a `ValueError`) in one sentence, nothing written: an unknown `quantize`, an
             existing `path`, a model without a tokenizer or already quantized, a flatbuffer that
-            would pass LiteRT's 2 GiB limit (estimated from the parameter count before
-            converting), or a conversion that failed.
+            would pass LiteRT's 2 GiB limit (estimated before converting: `stored_weights` times
+            the bytes a weight), or a conversion that failed.
 
     Example:
 
@@ -353,4 +377,4 @@ def export_litert(lm: "zoo.LanguageModel", path: str | os.PathLike, quantize: st
     return path
 
 
-__all__ = ["export_litert", "convert", "flatbuffer_contents"]
+__all__ = ["export_litert", "convert", "flatbuffer_contents", "stored_weights"]

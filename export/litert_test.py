@@ -212,6 +212,8 @@ def test_int8_is_under_30_percent_of_float32_with_per_channel_weights_and_close(
     model, float_path, int8_path = weighty
     sizes = [os.path.getsize(os.path.join(p, litert.MODEL_FILE)) for p in (float_path, int8_path)]
     assert sizes[1] <= 0.30 * sizes[0], sizes
+    # the 2 GiB check's estimate (stored weights, convolution kernels twice) is the float32 file's size
+    assert abs(4 * litert.stored_weights(model) - sizes[0]) < 0.03 * sizes[0], (litert.stored_weights(model), sizes)
     about = json.load(open(os.path.join(int8_path, litert.METADATA_FILE)))
     assert about["quantization"]["mode"] == "int8" and not [op for op in about["ops"] if op.startswith("CUSTOM")]
     # per channel: the output layer's [2000, 128] matrix is int8 with one scale per output row
@@ -281,13 +283,13 @@ def test_an_unknown_quantize_is_refused_in_one_sentence(small, tmp_path, quantiz
 
 
 def test_a_flatbuffer_past_2_gib_is_refused_before_converting_suggesting_int8(small, tmp_path, monkeypatch):
-    monkeypatch.setattr(litert, "FLATBUFFER_LIMIT", 4 * small.count_params())  # the model at 4 bytes a weight
+    monkeypatch.setattr(litert, "FLATBUFFER_LIMIT", 4 * litert.stored_weights(small))  # at 4 bytes a weight
     monkeypatch.setattr(litert, "convert", lambda *a, **k: pytest.fail("converted"))
     with pytest.raises(ExportError, match="past LiteRT's .* limit: export it with quantize='int8'") as e:
         export_litert(small, tmp_path / "out")
     _one_sentence(str(e.value).replace("GiB, past", "GiB past"))
     with pytest.raises(ExportError, match="even at a byte a weight"):
-        monkeypatch.setattr(litert, "FLATBUFFER_LIMIT", small.count_params())
+        monkeypatch.setattr(litert, "FLATBUFFER_LIMIT", litert.stored_weights(small))
         export_litert(small, tmp_path / "out", quantize="int8")
     assert not os.path.exists(tmp_path / "out")
 
