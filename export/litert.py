@@ -63,7 +63,7 @@ import tensorflow as tf
 
 from zoo import compat
 from zoo.errors import reason
-from zoo.export.saved_model import ExportError, saved_variables
+from zoo.export.saved_model import ExportError, check_tokenizer, saved_variables
 from zoo.export.state import StateLayout
 from zoo.layers import GatedConv1D
 from zoo.models import decoding
@@ -253,13 +253,7 @@ def _check(model, path, quantize):
     if getattr(model, "quantization", None) is not None:
         raise ExportError(f"This model's weights are already {model.quantization} (model.quantize), which LiteRT "
                           "would compute in float32: export the float32 model with quantize='int8' instead.")
-    tokenizer = getattr(model, "tokenizer", None)
-    if tokenizer is None:
-        raise ExportError("The model has no tokenizer to read text with: load it from a preset directory that has "
-                          "one, or set model.tokenizer, before exporting.")
-    if len(tokenizer) != model.vocabulary_size:
-        raise ExportError(f"The model's tokenizer has {len(tokenizer)} tokens but the model predicts "
-                          f"{model.vocabulary_size} ids; they must agree to export.")
+    check_tokenizer(model)
     weights = stored_weights(model)
     estimate = weights * BYTES_PER_WEIGHT[quantize]
     if estimate >= FLATBUFFER_LIMIT:
