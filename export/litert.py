@@ -134,10 +134,8 @@ def _functions(model, state):
 def _frozen(function, specs):
     """The concrete function of `function`, its variables frozen to constants, its outputs under
     their names (freezing returns them as a list)."""
-    from tensorflow.python.framework.convert_to_constants import convert_variables_to_constants_v2
-
     traced = tf.function(function, input_signature=specs, autograph=False).get_concrete_function()
-    frozen = convert_variables_to_constants_v2(traced)
+    frozen = compat.frozen_function(traced)
     structure = traced.structured_outputs
     return tf.function(lambda *args: tf.nest.pack_sequence_as(structure, frozen(*args)),
                        input_signature=specs, autograph=False).get_concrete_function()
