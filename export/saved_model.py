@@ -60,16 +60,16 @@ class ExportError(ValueError):
     """
 
 
-def check_tokenizer(model: "zoo.LanguageModel", error: type[Exception] = ExportError) -> None:
-    """Refuses, with `error` and one sentence, a model without a tokenizer or whose tokenizer's size
-    is not the model's vocabulary size: an export reads and writes text."""
+def check_tokenizer(model: "zoo.LanguageModel") -> None:
+    """Refuses, with an ExportError (a ValueError) of one sentence, a model without a tokenizer or
+    whose tokenizer's size is not the model's vocabulary size: an export reads and writes text."""
     tokenizer = getattr(model, "tokenizer", None)
     if tokenizer is None:
-        raise error("The model has no tokenizer to read text with: load it from a preset directory that has one, "
-                    "or set model.tokenizer, before exporting.")
+        raise ExportError("The model has no tokenizer to read text with: load it from a preset directory that "
+                          "has one, or set model.tokenizer, before exporting.")
     if len(tokenizer) != model.vocabulary_size:
-        raise error(f"The model's tokenizer has {len(tokenizer)} tokens but the model predicts "
-                    f"{model.vocabulary_size} ids; they must agree to export.")
+        raise ExportError(f"The model's tokenizer has {len(tokenizer)} tokens but the model predicts "
+                          f"{model.vocabulary_size} ids; they must agree to export.")
 
 
 def existing_versions(model_dir: "str | os.PathLike") -> list[int]:
@@ -114,7 +114,7 @@ def _check_arguments(model, name, version, max_tokens, max_new_tokens=DEFAULT_MA
         raise ValueError(f"sampler must be None (the request chooses: temperature, top_k, top_p, num_beams) or a "
                          f"zoo.samplers.Sampler, got {sampler!r}.")
     request_inputs(sampler)  # a sampler's request parameters must be its own, and not generate's inputs
-    check_tokenizer(model, ValueError)
+    check_tokenizer(model)
 
 
 def export_saved_model(model: "zoo.LanguageModel", base_dir: "str | os.PathLike", name: str,
