@@ -3,7 +3,7 @@ lean CPU server where a TensorFlow runtime is not an option.
 
 `export_litert(lm, path)` writes the directory `path` with three things in it:
 
-- `model.tflite`: the flatbuffer, with two signatures (batch 1):
+- `model.tflite`: the flatbuffer, with three signatures (batch 1):
   - `prefill`: `token_ids` int32 `[1, time]` (a prompt's ids, `<s>` first; time ≥ 1) →
     `token_log_probs` float32 `[1, time − 1]` (the log-probability of ids 1 … time−1, each given
     what precedes it: what `lm.score(ids)` gives), `log_probs` float32 `[1, vocabulary]` (the
@@ -11,12 +11,23 @@ lean CPU server where a TensorFlow runtime is not an option.
     state after the prompt);
   - `decode`: `token_ids` int32 `[1]` and `state` float32 `[1, state size]` → `log_probs`
     float32 `[1, vocabulary]` (the token after it) and `state` (the new state); the state before
-    the first token is all zeros.
+    the first token is all zeros;
+  - `sample`: `log_probs` float32 `[1, vocabulary]`, `noise` float32 `[1, vocabulary]` (uniform
+    in (0, 1), one number per id), `temperature` float32 `[1]` (> 0), `top_k` int32 `[1]` (the
+    vocabulary size or more: no top-k) and `top_p` float32 `[1]` (1 or more: no top-p) →
+    `token_ids` int32 `[1]`: a draw among the library's own candidates
+    (`zoo.models.samplers.candidates`, the rule of `lm.generate`'s random, top-k and top-p
+    samplers) by the Gumbel-max trick on the given noise (the candidate maximising
+    `logit − log(−log(noise[id]))`). The noise comes from the caller (the runtime makes it from a
+    request's seed), since LiteRT's random ops fix their seed when the file is made.
 - the tokenizer's files, as a preset directory holds them (`Tokenizer.save`);
 - `zoo_litert.json`: what is inside (`describe`): the family and its config, the vocabulary size
-  and special ids, each signature's inputs and outputs with their shapes and dtypes as the
-  flatbuffer records them, the state's layout, the quantization, the ops the file uses and the
-  zoo's version.
+  and special ids, the ids generation never writes (`never_emitted`), each signature's inputs and
+  outputs with their shapes and dtypes as the flatbuffer records them, the state's layout, the
+  sampling rule, the quantization, the ops the file uses and the zoo's version.
+
+The package `zoo_litert` (runtime/, `pip install ./runtime`) reads such a directory without
+TensorFlow: `score`, `generate` with its samplers and stop strings, tokenizing from these files.
 
 The state is ONE float32 tensor, the family's state tensors (those of the SavedModel's
 `decode_step`, `zoo.export.state`) flattened and laid end to end in the order `zoo_litert.json`
@@ -25,7 +36,8 @@ client makes one call per token and copies one buffer. A GCNN's is its conv laye
 inputs, an LSTM's each layer's `h` and `c`.
 
 How it is made: each signature is traced as a `tf.function` from the family's own pieces (its
-`served_hidden` and `prefill` for `prefill`, its `step` for `decode`; the output layer's
+`served_hidden` and `prefill` for `prefill`, its `step` for `decode`, the samplers' `candidates`
+for `sample`; the output layer's
 `log_prob` for every score, the target's gathered from it, as `Signatures` and `decode_step`
 compute them), its variables frozen to constants (`convert_variables_to_constants_v2`;
 converted with its variables in place the file came out empty and its log-probabilities NaN, as
@@ -66,7 +78,8 @@ from zoo.errors import reason
 from zoo.export.saved_model import ExportError, check_tokenizer, saved_variables
 from zoo.export.state import StateLayout
 from zoo.layers import GatedConv1D
-from zoo.models import decoding
+from zoo.models import decoding, generation
+from zoo.models.samplers import candidates
 
 if TYPE_CHECKING:
     import zoo
@@ -76,7 +89,7 @@ METADATA_FILE = "zoo_litert.json"
 FLATBUFFER_LIMIT = 2**31  # LiteRT's flatbuffers cannot pass 2 GiB
 QUANTIZATIONS = (None, "int8")
 BYTES_PER_WEIGHT = {None: 4, "int8": 1}  # the estimate checked against FLATBUFFER_LIMIT
-SIGNATURES = ("prefill", "decode")
+SIGNATURES = ("prefill", "decode", "sample")
 
 
 class FlatState:
@@ -124,11 +137,41 @@ def _functions(model, state):
         hidden, nested = model.step(token_ids, state.unpack(flat_state))
         return {"log_probs": tf.cast(model.head.log_prob(hidden), tf.float32), "state": state.pack(nested)}
 
+    vocabulary = int(model.vocabulary_size)
     return {
         "prefill": (prefill, [tf.TensorSpec([1, None], tf.int32, name="token_ids")]),
         "decode": (decode, [tf.TensorSpec([1], tf.int32, name="token_ids"),
                             tf.TensorSpec([1, state.size], tf.float32, name="state")]),
+        "sample": (lambda *args: {"token_ids": sample(vocabulary, *args)},
+                   [tf.TensorSpec([1, vocabulary], tf.float32, name="log_probs"),
+                    tf.TensorSpec([1, vocabulary], tf.float32, name="noise"),
+                    tf.TensorSpec([1], tf.float32, name="temperature"),
+                    tf.TensorSpec([1], tf.int32, name="top_k"),
+                    tf.TensorSpec([1], tf.float32, name="top_p")]),
     }
+
+
+def gumbel_max(logits, ids, noise):
+    """The candidate `ids` [1, n] (with their `logits`, −inf for a dropped one) that maximises
+    `logit − log(−log(noise[id]))`: a draw from `softmax(logits)` given `noise` [1, vocabulary],
+    uniform in (0, 1), one number per id (so an id's draw reads its own number, whichever
+    candidates there are)."""
+    gumbel = -tf.math.log(-tf.math.log(tf.gather(noise, ids, batch_dims=1)))
+    return tf.gather(ids, tf.argmax(logits + gumbel, axis=-1, output_type=tf.int32), batch_dims=1)
+
+
+def sample(vocabulary, log_probs, noise, temperature, top_k, top_p):
+    """The `sample` signature's draw (the module docstring): `gumbel_max` over
+    `zoo.models.samplers.candidates`, with top-p where `top_p` < 1, else with top-k where
+    `top_k` < `vocabulary`, else over every id, as `lm.generate`'s top-p, top-k and random
+    samplers call it (top-p's filter at p = 1 could drop ids whose mass rounds away; a top-k of
+    the whole vocabulary would sort it for nothing)."""
+    t, k, p = temperature[0], top_k[0], top_p[0]
+
+    def drawn(*limits):
+        return lambda: gumbel_max(*candidates(log_probs, t, *limits), noise)
+
+    return tf.cond(p < 1.0, drawn(k, p), lambda: tf.cond(k < vocabulary, drawn(k), drawn()))
 
 
 def _frozen(function, specs):
@@ -142,7 +185,7 @@ def _frozen(function, specs):
 
 
 def convert(model: "zoo.LanguageModel", quantize: str | None = None) -> bytes:
-    """The flatbuffer of `model`'s `prefill` and `decode` signatures (the module docstring), LiteRT
+    """The flatbuffer of `model`'s `prefill`, `decode` and `sample` signatures (the module docstring), LiteRT
     built-in ops only; `quantize="int8"`: the converter's dynamic-range int8 weights.
 
     Returns:
@@ -289,6 +332,10 @@ def describe(model: "zoo.LanguageModel", flatbuffer: bytes, quantize: str | None
         **tokenizer.export_notes(),
         "special_ids": {"<pad>": int(tokenizer.pad_id), "<s>": int(tokenizer.bos_id), "</s>": int(tokenizer.eos_id),
                         "<unk>": int(tokenizer.unk_id)},
+        "never_emitted": [int(i) for i in generation.never_emitted(model)],  # as lm.generate: never written
+        "sampling": {"signature": "sample", "rule": "zoo.models.samplers.candidates",
+                     "draw": "Gumbel-max on the noise input: uniform in (0, 1), one number per id",
+                     "no_top_k": "top_k >= vocabulary_size", "no_top_p": "top_p >= 1"},
         "quantization": None if quantize is None else {
             "mode": quantize,
             "method": "the converter's dynamic-range quantization (tf.lite.Optimize.DEFAULT): weight matrices "
@@ -302,7 +349,7 @@ def describe(model: "zoo.LanguageModel", flatbuffer: bytes, quantize: str | None
 
 def export_litert(lm: "zoo.LanguageModel", path: str | os.PathLike, quantize: str | None = None) -> str:
     """Write `lm` as a LiteRT export: the directory `path`, holding `model.tflite` (signatures
-    `prefill` and `decode`, batch 1), the tokenizer's files and `zoo_litert.json` (what is
+    `prefill`, `decode` and `sample`, batch 1), the tokenizer's files and `zoo_litert.json` (what is
     inside). The module docstring gives the signatures and the state's layout.
 
     Args:

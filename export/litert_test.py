@@ -1,8 +1,8 @@
 """The LiteRT export (`zoo.export.litert`), run through `ai_edge_litert`'s interpreter: in float32
 its `prefill` and `decode` signatures give the Keras model's log-probabilities to 1e-4 (every
 family: a GCNN with an adaptive softmax, a tied GCNN, an LSTM, an LSTMP and an LSTM–MoE–LSTM
-stack), greedy decoding through it writes `lm.generate`'s ids, the file uses LiteRT's built-in ops
-only; int8 is a quarter of the bytes and close; bad input is refused in one sentence and an
+stack), greedy decoding through it writes `lm.generate`'s ids, its `sample` signature draws with the
+library's `candidates` on the given noise, the file uses LiteRT's built-in ops only; int8 is a quarter of the bytes and close; bad input is refused in one sentence and an
 existing path is never changed; `lm.export(format=...)`. `zoo export --format litert`:
 tools/cli/export_test.py."""
 
@@ -132,6 +132,44 @@ def test_a_subword_model_exports_its_sentencepiece_files_and_decodes_as_generate
         model.generate([prompt], max_new_tokens=12, temperature=0, stop=None)[0]
 
 
+SAMPLE_SETTINGS = [(1.0, None, None), (0.7, None, None), (1.0, 5, None), (0.8, 40, None), (1.0, None, 0.9),
+                   (0.6, 8, 0.5), (2.0, 1, None), (1.0, None, 1e-6)]
+
+
+def test_the_sample_signature_draws_with_the_librarys_candidates_on_the_given_noise(exports):
+    """`sample` is `zoo.models.samplers.candidates` and a Gumbel-max draw on the noise, as
+    TensorFlow computes them (`litert.sample`): same noise, same token; top-k 1 or a tiny top-p is
+    the most likely id; no draw ever leaves the top k or the top-p nucleus; a vocabulary-sized
+    `top_k` and `top_p` 1 are none."""
+    import tensorflow as tf
+
+    from zoo.models.samplers import candidates
+
+    model, _, interpreter = exports["gcnn"]
+    v = model.vocabulary_size
+    sample = interpreter.get_signature_runner("sample")
+    log_probs = _reference(model, IDS)[3:4]
+    rng = np.random.default_rng(0)
+    for temperature, top_k, top_p in SAMPLE_SETTINGS:
+        inputs = {"temperature": np.array([temperature], np.float32), "top_k": np.array([top_k or v], np.int32),
+                  "top_p": np.array([top_p or 1.0], np.float32)}
+        values, ids = candidates(tf.constant(log_probs), temperature, top_k, top_p)
+        allowed = set(np.asarray(ids)[0][np.isfinite(np.asarray(values)[0])].tolist())
+        drawn = []
+        for _ in range(30):
+            noise = ((np.floor(rng.random([1, v]) * 2**23) + 0.5) / 2**23).astype(np.float32)
+            token = int(sample(log_probs=log_probs, noise=noise, **inputs)["token_ids"][0])
+            assert token == int(litert.sample(v, tf.constant(log_probs), tf.constant(noise),
+                                              *(tf.constant(x) for x in inputs.values()))[0])
+            assert token == int(sample(log_probs=log_probs, noise=noise, **inputs)["token_ids"][0])
+            drawn.append(token)
+        assert set(drawn) <= allowed, (temperature, top_k, top_p)
+        if top_k == 1 or top_p == 1e-6:
+            assert set(drawn) == {int(np.argmax(log_probs))}
+        elif top_k is None and top_p is None:
+            assert len(set(drawn)) > 5  # the whole distribution of an untrained model
+
+
 @pytest.mark.parametrize("case", ["gbw", pytest.param("wikitext103_2018", marks=pytest.mark.ci),
                                   pytest.param("plain", marks=pytest.mark.ci)])
 def test_converted_fairseq_models_give_fairseqs_log_probabilities_and_greedy_tokens(case, tmp_path):
@@ -179,7 +217,14 @@ def test_only_litert_builtin_ops_and_the_json_says_what_is_inside(exports, famil
                               "state": {"shape": [1, size], "dtype": "float32"}},
                    "outputs": {"log_probs": {"shape": [1, v], "dtype": "float32"},
                                "state": {"shape": [1, size], "dtype": "float32"}}},
+        "sample": {"inputs": {"log_probs": {"shape": [1, v], "dtype": "float32"},
+                              "noise": {"shape": [1, v], "dtype": "float32"},
+                              "temperature": {"shape": [1], "dtype": "float32"},
+                              "top_k": {"shape": [1], "dtype": "int32"},
+                              "top_p": {"shape": [1], "dtype": "float32"}},
+                   "outputs": {"token_ids": {"shape": [1], "dtype": "int32"}}},
     }
+    assert about["never_emitted"] == generation.never_emitted(model)
     # the layout: the SavedModel's decode_step tensors, end to end
     specs = StateLayout(model).specs
     layout = about["state"]["layout"]
@@ -188,7 +233,7 @@ def test_only_litert_builtin_ops_and_the_json_says_what_is_inside(exports, famil
     assert [part["offset"] for part in layout] == list(np.cumsum([0] + [p["size"] for p in layout[:-1]]))
     assert sum(part["size"] for part in layout) == size
     runners = interpreter.get_signature_list()
-    assert set(runners) == {"prefill", "decode"}
+    assert set(runners) == set(litert.SIGNATURES) == {"prefill", "decode", "sample"}
 
 
 @pytest.fixture(scope="module")
