@@ -1,11 +1,12 @@
-"""The benchmarks behind `zoo benchmark NAME [args...]`: one module per benchmark, each with a
-`main(argv)` (`zoo benchmark NAME --help`), `BENCHMARKS` the one list of them. How they measure and
-report: `harness`; what each measured: docs/benchmarks.md.
+"""The benchmarks behind `zoo benchmark NAME [args...]`: `BENCHMARKS` the one list of them, each a
+module's `main(argv)` or, where one module holds a family of benchmarks sharing their setup, the
+function its entry names (`zoo benchmark NAME --help`). How they measure and report: `harness`;
+what each measured: docs/benchmarks.md.
 """
 
 import importlib
 
-# `zoo benchmark NAME` -> its module in this package
+# `zoo benchmark NAME` -> its module in this package (its `main`), or "module:function"
 BENCHMARKS = {
     "adaptive-softmax": "adaptive_softmax",
     "fairseq": "fairseq",
@@ -21,11 +22,11 @@ BENCHMARKS = {
     "ptb-softmax": "ptb_softmax",
     "raw-text": "raw_text",
     "score": "score",
-    "served-generate": "served_generate",
+    "served-generate": "serving:served_generate",
     "serving": "serving",
-    "serving-memory": "serving_memory",
-    "serving-threads": "serving_threads",
-    "warmup": "warmup",
+    "serving-memory": "serving:serving_memory",
+    "serving-threads": "serving:serving_threads",
+    "warmup": "serving:warmup",
 }
 
 
@@ -36,12 +37,17 @@ def names():
 def module(name):
     """The module of benchmark `name` (or its module name, with underscores), or a ValueError
     naming the known ones."""
-    name = {m: n for n, m in BENCHMARKS.items()}.get(name, name)
+    name = {m: n for n, m in BENCHMARKS.items() if ":" not in m}.get(name, name)
     if name not in BENCHMARKS:
         raise ValueError(f"Unknown benchmark {name!r}; known benchmarks: {', '.join(names())}.")
-    return importlib.import_module(f"{__name__}.{BENCHMARKS[name]}")
+    return importlib.import_module(f"{__name__}.{BENCHMARKS[name].partition(':')[0]}")
+
+
+def entry(name):
+    """The function that runs benchmark `name` with its command-line arguments."""
+    return getattr(module(name), BENCHMARKS.get(name, name).partition(":")[2] or "main")
 
 
 def run(name, argv=()):
     """Runs the benchmark `name` with its command-line arguments `argv`."""
-    return module(name).main(list(argv))
+    return entry(name)(list(argv))

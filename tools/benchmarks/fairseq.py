@@ -45,76 +45,34 @@ SMALL = {"repeats": 2, "window": 64, "windows": 2, "prompt": 8, "new_tokens": 16
 MATMUL_N, COPY_MIB, SEED = 4096, 1024, 0
 
 
-# ---- counting from the architecture --------------------------------------------------------------
-def layers(spec):
-    """fairseq's `(width, kernel_size, residual)` layers of `spec`."""
-    from zoo.convert.fairseq import parse_layers
+# ---- the cost of a token, counted from the converted model ------------------------------------------
+def cost(model):
+    """What a token of the zoo's converted `model` costs, by `zoo.models.compute`'s count: `multiply_adds` up
+    to the adaptive softmax's head (included), each tail cluster's (`tails`), the `cutoffs` and `embedding_dim`."""
+    from zoo.models.compute import multiply_adds_per_token
 
-    return parse_layers(spec["layers"])
-
-
-def vocabulary_size(spec):
-    return spec["words"] + 4
-
-
-def cutoffs(spec):
-    """The adaptive softmax's cutoffs with the vocabulary size last."""
-    return [int(c) for c in spec["cutoffs"].split(",")] + [vocabulary_size(spec)]
+    tails = [int(np.prod(p.shape)) + int(np.prod(k.shape)) for p, k in zip(model.head.tail_projections,
+                                                                          model.head.tail_kernels)]
+    return {"multiply_adds": multiply_adds_per_token(model)["total"] - sum(tails), "tails": tails,
+            "cutoffs": list(model.head.cutoffs), "embedding_dim": model.embedding_dim}
 
 
-def tail_dims(spec):
-    """Each tail cluster's projection width: the 2018 format d // 4^i, today's d // 4^(i+1)."""
-    shift = 0 if spec["softmax"] == "2018" else 1
-    return [layers(spec)[-1][0] // 4 ** (i + shift) for i in range(len(cutoffs(spec)) - 1)]
-
-
-def stack_weights(spec):
-    """`(name, rows, columns)` of every matrix a token multiplies through before the output
-    layer: fc1, each convolution (kernel_size·input × 2·width) and each residual projection."""
-    convs = layers(spec)
-    mats, widths = [("fc1", spec["embed_dim"], convs[0][0])], [convs[0][0]]
-    for i, (width, kernel, residual) in enumerate(convs):
-        mats.append((f"conv{i}", kernel * widths[-1], 2 * width))
-        if residual and widths[-residual] != width:
-            mats.append((f"projection{i}", widths[-residual], width))
-        widths.append(width)
-    return mats
-
-
-def head_weights(spec):
-    """`(name, rows, columns)` of the adaptive softmax: the head and each cluster's two matrices."""
-    hidden, cuts = layers(spec)[-1][0], cutoffs(spec)
-    mats = [("head", hidden, cuts[0] + len(cuts) - 1)]
-    for i, dim in enumerate(tail_dims(spec)):
-        mats += [(f"tail{i}.projection", hidden, dim), (f"tail{i}.kernel", dim, cuts[i + 1] - cuts[i])]
-    return mats
-
-
-def cluster_shares(spec, targets):
+def cluster_shares(cost, targets):
     """The share of `targets` (fairseq ids) in each tail cluster."""
-    targets, cuts = np.asarray(targets).reshape(-1), cutoffs(spec)
+    targets, cuts = np.asarray(targets).reshape(-1), cost["cutoffs"] + [np.inf]
     return [float(np.mean((targets >= cuts[i]) & (targets < cuts[i + 1]))) for i in range(len(cuts) - 1)]
 
 
-def scoring_flops_per_token(spec, shares):
-    """FLOPs (2 per multiply-add) of the exact log-probability of one target: the conv stack, the
-    head, and a tail cluster's two matrices for the tokens whose target lies in it (`shares`)."""
-    head, *tails = head_weights(spec)
-    flops = sum(2 * r * c for _, r, c in stack_weights(spec) + [head])
-    for share, (_, r1, c1), (_, r2, c2) in zip(shares, tails[::2], tails[1::2]):
-        flops += share * 2 * (r1 * c1 + r2 * c2)
-    return flops
+def scoring_flops_per_token(cost, shares):
+    """FLOPs (2 per multiply-add) of one target's exact log-probability: the stack and the head, and a
+    tail cluster for the tokens whose target lies in it (`shares`). A training step: 3 times this."""
+    return 2 * (cost["multiply_adds"] + sum(share * tail for share, tail in zip(shares, cost["tails"])))
 
 
-def training_flops_per_token(spec, shares):
-    """The forward pass's FLOPs and twice them for the backward pass (inputs' and weights' gradients)."""
-    return 3 * scoring_flops_per_token(spec, shares)
-
-
-def generation_bytes_per_token(spec):
-    """Bytes of float32 weights one new token reads at batch 1: every matrix of the stack and
-    the whole adaptive softmax (a greedy step needs every id's score), and one embedding row."""
-    return 4 * (sum(r * c for _, r, c in stack_weights(spec) + head_weights(spec)) + spec["embed_dim"])
+def generation_bytes_per_token(cost):
+    """Bytes of float32 weights a new token reads at batch 1: every matrix (a greedy step needs every
+    id's score) and one embedding row."""
+    return 4 * (cost["multiply_adds"] + sum(cost["tails"]) + cost["embedding_dim"])
 
 
 def windows(spec, rows, length, seed):
@@ -162,9 +120,8 @@ def measured_run(command, what):
     proc = subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, env=harness.child_env())
     output = proc.stdout.read().decode(errors="replace")
     _, status, usage = os.wait4(proc.pid, 0)
-    proc.returncode = os.waitstatus_to_exitcode(status)
-    if proc.returncode != 0:
-        raise SystemExit(f"{what} failed (exit status {proc.returncode}):\n{output[-3000:]}")
+    if os.waitstatus_to_exitcode(status) != 0:
+        raise SystemExit(f"{what} failed (exit status {os.waitstatus_to_exitcode(status)}):\n{output[-3000:]}")
     return time.perf_counter() - start, usage.ru_maxrss / 1024, output
 
 
@@ -207,7 +164,7 @@ class ZooWorker:
 
         self.model = zoo.load(preset)
         return {"params": int(self.model.count_params()), "rss_mib": harness.status_kib("VmRSS") / 1024,
-                "library": f"tensorflow {self.tf.__version__}", "threads": self.threads}
+                "library": f"tensorflow {self.tf.__version__}", "threads": self.threads, "cost": cost(self.model)}
 
     def score(self, tokens, save=None):
         """`target_log_probs`: the compiled path of `score` and `perplexity`."""
@@ -236,7 +193,7 @@ class ZooWorker:
         optimizer = optimizers.from_config({"name": "adam", "learning_rate": learning_rate,
                                             "global_clipnorm": clipnorm})
         self.steps = step_functions(self.train_model, optimizer, self.tf.distribute.get_strategy())
-        return {"params": int(self.train_model.count_params())}
+        return {"params": int(self.train_model.count_params()), "cost": cost(self.train_model)}
 
     def train(self, tokens):
         if self.iterator is None:
@@ -276,7 +233,7 @@ class ZooWorker:
         return answer
 
 
-def export_check(path, prompt_words):
+def export_check(path, prompt_words=20):
     """In a fresh process: the export at `path` loaded, its `score_ids` and `generate` called, each timed."""
     tf = harness.cpu_tensorflow()
     load_s, loaded = harness.timed(tf.saved_model.load, path)
@@ -362,23 +319,33 @@ def prepare(args, cfg, work, torch_python, src):
                     "preset_bytes": harness.directory_bytes(preset)}
         print(f"  {wall:.1f} s, peak RSS {peak_mib:,.0f} MiB, preset {out[key]['preset_bytes'] / 2**20:,.0f} MiB",
               flush=True)
-    if args.skip_export:
-        return out
+    if not args.skip_export:
+        out["export"] = export(work)
+    return out
+
+
+def export(work):
+    """`zoo export` of the full preset, then the export loaded and called in a fresh process: the figures."""
     base = os.path.join(work, "exports")
     shutil.rmtree(base, ignore_errors=True)
     print("exporting the full preset: zoo export ...", flush=True)
-    wall, peak_mib, log = measured_run(zoo + ["export", os.path.join(work, "full", "preset"), "--base", base],
-                                       "zoo export")
+    wall, peak_mib, log = measured_run([sys.executable, "-m", "zoo", "export", os.path.join(work, "full", "preset"),
+                                        "--base", base], "zoo export")
     path, result_file = log.strip().splitlines()[-1].strip(), os.path.join(work, "export_check.json")
     fresh_s, fresh_mib, _ = measured_run([sys.executable, "-m", "zoo.tools.benchmarks.fairseq", "--export-check", path,
                                           result_file], "loading the export in a fresh process")
     with open(result_file) as f:
         fresh = {**json.load(f), "wall_s": fresh_s, "peak_rss_mib": fresh_mib}
-    out["export"] = {"export_s": wall, "export_peak_rss_mib": peak_mib, "bytes": harness.directory_bytes(path),
-                     "fresh_process": fresh}
-    print(f"  export {out['export']['bytes'] / 2**20:,.0f} MiB; a fresh process loads it in {fresh['load_s']:.1f} s",
-          flush=True)
+    out = {"export_s": wall, "export_peak_rss_mib": peak_mib, "bytes": harness.directory_bytes(path),
+           "fresh_process": fresh}
+    print(f"  export {out['bytes'] / 2**20:,.0f} MiB; a fresh process loads it in {fresh['load_s']:.1f} s", flush=True)
     return out
+
+
+def inputs(work, name, ids):
+    """`ids` saved as `work`/`name`.npy: its path."""
+    np.save(path := os.path.join(work, f"{name}.npy"), ids)
+    return path
 
 
 def measure(args, cfg, work, torch_python, src):
@@ -386,45 +353,45 @@ def measure(args, cfg, work, torch_python, src):
     with workers(torch_python, src, args.threads) as sides:
         out["load"] = {"fairseq": sides["fairseq"]("load", checkpoint=os.path.join(full, "checkpoint.pt"), spec=spec),
                        "zoo": sides["zoo"]("load", preset=os.path.join(full, "preset"))}
-        out["limits"] = limits(sides)
-        tokens, path = windows(spec, cfg["windows"], cfg["window"], SEED), os.path.join(work, "score_tokens.npy")
-        np.save(path, tokens)
-        shares = cluster_shares(spec, tokens[:, 1:])
+        out["limits"], zoo_cost = limits(sides), out["load"]["zoo"]["cost"]
+        tokens = windows(spec, cfg["windows"], cfg["window"], SEED)
+        shares = cluster_shares(zoo_cost, tokens[:, 1:])
         print(f"scoring {tokens.shape[0]} windows of {cfg['window']} tokens ...", flush=True)
-        out["scoring"], a, b = compared(sides, work, "score", cfg["repeats"], "score", tokens=path)
+        out["scoring"], a, b = compared(sides, work, "score", cfg["repeats"], "score",
+                                        tokens=inputs(work, "score_tokens", tokens))
         out["scoring"].update(max_abs_diff=float(np.max(np.abs(a - b))), mean_log_prob=float(a.mean()),
-                              cluster_shares=shares, flops_per_token=scoring_flops_per_token(spec, shares))
+                              cluster_shares=shares, flops_per_token=scoring_flops_per_token(zoo_cost, shares))
         out["generation"] = {}
         for batch in cfg["batches"]:
-            path = os.path.join(work, f"prompt_{batch}.npy")
-            np.save(path, windows(spec, batch, cfg["prompt"] - 1, SEED + batch))
             print(f"greedy generation, batch {batch}: {cfg['prompt']}-token prompts, {cfg['new_tokens']} new "
                   "tokens ...", flush=True)
-            entry, a, b = compared(sides, work, f"gen_{batch}", cfg["repeats"], "generate", prompt=path,
+            prompt = inputs(work, f"prompt_{batch}", windows(spec, batch, cfg["prompt"] - 1, SEED + batch))
+            entry, a, b = compared(sides, work, f"gen_{batch}", cfg["repeats"], "generate", prompt=prompt,
                                    new_tokens=cfg["new_tokens"])
             out["generation"][batch] = {**entry, "same_tokens": float(np.mean(a == b)),
-                                        "bytes_per_token": generation_bytes_per_token(spec)}
+                                        "bytes_per_token": generation_bytes_per_token(zoo_cost)}
         out["limits"].update(limits(sides, "_after"))
         if args.profile:
-            out["profile"] = profile(cfg, work, sides)
-
-    train_spec, folder = SIZES[cfg["train"]], os.path.join(work, "train")
+            out["profile"] = profile(cfg, work, sides, args.py_spy)
     with workers(torch_python, src, args.threads) as sides:
-        sides["fairseq"]("train_load", checkpoint=os.path.join(folder, "checkpoint.pt"), spec=train_spec,
-                         **PTB_OPTIMIZER)
-        sides["zoo"]("train_load", checkpoint=os.path.join(folder, "preset"), **PTB_OPTIMIZER)
-        tokens, path = windows(train_spec, cfg["train_batch"], cfg["train_seq"], SEED + 100), os.path.join(
-            work, "train_tokens.npy")
-        np.save(path, tokens)
-        shares = cluster_shares(train_spec, tokens[:, 1:])
-        print(f"training steps at {cfg['train']}'s size, batch {cfg['train_batch']} x {cfg['train_seq']} ...",
-              flush=True)
-        warm = interleaved(sides, 3, "train", tokens=path)
-        out["training"] = {"warmup": warm, "runs": interleaved(sides, max(cfg["repeats"], 10), "train", tokens=path),
-                           "cluster_shares": shares, "flops_per_token": training_flops_per_token(train_spec, shares),
-                           "train_matmul": interleaved(sides, 2, "matmul", n=MATMUL_N)}
+        out["training"] = train(cfg, work, sides)
     summarise(out)
     return out
+
+
+def train(cfg, work, sides):
+    """Training steps of the `train` size on each side, 3 untimed rounds first, interleaved: the figures."""
+    folder = os.path.join(work, "train")
+    sides["fairseq"]("train_load", checkpoint=os.path.join(folder, "checkpoint.pt"), spec=SIZES[cfg["train"]],
+                     **PTB_OPTIMIZER)
+    zoo_cost = sides["zoo"]("train_load", checkpoint=os.path.join(folder, "preset"), **PTB_OPTIMIZER)["cost"]
+    tokens = windows(SIZES[cfg["train"]], cfg["train_batch"], cfg["train_seq"], SEED + 100)
+    path, shares = inputs(work, "train_tokens", tokens), cluster_shares(zoo_cost, tokens[:, 1:])
+    print(f"training steps at {cfg['train']}'s size, batch {cfg['train_batch']} x {cfg['train_seq']} ...", flush=True)
+    warm = interleaved(sides, 3, "train", tokens=path)
+    return {"warmup": warm, "runs": interleaved(sides, max(cfg["repeats"], 10), "train", tokens=path),
+            "cluster_shares": shares, "flops_per_token": 3 * scoring_flops_per_token(zoo_cost, shares),
+            "train_matmul": interleaved(sides, 2, "matmul", n=MATMUL_N)}
 
 
 def peak(limits, kind, key):
@@ -450,7 +417,7 @@ def summarise(out):
                              "share_zoo": shares[1]})
 
 
-def profile(cfg, work, sides):
+def profile(cfg, work, sides, py_spy):
     """One scoring call and one batch-1 generation of each side, profiled: fairseq under py-spy
     (its main thread, native frames: the kernels torch runs on it), the zoo under tf.profiler."""
     found = {}
@@ -459,7 +426,7 @@ def profile(cfg, work, sides):
         logdir, raw = os.path.join(work, f"tfprof_{op}"), os.path.join(work, f"pyspy_{op}.txt")
         shutil.rmtree(logdir, ignore_errors=True)
         found[f"zoo {op}"] = sides["zoo"]("profile", logdir=logdir, what=op, **op_args)
-        spy = subprocess.Popen([args.py_spy, "record", "--pid", str(sides["fairseq"].proc.pid), "--native", "--rate",
+        spy = subprocess.Popen([py_spy, "record", "--pid", str(sides["fairseq"].proc.pid), "--native", "--rate",
                                 "200", "--format", "raw", "--output", raw], stdout=subprocess.PIPE,
                                stderr=subprocess.STDOUT)
         time.sleep(2)
@@ -492,33 +459,8 @@ def pyspy_summary(path, top=15):
 def markdown(results):
     lines = [f"command: `{results['command']}`", f"CPU: {results['cpu']}, {results['threads']} threads per side", ""]
     if "table" in results:
-        limit, scoring, generation = results["machine_limit"], results["scoring"], results["generation"]
-        rows = [[r["what"], f"{r['fairseq']:,.1f}", f"{r['zoo']:,.1f}", f"{r['ratio']:.2f}×",
-                 "-" if r["share_zoo"] is None else f"{r['share_fairseq']:.0%} / {r['share_zoo']:.0%}"]
-                for r in results["table"]]
-        lines += [f"machine limit measured in the same run: matmul {limit['matmul_gflops']:.0f} GFLOP/s, "
-                  f"copy {limit['copy_gbs']:.1f} GB/s", "",
-                  harness.markdown_table(["measurement", "fairseq:", "zoo:", "zoo/fairseq:",
-                                          "share of limit (fairseq / zoo):"], rows),
-                  "", f"scoring: max |zoo − fairseq| log-probability {scoring['max_abs_diff']:.2e}; greedy tokens "
-                      "equal: " + ", ".join(f"batch {b}: {g['same_tokens']:.0%}" for b, g in generation.items()),
-                  f"counted from the architecture: scoring {scoring['flops_per_token'] / 1e6:,.1f} MFLOP per token "
-                  "(targets in the tail clusters: " + ", ".join(f"{s:.1%}" for s in scoring["cluster_shares"])
-                  + f"), training {results['training']['flops_per_token'] / 1e6:,.1f} MFLOP per token, batch-1 "
-                  f"generation {next(iter(generation.values()))['bytes_per_token'] / 1e6:,.0f} MB of weights per token"]
-        for kind, key, unit in (("matmul", "gflops", "GFLOP/s"), ("copy", "gbs", "GB/s")):
-            parts = [f"{side} {answers[0].get('library', '')} {statistics.median(a[key] for a in answers):.1f}"
-                     for phase in (kind, kind + "_after") for side, answers in results["limits"].get(phase, {}).items()]
-            lines.append(f"{kind} limit ({unit}; before and after the measurements): " + ", ".join(parts))
-    for name, found in (results.get("profile") or {}).items():
-        if "ops" in found:
-            top = ", ".join(f"{k.strip()} {share:.0%}" for k, _, share in found["ops"][:10])
-            lines.append(f"profile, {name} ({found['s']:.2f} s; tf.profiler, share of op self-time): {top}")
-        elif isinstance(found.get("frames"), dict):
-            leaf, python = (", ".join(f"{k} {share:.0%}" for k, share in found["frames"][part][:n])
-                            for part, n in (("leaf", 8), ("python", 6)))
-            lines.append(f"profile, {name} ({found['s']:.2f} s; py-spy, share of samples): innermost frames: {leaf}; "
-                         f"innermost Python frames: {python}")
+        lines += throughput(results)
+    lines += [line for name, found in (results.get("profile") or {}).items() if (line := profile_line(name, found))]
     conv = results.get("conversion", {})
     if "convert_s" in conv.get("full", {}):
         c = conv["full"]
@@ -534,11 +476,47 @@ def markdown(results):
     return "\n".join(lines)
 
 
+def throughput(results):
+    """The lines of the throughput table, its exactness and cost per token, and the limits measured."""
+    limit, scoring, generation = results["machine_limit"], results["scoring"], results["generation"]
+    rows = [[r["what"], f"{r['fairseq']:,.1f}", f"{r['zoo']:,.1f}", f"{r['ratio']:.2f}×",
+             "-" if r["share_zoo"] is None else f"{r['share_fairseq']:.0%} / {r['share_zoo']:.0%}"]
+            for r in results["table"]]
+    lines = [f"machine limit measured in the same run: matmul {limit['matmul_gflops']:.0f} GFLOP/s, "
+             f"copy {limit['copy_gbs']:.1f} GB/s", "",
+             harness.markdown_table(["measurement", "fairseq:", "zoo:", "zoo/fairseq:",
+                                     "share of limit (fairseq / zoo):"], rows),
+             "", f"scoring: max |zoo − fairseq| log-probability {scoring['max_abs_diff']:.2e}; greedy tokens "
+                 "equal: " + ", ".join(f"batch {b}: {g['same_tokens']:.0%}" for b, g in generation.items()),
+             f"counted from the architecture: scoring {scoring['flops_per_token'] / 1e6:,.1f} MFLOP per token "
+             "(targets in the tail clusters: " + ", ".join(f"{s:.1%}" for s in scoring["cluster_shares"])
+             + f"), training {results['training']['flops_per_token'] / 1e6:,.1f} MFLOP per token, batch-1 "
+             f"generation {next(iter(generation.values()))['bytes_per_token'] / 1e6:,.0f} MB of weights per token"]
+    for kind, key, unit in (("matmul", "gflops", "GFLOP/s"), ("copy", "gbs", "GB/s")):
+        parts = [f"{side} {answers[0].get('library', '')} {statistics.median(a[key] for a in answers):.1f}"
+                 for phase in (kind, kind + "_after") for side, answers in results["limits"].get(phase, {}).items()]
+        lines.append(f"{kind} limit ({unit}; before and after the measurements): " + ", ".join(parts))
+    return lines
+
+
+def profile_line(name, found):
+    """A profiled call's line: tf.profiler's op types, or py-spy's frames (None when py-spy wrote nothing)."""
+    if "ops" in found:
+        top = ", ".join(f"{k.strip()} {share:.0%}" for k, _, share in found["ops"][:10])
+        return f"profile, {name} ({found['s']:.2f} s; tf.profiler, share of op self-time): {top}"
+    if not isinstance(found.get("frames"), dict):
+        return None
+    leaf, python = (", ".join(f"{k} {share:.0%}" for k, share in found["frames"][part][:n])
+                    for part, n in (("leaf", 8), ("python", 6)))
+    return (f"profile, {name} ({found['s']:.2f} s; py-spy, share of samples): innermost frames: {leaf}; "
+            f"innermost Python frames: {python}")
+
+
 if __name__ == "__main__":
     if sys.argv[1:2] == ["--worker"]:
         harness.serve(ZooWorker(int(sys.argv[2])), {"ready": True, "pid": os.getpid()})
     elif sys.argv[1:2] == ["--export-check"]:
         with open(sys.argv[3], "w") as f:
-            json.dump(export_check(sys.argv[2], 20), f)
+            json.dump(export_check(sys.argv[2]), f)
     else:
         main(sys.argv[1:])

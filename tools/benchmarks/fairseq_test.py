@@ -17,47 +17,42 @@ TINY = {"arch": bench.ARCH, "embed_dim": 4, "layers": "[(8, 2)] + [(16, 1)]", "c
         "softmax": "2018", "dropout": 0.1}
 
 
-def test_weights_counted_by_hand():
-    assert bench.stack_weights(TINY) == [("fc1", 4, 8), ("conv0", 2 * 8, 16), ("conv1", 1 * 8, 32),
-                                         ("projection1", 8, 16)]
-    assert bench.head_weights(TINY) == [("head", 16, 4 + 2), ("tail0.projection", 16, 16), ("tail0.kernel", 16, 4),
-                                        ("tail1.projection", 16, 4), ("tail1.kernel", 4, 8)]
-    # today's format projects cluster i to d // 4^(i+1)
-    assert bench.tail_dims({**TINY, "softmax": "current"}) == [4, 1]
-    # 32 + 256 + 256 + 128 + 96 + 256 + 64 + 64 + 32 = 1184 weights and one embedding row
-    assert bench.generation_bytes_per_token(TINY) == 4 * (1184 + 4)
-
-
-def test_flops_count_the_targets_clusters():
-    # stack 2·672, head 2·96, cluster 0 (2·320) for half the targets, cluster 1 (2·96) for a quarter
-    assert bench.scoring_flops_per_token(TINY, [0.5, 0.25]) == 1344 + 192 + 320 + 48
-    assert bench.training_flops_per_token(TINY, [0.5, 0.25]) == 3 * 1904
-    assert bench.scoring_flops_per_token(TINY, [0, 0]) == 1344 + 192
-    assert bench.cluster_shares(TINY, [[0, 3, 4, 7], [8, 15, 2, 9]]) == [2 / 8, 3 / 8]
-
-
-def test_counts_match_the_converted_model():
-    """Every matrix counted is one the zoo's model of the same architecture holds, none left out
-    (a full-size layer list, its widths cut, through the converter's own grouping)."""
+def converted(spec):
+    """The zoo's model of `spec` as `zoo convert fairseq` builds it (the converter's own grouping)."""
     from zoo.convert.fairseq import group_blocks, parse_layers
     from zoo.models.gcnn import GCNNLanguageModel
 
-    spec = {**TINY, "layers": "[(8, 3)] * 2 + [(8, 1)] + [(12, 2)] + [(16, 2)]", "cutoffs": "4,8"}
     blocks, residual, _ = group_blocks(parse_layers(spec["layers"]))
-    model = GCNNLanguageModel(vocabulary_size=bench.vocabulary_size(spec), embedding_dim=spec["embed_dim"],
-                              blocks=blocks, cutoffs=[4, 8], input_projection=True, residual=residual,
-                              residual_scale=0.5**0.5, head_bias=False, adaptive_softmax_2018=True)
-    matrices = sorted(int(np.prod(w.shape)) for w in model.weights
-                      if len(w.shape) >= 2 and w.path != model.embedding.embeddings.path)
-    counted = sorted(r * c for _, r, c in bench.stack_weights(spec) + bench.head_weights(spec))
-    assert matrices == counted
+    return GCNNLanguageModel(vocabulary_size=spec["words"] + 4, embedding_dim=spec["embed_dim"], blocks=blocks,
+                             cutoffs=[int(c) for c in spec["cutoffs"].split(",")], input_projection=True,
+                             residual=residual, residual_scale=0.5**0.5, head_bias=False,
+                             adaptive_softmax_2018=spec["softmax"] == "2018")
+
+
+def test_the_cost_of_a_token_is_counted_from_the_converted_model_by_hand():
+    cost = bench.cost(converted(TINY))
+    # fc1 4·8, conv0 2·8·16, conv1 1·8·32, its residual projection 8·16, the head 16·(4 + 2 clusters)
+    assert cost["multiply_adds"] == 32 + 256 + 256 + 128 + 96
+    # the 2018 format: tail i projects to d // 4^i: 16·16 + 16·4, then 16·4 + 4·8
+    assert cost["tails"] == [256 + 64, 64 + 32] and cost["cutoffs"] == [4, 8] and cost["embedding_dim"] == 4
+    assert bench.generation_bytes_per_token(cost) == 4 * (1184 + 4)  # every matrix and one embedding row
+    # today's format projects cluster i to d // 4^(i+1)
+    assert bench.cost(converted({**TINY, "softmax": "current"}))["tails"] == [16 * 4 + 4 * 4, 16 * 1 + 1 * 8]
+
+
+def test_flops_count_the_targets_clusters():
+    cost = bench.cost(converted(TINY))
+    # stack and head 2·768, cluster 0 (2·320) for half the targets, cluster 1 (2·96) for a quarter
+    assert bench.scoring_flops_per_token(cost, [0.5, 0.25]) == 1536 + 320 + 48
+    assert bench.scoring_flops_per_token(cost, [0, 0]) == 1536
+    assert bench.cluster_shares(cost, [[0, 3, 4, 7], [8, 15, 2, 9]]) == [2 / 8, 3 / 8]
 
 
 def test_windows_start_at_the_line_end_and_hold_words():
     ids = bench.windows(TINY, 3, 50, seed=0)
     assert ids.shape == (3, 51)
     assert (ids[:, 0] == 2).all()
-    assert ids[:, 1:].min() >= 4 and ids[:, 1:].max() < bench.vocabulary_size(TINY)
+    assert ids[:, 1:].min() >= 4 and ids[:, 1:].max() < TINY["words"] + 4
     np.testing.assert_array_equal(ids, bench.windows(TINY, 3, 50, seed=0))
 
 

@@ -439,7 +439,7 @@ def run_once(command, what, timeout=None):
 
 def python_child(script, args, what, timeout=1800):
     """The answer of the Python source `script` run with the arguments `args` in a fresh interpreter
-    (nothing of this process imported; the script may `import harness`, this file, which imports
-    neither the zoo nor TensorFlow)."""
-    here = f"import sys; sys.path.insert(0, {os.path.dirname(os.path.abspath(__file__))!r})\n"
-    return run_once([sys.executable, "-c", here + script, *map(str, args)], what, timeout)
+    (nothing of this process imported; `json`, `sys` and `harness`, this file, which imports neither
+    the zoo nor TensorFlow, imported for the script)."""
+    prelude = f"import json, sys; sys.path.insert(0, {os.path.dirname(os.path.abspath(__file__))!r}); import harness"
+    return run_once([sys.executable, "-c", prelude + "\n" + script, *map(str, args)], what, timeout)

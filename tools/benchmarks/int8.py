@@ -14,13 +14,10 @@ SENTENCE = "the company said it would buy the stock of the bank for about one bi
 REQUESTS = ("serving_default_1", "serving_default_32", "generate_1")
 
 CHILD = r"""
-import json
-import harness
+import contextlib
 import tensorflow as tf
-try:
+with contextlib.suppress(ImportError):
     import tensorflow_text  # noqa: F401  (a subword export's tokenizer ops)
-except ImportError:
-    pass
 paths, calls, new_tokens, sentence = sys.argv[1:3], int(sys.argv[3]), int(sys.argv[4]), sys.argv[5]
 models = [tf.saved_model.load(p) for p in paths]
 requests = {
@@ -34,8 +31,6 @@ print(json.dumps({name: [side["median_s"] for side in harness.measure(
 """
 
 KERNELS_CHILD = r"""
-import json
-import harness
 import numpy as np
 import tensorflow as tf
 from tensorflow.compat import v1

@@ -1,8 +1,11 @@
-"""`zoo benchmark serving`: the exported SavedModel against the in-process Keras model.
-
-How it measures: docs/benchmarks.md#serving.
+"""The served-model benchmarks, sharing their exports and their TensorFlow-only child processes:
+`serving` (`main`), `served-generate`, `serving-threads`, `serving-memory` and `warmup`, each
+`zoo benchmark NAME`. How each measures: docs/benchmarks.md#NAME.
 """
 
+import contextlib
+import json
+import os
 import statistics
 import tempfile
 import time
@@ -11,13 +14,112 @@ from concurrent.futures import ThreadPoolExecutor
 import numpy as np
 
 from zoo.tools.benchmarks import harness
-from zoo.tools.benchmarks.common import build_model, preset_list
+from zoo.tools.benchmarks.common import build_model, preset_list, with_stand_in_vocabulary
 from zoo.tools.benchmarks.harness import fmt, percentile
 
 BATCH = 64
 TARGET_RATIO = 1.1
+FLOOR, SIDES = "the step alone", ("baseline", "this version")
+FLOOR_PROMPT = (1, 5, 6, 7, 8, 9)  # <s> and five ids: the length of the benchmark's prompt
+# (label, intra-op threads, inter-op threads): 0 is the server's default, one thread per core; an
+# inter-op count below 0 runs every op in the thread of the request that needs it
+SETTINGS = (("server defaults (0, 0)", 0, 0), ("intra 1, inter 1", 1, 1), ("intra 1, inter -1", 1, -1),
+            ("intra 0, inter -1", 0, -1))
+MEMORY_KEYS = ("preset", "parameters", "weights", "export_bytes", "runs")
+
+# A fresh process that loads an export into a session as the model server does, with its thread pools:
+# the median seconds of `generate` and 64-sentence `serving_default` requests (served-generate, serving-threads).
+SESSION_CHILD = r"""
+import statistics
+import tensorflow as tf
+from tensorflow.compat import v1
+v1.disable_eager_execution()
+export, intra, inter, calls, new, top_k = sys.argv[1], *map(int, sys.argv[2:7])
+config = v1.ConfigProto(intra_op_parallelism_threads=intra, inter_op_parallelism_threads=inter)
+session = v1.Session(graph=tf.Graph(), config=config)
+with session.graph.as_default():
+    signatures = v1.saved_model.loader.load(session, ["serve"], export).signature_def
+requests = {"generate": {"text": ["the company said that it"], "max_new_tokens": new, "temperature": 0.8,
+                         "top_k": top_k, "top_p": 1.0, "seed": 0, "num_beams": 1},
+            "serving_default": {"text": ["the company said it would buy the stock of its rival for cash"] * 64}}
+out = {}
+for key, values in requests.items():
+    if key not in signatures:  # an export with generate alone (served-generate --floor)
+        continue
+    sig = signatures[key]
+    fetch = {k: v.name for k, v in sig.outputs.items()}
+    feed = {sig.inputs[k].name: v for k, v in values.items() if k in sig.inputs}
+    result = [session.run(fetch, feed) for _ in range(2)][-1]
+    out[key + "_s"] = statistics.median(harness.timed(session.run, fetch, feed)[0] for _ in range(calls))
+    if key == "generate":
+        out.update(new_tokens=int(result["lengths"][0]), completion=result["completion"][0].decode())
+print(json.dumps(out))
+"""
+
+# A fresh process's first requests after loading an export (eagerly): the seconds of the import, the load,
+# the replay of the export's warmup records (when argv[2] is 1) and each first request, and its resident
+# memory after the import, the load and the requests (serving-memory, warmup).
+FIRST_CALLS_CHILD = r"""
+import contextlib
+load_s, tf = harness.timed(__import__, "tensorflow")
+with contextlib.suppress(ImportError):
+    import tensorflow_text  # noqa: F401  (a subword export's tokenizer ops)
+out = {"imported_rss": harness.status_kib("VmRSS") * 1024}
+seconds, loaded = harness.timed(tf.saved_model.load, sys.argv[1])
+out.update(load_s=load_s + seconds, loaded_rss=harness.status_kib("VmRSS") * 1024)
+
+def replay():
+    from tensorflow_serving.apis import prediction_log_pb2
+    for record in tf.data.TFRecordDataset(sys.argv[1] + "/assets.extra/tf_serving_warmup_requests"):
+        request = prediction_log_pb2.PredictionLog.FromString(record.numpy()).predict_log.request
+        loaded.signatures[request.model_spec.signature_name](
+            **{k: tf.constant(tf.make_ndarray(v)) for k, v in request.inputs.items()})
+
+out["replay_s"] = harness.timed(replay)[0] if sys.argv[2] == "1" else 0.0
+text = tf.constant(["the company said it would buy the stock"] * int(sys.argv[3]))
+out["serving_default_s"] = harness.timed(
+    lambda: loaded.signatures["serving_default"](text=text)["perplexity"].numpy())[0]
+out["generate_s"] = harness.timed(
+    lambda: harness.generate_request(loaded, ["the company said"], 20)["text"].numpy())[0]
+harness.answer(lambda: {**out, "served_rss": harness.status_kib("VmRSS") * 1024,
+                        "peak_rss": harness.status_kib("VmHWM") * 1024})
+"""
 
 
+def session_run(export, intra, inter, calls, new_tokens, top_k=40):
+    """One fresh process's medians (seconds) for one thread setting (`SESSION_CHILD`)."""
+    return harness.python_child(SESSION_CHILD, [export, intra, inter, calls, new_tokens, top_k],
+                                f"the process with intra {intra}, inter {inter}")
+
+
+def first_calls(export, replay=False, sentences=8, keys=("load_s", "replay_s", "serving_default_s", "generate_s")):
+    """`keys` of one fresh process's `FIRST_CALLS_CHILD` figures."""
+    found = harness.python_child(FIRST_CALLS_CHILD, [export, int(replay), sentences],
+                                 f"the {'warm' if replay else 'cold'} process", timeout=900)
+    return {key: found[key] for key in keys}
+
+
+def memory_run(export):
+    """One fresh process's resident memory (bytes) after the import, the load and its first requests."""
+    return first_calls(export, sentences=32, keys=("imported_rss", "loaded_rss", "served_rss", "peak_rss"))
+
+
+@contextlib.contextmanager
+def exported(model, prefix, name="model", **options):
+    """`(seconds, path)` of `model`'s SavedModel, exported into a temporary folder (`export_saved_model`'s
+    `options`) for the block."""
+    from zoo.export import export_saved_model
+
+    with tempfile.TemporaryDirectory(prefix=prefix) as base:
+        yield harness.timed(export_saved_model, model, base, name, **options)
+
+
+def per_second(runs, key, count):
+    """`count` over the median of `runs`' `key` seconds (new tokens or lines per second)."""
+    return count / statistics.median(r[key] for r in runs)
+
+
+# ---- serving: the exported SavedModel against the in-process Keras model ------------------------
 def sentences(vocabulary, count, words=20, seed=0):
     """`count` lines of `words` words drawn from the vocabulary (specials excluded)."""
     rng = np.random.default_rng(seed)
@@ -63,16 +165,13 @@ def rate(times):
 def measure(preset, args):
     import tensorflow as tf
 
-    from zoo.export import export_saved_model
-
     model = build_model(preset, args.small)
     general, batched = in_process(model)
     one, batch = sentences(model.tokenizer, 1), sentences(model.tokenizer, BATCH, seed=1)
     want_one = model.score(one)[0]  # the in-process functions traced before the SavedModel is loaded
     np.testing.assert_allclose(general(one)[0], want_one, atol=1e-5)
     want_batch = batched(batch)["token_log_probs"]
-    with tempfile.TemporaryDirectory(prefix="zoo-bench-serving-") as base:
-        export_s, path = harness.timed(export_saved_model, model, base, preset)
+    with exported(model, "zoo-bench-serving-", preset) as (export_s, path):
         r = {"preset": preset, "params": int(model.count_params()), "export_s": export_s,
              "size_bytes": harness.directory_bytes(path)}
         loaded = tf.saved_model.load(path)
@@ -163,7 +262,8 @@ def table(results):
 
 
 def main(argv):
-    p = harness.parser("serving", __doc__)
+    """`zoo benchmark serving`: the exported SavedModel against the in-process Keras model."""
+    p = harness.parser("serving", main.__doc__)
     p.add_argument("--presets", default="gcnn-ptb,lstm-ptb,lstm-moe-ptb", help="comma-separated presets")
     for flag, default, what in (
             ("--latency-calls", 2000, "one-sentence calls per path"),
@@ -187,3 +287,282 @@ def main(argv):
     print(f"\n{table(results)}\nload average at the end: {harness.load_average_text()}\n"
           "What each column means: docs/benchmarks.md#serving")
     return harness.report(args, {**out, "results": results})
+
+
+# ---- served-generate: this version's exported generate against an earlier version's --------------
+def seeded(presets, seed, export):
+    """`{preset: export(preset, the preset with random weights drawn after set_random_seed(seed))}`."""
+    import keras
+
+    import zoo
+
+    out = {}
+    for preset in presets:
+        keras.utils.set_random_seed(seed)
+        out[preset] = export(preset, zoo.load(preset))
+    return out
+
+
+def exports_of(base, presets, seed, head_blocks=None):
+    """`{preset: this version's export under `base`}` (`export_saved_model`'s `head_blocks`)."""
+    from zoo.export import export_saved_model
+
+    # a preset of the paper's size has no vocabulary here: a stand-in of its size
+    return seeded(presets, seed, lambda preset, model: export_saved_model(
+        with_stand_in_vocabulary(model), base, preset, head_blocks=head_blocks))
+
+
+def floor_exports(base, presets, seed, blocks):
+    """`{preset: path}`: `floor_export` of each preset with the same random weights as `exports_of`'s."""
+    return seeded(presets, seed, lambda preset, model: floor_export(model, os.path.join(base, "floor", preset),
+                                                                    blocks[preset]))
+
+
+def floor_export(model, path, head_blocks):
+    """A SavedModel whose `generate(text, max_new_tokens)` runs only, after `FLOOR_PROMPT`, `max_new_tokens`
+    steps of `model.step`, its output layer (in `head_blocks` blocks) and an argmax (docs/benchmarks.md
+    #served-generate); outputs `lengths` and `completion` (the last id, as text)."""
+    import tensorflow as tf
+
+    from zoo.export.saved_model import saved_variables
+    from zoo.models import generation
+
+    def generate(text, max_new_tokens):
+        ids = tf.constant([FLOOR_PROMPT], tf.int32)
+        with generation.loop_invariants(model), generation._head_in_blocks(model, head_blocks):
+            hidden, state = generation.prefill(model, ids, tf.constant([len(FLOOR_PROMPT)], tf.int32))
+
+            def body(step, token, hidden, state):
+                token = tf.argmax(generation.next_token_scores(model, hidden, False), -1, output_type=tf.int32)
+                hidden, state = model.step(token, state)
+                return step + 1, token, hidden, state
+
+            _, token, _, _ = tf.while_loop(lambda step, *_: step < max_new_tokens, body,
+                                           (tf.constant(0), tf.zeros([1], tf.int32), hidden, state))
+        return {"lengths": tf.fill([1], max_new_tokens), "completion": tf.strings.as_string(token)}
+
+    root = tf.Module()
+    with saved_variables(model) as root.model_variables:  # as the exports save them: no norm per request
+        root.generate = tf.function(generate, autograph=False, input_signature=[
+            tf.TensorSpec([None], tf.string, name="text"), tf.TensorSpec([], tf.int32, name="max_new_tokens")])
+        tf.saved_model.save(root, path, signatures={"generate": root.generate})  # step and prefill track no metrics
+    return path
+
+
+def baseline_export(directory, preset):
+    """The newest version of `preset`'s export under the baseline `directory`, or a ValueError."""
+    folder = os.path.join(directory, preset)
+    versions = sorted((int(v) for v in os.listdir(folder) if v.isdigit()), reverse=True) \
+        if os.path.isdir(folder) else []
+    for path in (os.path.join(folder, str(v)) for v in versions):
+        if os.path.exists(os.path.join(path, "saved_model.pb")):
+            return path
+    raise ValueError(f"--baseline {directory!r} holds no export of {preset} ({folder}/<version>/saved_model.pb); "
+                     "make it with the earlier version's code (docs/benchmarks.md#served-generate).")
+
+
+def rates(sides):
+    """`{side: median new tokens/s of its runs}`."""
+    return {side: harness.median_rate(runs, "new_tokens", "generate_s") for side, runs in sides.items()}
+
+
+def generate_table(results):
+    """Markdown rows from `{preset: {"baseline": [runs], "this version": [runs]}}`."""
+    def cells(x):
+        return [f"{x['baseline']:,.0f}", f"{x['this version']:,.0f}", f"{x['this version'] / x['baseline']:.2f}×"]
+
+    rows = [[f"`{preset}`", *cells(rates(sides)),
+             *cells({s: per_second(sides[s], "serving_default_s", BATCH) for s in SIDES})]
+            for preset, sides in results.items()]
+    return harness.markdown_table(["preset", "`generate` batch 1, new tokens/s: baseline:", "this version:",
+                                   "× baseline:", "`serving_default` 64 lines, lines/s: baseline:", "this version:",
+                                   "× baseline:"], rows)
+
+
+def floor_table(results):
+    """Markdown rows of `--floor`: each side's new tokens/s (µs per new token), the step alone as a
+    multiple of the baseline and this version's share of it."""
+    rows = []
+    for preset, sides in results.items():
+        speed = rates(sides)
+        rows.append([f"`{preset}`", *(f"{speed[s]:,.0f} ({1e6 / speed[s]:.0f})" for s in (*SIDES, FLOOR)),
+                     f"{speed[FLOOR] / speed['baseline']:.2f}×", f"{speed['this version'] / speed[FLOOR]:.0%}"])
+    return harness.markdown_table(["preset", "baseline: new tokens/s (µs each):", "this version:", "the step alone "
+                                   "(`step`, output layer, argmax):", "the step alone × baseline:",
+                                   "this version / the step alone:"], rows)
+
+
+def served_generate(argv=None):
+    """`zoo benchmark served-generate`: the exported `generate` at batch 1, as the model server runs it
+    with its default flags, against the exports of an earlier version of the zoo, side by side."""
+    p = harness.parser("served-generate", served_generate.__doc__, 5,
+                       "fresh processes of each side per preset (default 5)")
+    p.add_argument("--baseline", help="a directory of the earlier version's exports, <preset>/<version>")
+    p.add_argument("--write-exports", metavar="DIR", help="only write this version's exports into DIR and stop")
+    p.add_argument("--presets", default="gcnn-ptb,lstmp-ptb", help="comma-separated presets (default: %(default)s)")
+    p.add_argument("--seed", type=int, default=0, help="the random weights' seed, on both sides (default 0)")
+    p.add_argument("--calls", type=int, default=9, help="timed requests of each kind per process (default 9)")
+    p.add_argument("--new-tokens", type=int, default=100, help="new tokens per generate request (default 100)")
+    p.add_argument("--top-k", type=int, default=40, help="generate's top_k, at temperature 0.8 (default 40)")
+    p.add_argument("--head-blocks", type=int, metavar="N", help="this version's exports with zoo export "
+                   "--head-blocks N (default: zoo export's)")
+    p.add_argument("--floor", action="store_true", help="also time the model's step, output layer and argmax alone")
+    args = p.parse_args(argv)
+    harness.at_least_one(args, "repeats", "calls", "new_tokens", "head_blocks")
+    presets = [name.strip() for name in args.presets.split(",") if name.strip()]
+    if not presets:
+        raise ValueError(f"--presets must name at least one preset, got {args.presets!r}.")
+    if args.write_exports and args.floor:
+        raise ValueError("--floor times a third side beside a baseline; it does not apply to --write-exports.")
+    if args.write_exports:
+        for preset, path in exports_of(args.write_exports, presets, args.seed, args.head_blocks).items():
+            print(f"{preset}: {path}")
+        return
+    if not args.baseline:
+        raise ValueError("--baseline is required: a directory of the earlier version's exports "
+                         "(or --write-exports DIR to make this version's).")
+    baselines = {preset: baseline_export(args.baseline, preset) for preset in presets}
+    start_load, results = harness.load_average_text(), {}
+    with tempfile.TemporaryDirectory(prefix="zoo-served-") as base:
+        current = exports_of(base, presets, args.seed, args.head_blocks)
+        blocks = {}
+        for preset, path in current.items():
+            with open(os.path.join(path, "assets.extra", "zoo_export.json")) as f:
+                blocks[preset] = json.load(f)["head_blocks"]
+        floors = floor_exports(base, presets, args.seed, blocks) if args.floor else {}
+        for preset in presets:
+            exports = {"baseline": baselines[preset], "this version": current[preset], FLOOR: floors.get(preset)}
+            results[preset] = harness.interleaved(
+                {side: (lambda e=export: session_run(e, 0, 0, args.calls, args.new_tokens, args.top_k))
+                 for side, export in exports.items() if export}, args.repeats)
+            print(f"  {preset}: " + ", ".join(f"{side} {r:,.0f} tok/s" for side, r in rates(results[preset]).items()),
+                  flush=True)
+    from zoo.models.generation import l2_cache_bytes
+
+    same = {preset: len({r["completion"] for side in SIDES for r in sides[side]}) == 1
+            for preset, sides in results.items()}
+    rendered = generate_table(results) + ("\n\n" + floor_table(results) if args.floor else "")
+    print(f"{harness.cpu_model()}, load average {start_load} at the start, {harness.load_average_text()} at the end; "
+          f"medians of {args.repeats} fresh processes per side, {args.calls} requests each; both sides wrote the same "
+          "text: " + ", ".join(f"{preset} {'yes' if ok else 'NO'}" for preset, ok in same.items())
+          + "; this version's output layer in "
+          + ", ".join(f"{n} block{'s' * (n > 1)} ({preset})" for preset, n in blocks.items())
+          + f", level-2 cache {l2_cache_bytes()} bytes per core")
+    harness.report(args, {"presets": presets, "baseline": baselines, "seed": args.seed, "cpu": harness.cpu_model(),
+                          "repeats": args.repeats, "calls": args.calls, "new_tokens": args.new_tokens,
+                          "top_k": args.top_k, "head_blocks": blocks, "l2_cache_bytes": l2_cache_bytes(),
+                          "same_text": same, "results": results, "table": rendered}, rendered)
+
+
+# ---- serving-threads: the model server's thread pools ----------------------------------------------
+def threads_table(results, new_tokens):
+    """Markdown rows from `{label: [per-process results]}`, the first label being the baseline."""
+    rows, base = [], None
+    for name, runs in results.items():
+        gen, score = per_second(runs, "generate_s", new_tokens), per_second(runs, "serving_default_s", BATCH)
+        base = base or (gen, score)
+        rows.append([name, f"{gen:,.0f}", f"{gen / base[0]:.2f}×", f"{score:,.0f}", f"{score / base[1]:.2f}×"])
+    return harness.markdown_table(["thread pools (intra, inter)", "`generate` batch 1, new tokens/s:", "× defaults:",
+                                   "`serving_default` 64 lines, lines/s:", "× defaults:"], rows)
+
+
+def serving_threads(argv=None):
+    """`zoo benchmark serving-threads`: an export served with the model server's default thread pools
+    against smaller ones, for batch-1 `generate` and a batched `serving_default`."""
+    p = harness.parser("serving-threads", serving_threads.__doc__, 5, "fresh processes of each setting (default 5)")
+    p.add_argument("--preset", default="gcnn-ptb", help="a preset (random weights) or a preset directory")
+    p.add_argument("--calls", type=int, default=9, help="timed requests of each kind per process (default 9)")
+    p.add_argument("--new-tokens", type=int, default=100, help="new tokens per generate request (default 100)")
+    args = p.parse_args(argv)
+    harness.at_least_one(args, "repeats", "calls", "new_tokens")
+    import zoo
+
+    model, start_load = zoo.load(args.preset), harness.load_average_text()
+    with exported(model, "zoo-threads-", max_new_tokens=max(args.new_tokens, 1)) as (_, export):
+        results = harness.interleaved({name: (lambda s=s: session_run(export, *s, args.calls, args.new_tokens))
+                                       for name, *s in SETTINGS}, args.repeats)  # the defaults first: the base
+    short = [(name, r["new_tokens"]) for name, runs in results.items() for r in runs
+             if r["new_tokens"] != args.new_tokens]
+    if short:
+        raise RuntimeError(f"{short[0][0]}: generate wrote {short[0][1]} tokens, not {args.new_tokens}.")
+    same = len({r["completion"] for runs in results.values() for r in runs}) == 1
+    rendered = threads_table(results, args.new_tokens)
+    print(f"{args.preset}, {harness.cpu_model()}, load average {start_load} at the start, "
+          f"{harness.load_average_text()} at the end; medians of {args.repeats} fresh processes per setting, "
+          f"{args.calls} requests each; every setting wrote the same text: {'yes' if same else 'NO'}")
+    harness.report(args, {"preset": args.preset, "cpu": harness.cpu_model(), "repeats": args.repeats,
+                          "calls": args.calls, "new_tokens": args.new_tokens, "same_text": same,
+                          "results": results, "table": rendered}, rendered)
+
+
+# ---- serving-memory: what one served model costs in memory --------------------------------------------
+def memory_table(rows):
+    """Markdown rows from `[(preset, parameters, weights, export bytes, [per-process results])]`."""
+    out = []
+    for preset, parameters, weights, size, runs in rows:
+        mib = {key: statistics.median(r[key] for r in runs) / 2 ** 20 for key in runs[0]}
+        out.append([f"`{preset}`", f"{parameters:,}", weights, f"{size / 2 ** 20:,.1f}",
+                    *(f"{mib[key] - mib['imported_rss']:,.1f}" for key in ("loaded_rss", "served_rss")),
+                    f"{mib['peak_rss']:,.1f}"])
+    return harness.markdown_table(["preset", "parameters:", "weights", "export on disk (MiB):",
+                                   "the model, once loaded (MiB):", "after its first requests (MiB):",
+                                   "process peak (MiB):"], out)
+
+
+def serving_memory(argv=None):
+    """`zoo benchmark serving-memory`: what one served model costs in memory, per preset."""
+    p = harness.parser("serving-memory", serving_memory.__doc__, 3, "fresh processes per preset (default 3)")
+    p.add_argument("--presets", default="gcnn-ptb,gcnn-ptb-deep,lstmp-ptb,gcnn-en",
+                   help="comma-separated presets or preset directories (default %(default)s)")
+    args = p.parse_args(argv)
+    harness.at_least_one(args, "repeats")
+    import zoo
+    from zoo.weights import trained_presets
+
+    rows = []
+    for preset in preset_list(args.presets):
+        trained = not os.path.isdir(preset) and preset in trained_presets()
+        model = zoo.load(preset, weights="trained" if trained else None)
+        with exported(model, "zoo-memory-", preset.replace("/", "_")) as (_, export):
+            runs = [memory_run(export) for _ in range(args.repeats)]
+            rows.append((preset, model.count_params(), "trained" if trained else "random",
+                         harness.directory_bytes(export), runs))
+        print(f"  {preset}: {(runs[-1]['served_rss'] - runs[-1]['imported_rss']) / 2 ** 20:,.1f} MiB", flush=True)
+    rendered = memory_table(rows)
+    print(f"{harness.cpu_model()}, medians of {args.repeats} fresh processes per preset (resident memory above a "
+          "process that has imported TensorFlow):")
+    harness.report(args, {"cpu": harness.cpu_model(), "repeats": args.repeats, "table": rendered,
+                          "rows": [dict(zip(MEMORY_KEYS, r)) for r in rows]}, rendered)
+
+
+# ---- warmup: the first requests after a fresh load, without and with the warmup records ------------
+def warmup_table(cold, warm):
+    """Markdown rows: the medians of each first request, cold and warm, and their ratio."""
+    ms = {(side, key): statistics.median(r[key] for r in runs) * 1e3 for side, runs in (("cold", cold), ("warm", warm))
+          for key in runs[0]}
+    rows = [[label, f"{ms['cold', key]:,.1f}", f"{ms['warm', key]:,.1f}", f"{ms['cold', key] / ms['warm', key]:.1f}×"]
+            for key, label in (("serving_default_s", "`serving_default`, 8 sentences"),
+                               ("generate_s", "`generate`, 1 prompt, 20 greedy tokens"))]
+    rows.append(["(replaying the warmup records at load)", "—", f"{ms['warm', 'replay_s']:,.0f}", ""])
+    return harness.markdown_table(["first request after a fresh load", "without warmup (ms):",
+                                   "with warmup replayed (ms):", "ratio:"], rows)
+
+
+def warmup(argv=None):
+    """`zoo benchmark warmup`: the latency of the first `serving_default` and `generate` requests
+    after a fresh load of an export, without and with its warmup records
+    (`assets.extra/tf_serving_warmup_requests`) replayed first, as TF Serving replays them."""
+    p = harness.parser("warmup", warmup.__doc__, 5, "fresh processes of each kind (default 5)")
+    p.add_argument("--preset", default="gcnn-ptb", help="a preset with trained weights, or a preset directory")
+    args = p.parse_args(argv)
+    harness.at_least_one(args, "repeats")
+    import zoo
+
+    model = zoo.load(args.preset, weights=None if os.path.isdir(args.preset) else "trained")
+    with exported(model, "zoo-warmup-") as (_, export):
+        runs = harness.interleaved({"cold": lambda: first_calls(export), "warm": lambda: first_calls(export, True)},
+                                   args.repeats)
+    rendered = warmup_table(runs["cold"], runs["warm"])
+    print(f"{args.preset}, {harness.cpu_model()}, median of {args.repeats} fresh processes each:")
+    harness.report(args, {"preset": args.preset, "cpu": harness.cpu_model(), "repeats": args.repeats, **runs,
+                          "table": rendered}, rendered)

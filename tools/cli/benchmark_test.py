@@ -9,8 +9,9 @@ from zoo.tools.cli import main
 
 def test_every_registered_benchmark_has_a_main():
     for name in benchmarks.names():
-        assert callable(benchmarks.module(name).main), name
+        assert callable(benchmarks.entry(name)), name
     assert benchmarks.module("input_pipeline") is benchmarks.module("input")  # the module's name works too
+    assert benchmarks.entry("warmup") is benchmarks.module("serving").warmup  # one module, several benchmarks
 
 
 def test_unknown_benchmark_names_the_known_ones(capsys):
