@@ -13,7 +13,9 @@ from setuptools import find_packages, setup
 ROOMS = ("layers", "export")
 PACKAGES = (find_packages(include=["zoo", "zoo.*"])
             + [f"zoo.{package}" for room in ROOMS for package in find_packages(include=[room, f"{room}.*"])]
-            + ["zoo.tools", "zoo.tools.cli"])
+            + ["zoo.tools", "zoo.tools.cli"]
+            # the LiteRT runtime (runtime/setup.py installs it alone, without TensorFlow)
+            + ["zoo_litert"])
 WORKSHOP = ["matplotlib", "tf-models-official~=2.20.0"]  # the plots of `zoo reproduce`; Model Garden's MoE
 TFDS = ["tensorflow-datasets"]  # zoo.data.tfds_builders
 # LiteRT's runtime, which runs a LiteRT export (`zoo.export.export_litert` writes it with TensorFlow
@@ -26,9 +28,10 @@ setup(
     description="Gated convolutional and sparsely-gated mixture-of-experts language models in Keras 3",
     python_requires=">=3.10,<3.13",
     packages=PACKAGES,
-    package_dir={"zoo.layers": "layers", "zoo.export": "export", "zoo.tools": "tools"},
-    # Trained weights that ship with a preset (zoo.weights' TRAINED).
-    package_data={"zoo": ["trained_weights/*.weights.h5", "trained_weights/*/*"]},
+    package_dir={"zoo.layers": "layers", "zoo.export": "export", "zoo.tools": "tools",
+                 "zoo_litert": "runtime/zoo_litert"},
+    # Trained weights that ship with a preset (zoo.weights' TRAINED); zoo_litert's example export.
+    package_data={"zoo": ["trained_weights/*.weights.h5", "trained_weights/*/*"], "zoo_litert": ["example/*"]},
     install_requires=[
         "tensorflow~=2.20.0",
         "keras>=3.10,<4",
