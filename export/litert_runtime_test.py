@@ -321,6 +321,19 @@ def test_greedy_text_of_the_trained_presets_equals_lm_generate_for_100_new_token
 
 
 # ---- a fresh venv without TensorFlow ---------------------------------------------------------
+def test_its_distribution_requires_litert_numpy_and_sentencepiece_only():
+    from tests.packaging_test import read_setup
+
+    runtime = read_setup(os.path.join(ROOT, "runtime"))
+    library = read_setup(ROOT)
+    assert runtime.name == "gcnn-moe-zoo-litert" and runtime.packages == ["zoo_litert"]
+    assert sorted(r.split(">")[0].split("<")[0] for r in runtime.install_requires) == \
+        ["ai-edge-litert", "numpy", "sentencepiece"]
+    assert set(runtime.install_requires) - {"numpy"} <= set(library.install_requires) | set(library.extras_require["litert"])
+    assert "zoo_litert" in library.packages and library.package_dir["zoo_litert"] == "runtime/zoo_litert"
+
+
+
 VENV_SCRIPT = """
 import json, sys, zoo_litert
 model = zoo_litert.load(sys.argv[1])

@@ -49,7 +49,8 @@ def public_modules():
                for node in ast.parse(text).body):
             parts = os.path.splitext(path)[0].split(os.sep)
             parts = parts[:-1] if parts[-1] == "__init__" else parts
-            names.append(".".join(parts if parts[0] == "zoo" else ["zoo", *parts]))
+            parts = parts[1:] if parts[0] == "runtime" else parts  # runtime/zoo_litert installs as zoo_litert
+            names.append(".".join(parts if parts[0] in ("zoo", "zoo_litert") else ["zoo", *parts]))
     return sorted(names, key=lambda name: (name.count("."), name))
 
 
@@ -72,7 +73,7 @@ def zoo_members(cls):
     `__init__`, that the zoo's classes in `cls`'s MRO define (the nearest definition wins)."""
     members = {}
     for klass in reversed(cls.__mro__):
-        if not klass.__module__.startswith("zoo."):
+        if not klass.__module__.startswith(("zoo.", "zoo_litert.")):
             continue
         for name, value in vars(klass).items():
             if name.startswith("_") and name != "__init__":
@@ -125,7 +126,8 @@ def cases(names, ci=(), pending_examples=None):
 
 def test_every_public_package_is_walked():
     """The walk finds the packages the issue names (and any added since)."""
-    assert {"zoo", "zoo.models", "zoo.data", "zoo.training", "zoo.layers", "zoo.export"} <= set(public_modules())
+    assert {"zoo", "zoo.models", "zoo.data", "zoo.training", "zoo.layers", "zoo.export",
+            "zoo_litert", "zoo_litert.model"} <= set(public_modules())
     assert len(CALLABLES) > len(OBJECTS) > 50
 
 

@@ -1,4 +1,5 @@
-"""The install claims one import name, `zoo`, and maps every package folder of the checkout into it:
+"""The install claims one import name, `zoo` (and `zoo_litert`, the LiteRT runtime that must import
+without TensorFlow), and maps every package folder of the checkout into it:
 the library (setup.py) all but the workshop's rooms, the workshop (workshop/setup.py) those; a
 checkout that is not installed says how to fix it instead of failing deep inside."""
 
@@ -40,8 +41,9 @@ def workshop():
 
 
 def package_folders():
-    """Every folder of the checkout holding an __init__.py, as the import name it installs under."""
-    names = set()
+    """Every folder of the checkout holding an __init__.py, as the import name it installs under
+    (runtime/zoo_litert as zoo_litert, the LiteRT runtime's own top-level name)."""
+    names = {"zoo_litert"}
     for room in ("zoo", "layers", "export", "tools"):
         for folder, dirs, files in os.walk(os.path.join(ROOT, room)):
             dirs[:] = [d for d in dirs if not d.startswith((".", "__"))]
@@ -52,8 +54,10 @@ def package_folders():
 
 
 def test_one_top_level_name_and_every_package_folder_installed_once(distribution, workshop):
+    """`zoo`, and `zoo_litert`: the LiteRT runtime, importable without TensorFlow, so not inside
+    `zoo` (whose package imports TensorFlow); runtime/setup.py installs it alone."""
     library, tools = set(distribution.packages), set(workshop.packages)
-    assert {name.split(".")[0] for name in library | tools} == {"zoo"}
+    assert {name.split(".")[0] for name in library | tools} == {"zoo", "zoo_litert"}
     assert library | tools == package_folders() and not library & tools
     assert {name.split(".")[2] for name in tools} == set(WORKSHOP_ROOMS)
     for setup_folder, dist in ((ROOT, distribution), (os.path.join(ROOT, "workshop"), workshop)):
