@@ -3,7 +3,6 @@
 How it measures: docs/benchmarks.md#moe-parallel.
 """
 
-import itertools
 import json
 import math
 import sys
@@ -16,20 +15,15 @@ SMALL = {"experts": 8, "k": 2, "hidden": 16, "width": 8, "vocabulary": 64, "batc
 DEFAULT_REPLICAS = (2, 4)
 DEFAULT_CAPACITY_FACTORS = (1.0, 2.0)
 PRESET = "lstm-moe-ptb"  # the family and optimiser layout; every size is overridden
-EXPERT_NAMES = ("expert_kernel_in", "expert_bias_in", "expert_kernel_out", "expert_bias_out")
 SEED = 0
 PAPER_MODELS = ("moe-1024-h", "moe-4096-h", "moe-65536-h")
 # Appendix D's MoE-65536-h: moe-4096-h's stack with a hierarchical MoE of first-level branching factor 256
 DERIVED = {"moe-65536-h": ("moe-4096-h", {"num_experts": 65536, "k": 2, "hidden_units": 1024, "groups": 256})}
-# tokens per GPU: Appendix C.1; capacity factor: zoo.layers.expert_parallel's default; links per GPU
-PAPER_DEFAULTS = {"gpus": (8, 64), "gpus_per_node": 8, "tokens_per_gpu": 18_750, "capacity_factor": 2.0,
-                  "nvlink_GBps": 300.0, "network_Gbps": 100.0, "gpu_memory_GB": 80.0}
-# the flags of the paper's assumptions: (key, type, what)
+# the flags of the paper's assumptions (zoo.models.compute.expert_parallel_cost's): (key, type, what)
 PAPER_FLAGS = {"--tokens-per-gpu": ("tokens_per_gpu", int, "Appendix C.1"),
                "--paper-capacity-factor": ("capacity_factor", float, "on paper"),
                "--network-gbits": ("network_Gbps", float, "gigabits/s per GPU between nodes"),
                "--nvlink-gbytes": ("nvlink_GBps", float, "gigabytes/s per GPU inside a node")}
-FLOAT = 4  # bytes; float32 weights, gradients and exchanged activations
 
 
 def check_sizes(sizes, replicas_list, capacity_factors):
@@ -50,28 +44,6 @@ def check_sizes(sizes, replicas_list, capacity_factors):
 
 
 # ---- what a replica holds ------------------------------------------------------------------------
-def _bytes(variable):
-    """Bytes of a variable or of one replica's component, from its shape and dtype."""
-    import numpy as np
-    import tensorflow as tf
-
-    return int(np.prod(variable.shape, dtype=np.int64)) * tf.as_dtype(variable.dtype).size
-
-
-def is_expert_variable(variable):
-    return getattr(variable, "path", variable.name).rsplit("/", 1)[-1] in EXPERT_NAMES
-
-
-def _split_state(optimizer, experts):
-    """The optimiser's state variables, its counters left out: `(those of the variables `experts`
-    (named after them), the others)`."""
-    from zoo.factorized_adam import is_counter_variable
-
-    prefixes = tuple(v.path.replace("/", "_") + "_" for v in experts)
-    state = [v for v in optimizer.variables if not is_counter_variable(optimizer, v)]
-    return [v for v in state if v.name.startswith(prefixes)], [v for v in state if not v.name.startswith(prefixes)]
-
-
 def memory_accounting(model, optimizer, strategy):
     """Bytes each replica holds (`experts`, `expert_state`, `other`, `other_state`: lists, one entry a
     replica) and the bytes all-reduced per step (`all_reduced`, `all_reduced_experts`, `embedding`):
@@ -79,6 +51,7 @@ def memory_accounting(model, optimizer, strategy):
     import keras
 
     from zoo.layers.expert_parallel import is_expert_shard
+    from zoo.models.compute import is_expert_variable, optimizer_state, variable_bytes as size
 
     replicas = strategy.num_replicas_in_sync
 
@@ -88,17 +61,17 @@ def memory_accounting(model, optimizer, strategy):
             components = strategy.experimental_local_results(v.value if isinstance(v, keras.Variable) else v)
             if len(components) != replicas:
                 raise RuntimeError(f"{v.path}: {len(components)} components for {replicas} replicas.")
-            out = [n + _bytes(c) for n, c in zip(out, components)]
+            out = [n + size(c) for n, c in zip(out, components)]
         return out
 
     experts = [v for v in model.weights if is_expert_variable(v)]
-    expert_state, other_state = _split_state(optimizer, experts)
+    expert_state, other_state = optimizer_state(optimizer, experts)
     reduced = [v for v in model.trainable_variables if not is_expert_shard(v)]
     return {"experts": held(experts), "expert_state": held(expert_state),
             "other": held([v for v in model.weights if not is_expert_variable(v)]), "other_state": held(other_state),
-            "all_reduced": sum(map(_bytes, reduced)),
-            "all_reduced_experts": sum(_bytes(v) for v in reduced if is_expert_variable(v)),
-            "embedding": sum(_bytes(v) for v in reduced if "embedding" in v.path.rsplit("/", 1)[-1]),
+            "all_reduced": sum(map(size, reduced)),
+            "all_reduced_experts": sum(size(v) for v in reduced if is_expert_variable(v)),
+            "embedding": sum(size(v) for v in reduced if "embedding" in v.path.rsplit("/", 1)[-1]),
             "expert_parallel": any(map(is_expert_shard, model.trainable_variables))}
 
 
@@ -107,7 +80,7 @@ def exchange_bytes(sizes, replicas, capacity_factor):
     blocks [R, E/R, capacity, width], capacity = ceil(cf · tokens per replica · k / E)."""
     tokens = sizes["batch"] // replicas * sizes["seq_len"]
     capacity = math.ceil(capacity_factor * tokens * sizes["k"] / sizes["experts"])
-    block = sizes["experts"] * capacity * sizes["width"] * FLOAT  # [R, E/R, capacity, d] = E · capacity · d
+    block = sizes["experts"] * capacity * sizes["width"] * 4  # float32 [R, E/R, capacity, d] = E · capacity · d
     return {"capacity": capacity, "block_bytes": block, "sent_bytes": 4 * block * (replicas - 1) // replicas}
 
 
@@ -165,86 +138,29 @@ def worker(spec):
     return out
 
 
-# ---- the paper model -----------------------------------------------------------------------------
-def paper_shapes(name):
-    """A large model's parameter counts (`experts`, `embedding`, `dense`) and optimiser state bytes
-    (`expert_state`, `other_state`), from its own layers built in a `tf.Graph` (nothing allocated)."""
-    import numpy as np
-    import tensorflow as tf
+# ---- the paper model: zoo.models.compute's arithmetic for the paper's large models -------------------
+def paper_model(names, assumptions):
+    """`{"assumptions": …, "models": {name: shapes}, "rows": [...]}`: `compute.expert_parallel_cost` of the
+    paper's models (`DERIVED`: built from a preset) under its defaults, updated by the `assumptions` given."""
+    import inspect
 
-    from zoo import registry
+    from zoo.models import compute
+    from zoo.registry import get_preset
 
-    base, moe = DERIVED.get(name, (name, None))
-    layers = registry.get_preset(base).config["layers"]
-    if moe is not None:
-        layers = [dict(layer) if layer.get("type") != "moe" else {"type": "moe", **moe} for layer in layers]
-    moe_layers = [layer for layer in layers if layer.get("type") == "moe"]
-    if len(moe_layers) != 1:
-        raise ValueError(f"{name}: the paper model expects one MoE layer, found {len(moe_layers)}.")
-    spec = moe_layers[0]
-    k = spec["k"]
-    per_token = (k[0] * k[1] if isinstance(k, (list, tuple)) else k * k) if spec.get("groups") else k
-    count = lambda variables: sum(int(np.prod(v.shape, dtype=np.int64)) for v in variables)  # noqa: E731
-    with tf.Graph().as_default():
-        model = registry.build(base, layers=layers)
-        variables = model.trainable_variables
-        optimizer = model.make_optimizer()
-        optimizer.build(variables)
-        experts = [v for v in variables if is_expert_variable(v)]
-        expert_state, other_state = _split_state(optimizer, experts)
-        out = {"name": name, "base_preset": base, "num_experts": spec["num_experts"], "groups": spec.get("groups"),
-               "assignments_per_token": per_token, "width": model.embedding_dim,
-               "optimizer": type(optimizer).__name__, "experts": count(experts),
-               "embedding": count(v for v in variables if v.path.rsplit("/", 1)[-1] == "embeddings"),
-               "params": count(variables), "expert_state": sum(map(_bytes, expert_state)),
-               "other_state": sum(map(_bytes, other_state))}
-    out["dense"] = out["params"] - out["experts"] - out["embedding"]
-    return out
-
-
-def paper_rows(shapes, **assumptions):
-    """Per GPU and step, replicated and expert-parallel, at each number of GPUs, under
-    `PAPER_DEFAULTS` updated by `assumptions`: the arithmetic of docs/benchmarks.md#moe-parallel
-    (part 3). Bytes are exact integers where the formula allows."""
-    a = {**PAPER_DEFAULTS, **assumptions}
-    nvlink, network = a["nvlink_GBps"] * 1e9, a["network_Gbps"] * 1e9 / 8
-    per_node, tokens = a["gpus_per_node"], a["tokens_per_gpu"]
-    rows = []
-    for r, mode in itertools.product(a["gpus"], ("replicated", "expert-parallel")):
-        parallel = mode == "expert-parallel"
-        if parallel and shapes["num_experts"] % r:
-            rows.append({"model": shapes["name"], "gpus": r, "mode": mode,
-                         "skipped": f"{shapes['num_experts']} experts do not split over {r} GPUs"})
-            continue
-        ring_bw = nvlink if r <= per_node else network  # a ring crossing nodes runs at the network's pace
-        in_node = (min(r, per_node) - 1) / (r - 1)  # share of the bytes leaving a GPU that stay in its node
-        shard = r if parallel else 1
-        expert_bytes, expert_state = shapes["experts"] * FLOAT // shard, shapes["expert_state"] // shard
-        other_bytes = (shapes["embedding"] + shapes["dense"]) * FLOAT
-        held = 2 * (expert_bytes + other_bytes) + expert_state + shapes["other_state"]  # weights + grads + state
-        reduced = (shapes["dense"] + (0 if parallel else shapes["experts"])) * FLOAT
-        all_reduce = 2 * (r - 1) * reduced / r
-        all_gather = (r - 1) * tokens * (shapes["width"] + 1) * FLOAT
-        all_to_all = (tokens * shapes["assignments_per_token"] * shapes["width"] * FLOAT * 2 * 2
-                      * a["capacity_factor"] * (r - 1) / r) if parallel else 0.0
-        times = {"all_reduce_s": all_reduce / ring_bw, "embedding_all_gather_s": all_gather / ring_bw,
-                 "all_to_all_s": all_to_all * in_node / nvlink + all_to_all * (1 - in_node) / network}
-        rows.append({"model": shapes["name"], "gpus": r, "nodes": -(-r // per_node), "mode": mode,
-                     "experts_per_gpu": shapes["num_experts"] // shard, "expert_weight_bytes": expert_bytes,
-                     "expert_state_bytes": expert_state, "held_bytes": held,
-                     "fits": held <= a["gpu_memory_GB"] * 1e9, "all_reduced_bytes": reduced,
-                     "all_reduce_bytes_per_gpu": all_reduce, "embedding_all_gather_bytes_per_gpu": all_gather,
-                     "all_to_all_bytes_per_gpu": all_to_all, **times, "communication_s": sum(times.values()),
-                     "ring_link": "NVLink" if r <= per_node else "network"})
-    return rows
-
-
-def paper_model(names=PAPER_MODELS, **assumptions):
-    """`{"assumptions": …, "models": {name: shapes}, "rows": [...]}` for the paper models."""
-    settings = dict(PAPER_DEFAULTS, **{k: v for k, v in assumptions.items() if v is not None})
-    shapes = {name: paper_shapes(name) for name in names}
-    return {"assumptions": settings, "models": shapes,
-            "rows": [row for name in names for row in paper_rows(shapes[name], **settings)]}
+    defaults = inspect.signature(compute.expert_parallel_cost).parameters
+    settings = {key: defaults[key].default for key in list(defaults)[1:]}
+    settings.update({k: v for k, v in assumptions.items() if v is not None})
+    shapes = {}
+    for name in names:
+        base, moe = DERIVED.get(name, (name, None))
+        layers = get_preset(base).config["layers"]
+        if moe is not None:
+            layers = [dict(layer) if layer.get("type") != "moe" else {"type": "moe", **moe} for layer in layers]
+        if (found := sum(layer.get("type") == "moe" for layer in layers)) != 1:
+            raise ValueError(f"{name}: the paper model expects one MoE layer, found {found}.")
+        shapes[name] = {"name": name, "base_preset": base, **compute.training_shapes(base, layers=layers)}
+    return {"assumptions": settings, "models": shapes, "rows": [
+        {"model": name, **row} for name in names for row in compute.expert_parallel_cost(shapes[name], **settings)]}
 
 
 # ---- the parent ----------------------------------------------------------------------------------
@@ -273,7 +189,7 @@ def run_benchmark(sizes, replicas_list=DEFAULT_REPLICAS, capacity_factors=DEFAUL
             log(f"  {label}: median {fmt(r['median_s'], '.3f')} s over {len(r['times_s'])} steps "
                 f"({fmt(r['vs_replicated'], '.2f')}x replicated; paired ratio {fmt(r['paired_ratio'], '.2f')}x)",
                 flush=True)
-    paper = paper_model(paper_names, **(paper_assumptions or {})) if paper_names else None
+    paper = paper_model(paper_names, paper_assumptions or {}) if paper_names else None
     return {"sizes": sizes, "replicas": list(replicas_list), "capacity_factors": list(capacity_factors),
             "warmup": warmup, "repeats": repeats, "seed": seed, "measured": measured, "paper": paper}
 
@@ -350,7 +266,7 @@ def parse(argv):
                    help=f"models on paper (default {','.join(PAPER_MODELS)}; '' for none)")
     p.add_argument("--gpus", default="8,64", help="GPU counts on paper (default 8,64)")
     for flag, (key, kind, what) in PAPER_FLAGS.items():
-        p.add_argument(flag, dest=key, type=kind, help=f"{what} (default {PAPER_DEFAULTS[key]:,g})")
+        p.add_argument(flag, dest=key, type=kind, help=f"{what} (default: zoo.models.compute.expert_parallel_cost's)")
     args = p.parse_args(argv)
     sizes = {key: (SMALL if args.small else FULL)[key] if getattr(args, key) is None else getattr(args, key)
              for key in FULL}

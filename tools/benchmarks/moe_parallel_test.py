@@ -1,6 +1,7 @@
 """Fast checks of `zoo benchmark moe-parallel` (tools/benchmarks/moe_parallel.py) at tiny sizes: one child
 process with 4 logical CPUs (one warm-up-free timed step per model), the exact memory accounting
-against the formulas, and the paper model's arithmetic."""
+against the formulas, and the paper model of Appendix D's MoE-65536-h (the arithmetic:
+zoo/models/compute_test.py)."""
 
 import json
 import math
@@ -63,33 +64,15 @@ def test_tiny_run_measures_steps_and_holds_one_r_th_of_the_experts(bench, tmp_pa
     json.dumps(report)  # the report is JSON as it stands
 
 
-def test_paper_model_arithmetic(bench):
-    shapes = bench.paper_shapes("moe-4096-h")
-    assert shapes["experts"] == expert_params(4096, 512, 1024)  # Appendix C: 4096 experts of ~1M parameters
-    assert shapes["embedding"] == 793_471 * 512
-    assert shapes["assignments_per_token"] == 4  # k = 2 at each of the two levels
-    assert shapes["expert_state"] == 4096 * ((512 + 1024) * 2 + 2 * (1024 + 512)) * 4
-    rows = {(row["gpus"], row["mode"]): row for row in bench.paper_rows(shapes, gpus=(8, 64))}
-    experts, dense = shapes["experts"] * 4, shapes["dense"] * 4
-    for gpus, link in ((8, 300e9), (64, 100e9 / 8)):
-        rep, par = rows[gpus, "replicated"], rows[gpus, "expert-parallel"]
-        assert par["expert_weight_bytes"] * gpus == rep["expert_weight_bytes"] == experts
-        assert par["expert_state_bytes"] * gpus == rep["expert_state_bytes"]
-        assert rep["all_reduce_bytes_per_gpu"] == pytest.approx(2 * (gpus - 1) / gpus * (experts + dense))
-        assert par["all_reduce_bytes_per_gpu"] == pytest.approx(2 * (gpus - 1) / gpus * dense)
-        assert rep["all_to_all_bytes_per_gpu"] == 0
-        assert par["all_to_all_bytes_per_gpu"] == pytest.approx(18_750 * 4 * 512 * 4 * 2 * 2 * 2.0 * (gpus - 1) / gpus)
-        assert rep["all_reduce_s"] == pytest.approx(rep["all_reduce_bytes_per_gpu"] / link)
-        assert rep["embedding_all_gather_bytes_per_gpu"] == par["embedding_all_gather_bytes_per_gpu"]
-    # In one node the all-to-all runs on NVLink; across 8 nodes 56 of the 63 peers are remote.
-    a = rows[8, "expert-parallel"]["all_to_all_bytes_per_gpu"]
-    assert rows[8, "expert-parallel"]["all_to_all_s"] == pytest.approx(a / 300e9)
-    b = rows[64, "expert-parallel"]["all_to_all_bytes_per_gpu"]
-    assert rows[64, "expert-parallel"]["all_to_all_s"] == pytest.approx(b * 7 / 63 / 300e9 + b * 56 / 63 / 12.5e9)
+def test_the_paper_model_counts_appendix_ds_model_with_the_library(bench):
+    """The arithmetic is zoo.models.compute's (its tests); here, MoE-65536-h built from moe-4096-h."""
+    paper = bench.paper_model(["moe-65536-h"], {"gpus": (64,), "tokens_per_gpu": None})
+    shapes, rows = paper["models"]["moe-65536-h"], {row["mode"]: row for row in paper["rows"]}
+    assert (shapes["base_preset"], shapes["num_experts"], shapes["groups"]) == ("moe-4096-h", 65536, 256)
+    assert paper["assumptions"]["tokens_per_gpu"] == 18_750 and paper["assumptions"]["gpus"] == (64,)
     # Appendix D's 65,536 experts do not fit one GPU replicated; sharded over 64 they do.
-    big = {(row["gpus"], row["mode"]): row for row in bench.paper_rows(bench.paper_shapes("moe-65536-h"))}
-    assert not big[64, "replicated"]["fits"] and big[64, "expert-parallel"]["fits"]
-    assert big[64, "expert-parallel"]["experts_per_gpu"] == 1024
+    assert not rows["replicated"]["fits"] and rows["expert-parallel"]["fits"]
+    assert rows["expert-parallel"]["experts_per_gpu"] == 1024 and rows["expert-parallel"]["model"] == "moe-65536-h"
 
 
 def test_bad_sizes_are_refused(bench):

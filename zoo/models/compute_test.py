@@ -51,3 +51,37 @@ def test_the_english_mixture_and_its_twin_are_causal_and_have_the_same_computati
 def test_other_families_are_refused_in_one_sentence(tiny_model):
     with pytest.raises(ValueError, match="counted for GCNN models; got a StackLanguageModel"):
         multiply_adds_per_token(tiny_model("lstm"))
+
+
+def expert_params(e, d, h):
+    return e * (d * h + h + h * d + d)  # output width = input width
+
+
+def test_expert_parallel_cost_of_moe_4096_h_by_hand():
+    from zoo.models.compute import expert_parallel_cost, training_shapes
+
+    shapes = training_shapes("moe-4096-h")
+    assert shapes["experts"] == expert_params(4096, 512, 1024)  # Appendix C: 4096 experts of ~1M parameters
+    assert shapes["embedding"] == 793_471 * 512
+    assert shapes["assignments_per_token"] == 4  # k = 2 at each of the two levels
+    assert shapes["expert_state"] == 4096 * ((512 + 1024) * 2 + 2 * (1024 + 512)) * 4  # FactorizedAdam's
+    rows = {(row["gpus"], row["mode"]): row for row in expert_parallel_cost(shapes, gpus=(8, 64))}
+    experts, dense = shapes["experts"] * 4, shapes["dense"] * 4
+    for gpus, link in ((8, 300e9), (64, 100e9 / 8)):
+        rep, par = rows[gpus, "replicated"], rows[gpus, "expert-parallel"]
+        assert par["expert_weight_bytes"] * gpus == rep["expert_weight_bytes"] == experts
+        assert par["expert_state_bytes"] * gpus == rep["expert_state_bytes"]
+        assert rep["all_reduce_bytes_per_gpu"] == pytest.approx(2 * (gpus - 1) / gpus * (experts + dense))
+        assert par["all_reduce_bytes_per_gpu"] == pytest.approx(2 * (gpus - 1) / gpus * dense)
+        assert rep["all_to_all_bytes_per_gpu"] == 0
+        assert par["all_to_all_bytes_per_gpu"] == pytest.approx(18_750 * 4 * 512 * 4 * 2 * 2 * 2.0 * (gpus - 1) / gpus)
+        assert rep["all_reduce_s"] == pytest.approx(rep["all_reduce_bytes_per_gpu"] / link)
+        assert rep["embedding_all_gather_bytes_per_gpu"] == par["embedding_all_gather_bytes_per_gpu"]
+    # In one node the all-to-all runs on NVLink; across 8 nodes 56 of the 63 peers are remote.
+    a = rows[8, "expert-parallel"]["all_to_all_bytes_per_gpu"]
+    assert rows[8, "expert-parallel"]["all_to_all_s"] == pytest.approx(a / 300e9)
+    b = rows[64, "expert-parallel"]["all_to_all_bytes_per_gpu"]
+    assert rows[64, "expert-parallel"]["all_to_all_s"] == pytest.approx(b * 7 / 63 / 300e9 + b * 56 / 63 / 12.5e9)
+    # 4096 experts split over 8 and 64 GPUs; a count they do not split over is skipped, not guessed
+    assert expert_parallel_cost(shapes, gpus=(3,))[1] == {"gpus": 3, "mode": "expert-parallel",
+                                                         "skipped": "4096 experts do not split over 3 GPUs"}
