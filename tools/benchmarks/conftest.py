@@ -34,7 +34,7 @@ def fake_ptb_run(monkeypatch):
     import zoo
     import zoo.data as data
     from zoo.data import pipeline
-    from zoo.tools.benchmarks import side_by_side
+    from zoo.tools.benchmarks import ptb
 
     run = types.SimpleNamespace(answers={}, loaded=[], trained=None)
     seeds = []
@@ -59,5 +59,5 @@ def fake_ptb_run(monkeypatch):
     monkeypatch.setattr(data, "read_lines", lambda source, split: [split] if source == "ptb" else None)
     monkeypatch.setattr(pipeline, "stream_dataset", lambda lines, vocab, batch, seq_len, **kw:
                         ("batches", tuple(lines), vocab, batch, seq_len, tuple(sorted(kw.items()))))
-    monkeypatch.setattr(side_by_side, "train_side_by_side", train)
+    monkeypatch.setattr(ptb, "train_side_by_side", train)
     return run
