@@ -1,0 +1,209 @@
+"""`zoo benchmark litert`: a preset's LiteRT exports (float32 and int8) against in-process XLA
+`lm.generate` and the SavedModel's `generate` in a TensorFlow-only process, side by side: batch-1
+greedy new tokens per second, each one's share of the memory's read bandwidth, scoring throughput
+and the files' sizes.
+
+How it measures: docs/benchmarks.md#litert.
+"""
+
+import os
+import re
+import shutil
+import sys
+import tempfile
+
+import numpy as np
+
+from zoo.tools.benchmarks import harness
+from zoo.tools.benchmarks.common import preset_list
+
+WORKER = os.path.join(os.path.dirname(os.path.abspath(__file__)), "litert_worker.py")
+SIDES = ("litert-int8", "litert-float32", "xla", "saved-model")
+BYTES_PER_WEIGHT = {"litert-int8": 1, "litert-float32": 4, "xla": 4, "saved-model": 4}
+PROMPT = "the company said"
+SMALL_CONFIG = {"embedding_dim": 16, "blocks": [[[3, 32]], [[3, 32]]]}
+
+
+class Keras:
+    """The zoo's side, in its own process: the model, its exports, and XLA's `lm.generate`."""
+
+    def __init__(self, threads):
+        self.tf = harness.cpu_tensorflow(threads, threads)
+
+    def load(self, preset, random, small, work):
+        import zoo
+        from zoo.export import export_litert, export_saved_model
+        from zoo.models.compute import multiply_adds_per_token
+        from zoo.tools.benchmarks.common import with_stand_in_vocabulary
+
+        if small:
+            import keras
+
+            keras.utils.set_random_seed(0)
+            self.model = with_stand_in_vocabulary(zoo.load(preset, vocabulary_size=50, **SMALL_CONFIG))
+        else:
+            self.model = with_stand_in_vocabulary(zoo.load(preset, weights=None if random else "trained"))
+        paths = {"litert-int8": export_litert(self.model, os.path.join(work, "litert-int8"), quantize="int8"),
+                 "litert-float32": export_litert(self.model, os.path.join(work, "litert-float32")),
+                 "saved-model": export_saved_model(self.model, work, "saved-model")}
+        self.prompt = self.model.tokenizer.encode(PROMPT, add_eos=False)
+        return {"paths": paths, "prompt": self.prompt, "parameters": int(self.model.count_params()),
+                "vocabulary_size": int(self.model.vocabulary_size),
+                "weights_read": multiply_adds_per_token(self.model)["total"],
+                "bytes": {side: harness.directory_bytes(path) if side == "saved-model" else
+                          os.path.getsize(os.path.join(path, "model.tflite")) for side, path in paths.items()}}
+
+    def generate(self, new_tokens):
+        seconds, out = harness.timed(self.model.generate, [self.prompt], max_new_tokens=new_tokens,
+                                     sampler="greedy", stop=None)
+        made = np.asarray(out[0][len(self.prompt):]).tolist()
+        return {"s": seconds, "tokens": len(made), "ids": made}
+
+    def score(self, ids):
+        ids = np.asarray([ids], np.int32)
+        seconds, scores = harness.timed(lambda: np.asarray(self.model.target_log_probs(ids[:, :-1], ids[:, 1:])))
+        return {"s": seconds, "tokens": scores.size, "sum": float(scores.sum())}
+
+
+def sides(args, work, preset, small):
+    """Starts the three processes, makes the exports: `(workers, what the zoo's side said)`."""
+    keras = harness.Worker([sys.executable, "-m", "zoo.tools.benchmarks.litert", "--worker", str(args.threads)],
+                           "the zoo's worker")
+    info = keras("load", preset=preset, random=args.random or preset in args.paper_size, small=small, work=work)
+    lite = harness.Worker([sys.executable, WORKER, "litert", str(args.threads)], "the LiteRT worker")
+    info["ops"] = {side: lite("load", name=side, path=info["paths"][side])["ops"] for side in SIDES[:2]}
+    saved = harness.Worker([sys.executable, WORKER, "saved-model", str(args.threads)], "the SavedModel worker")
+    info["saved_model_load_s"] = saved("load", path=info["paths"]["saved-model"])["load_s"]
+    return {"keras": keras, "lite": lite, "saved": saved}, info
+
+
+def measure(args, preset, small):
+    work = tempfile.mkdtemp(prefix="zoo-litert-")
+    workers = {}
+    try:
+        workers, info = sides(args, work, preset, small)
+        lite, n = workers["lite"], args.new_tokens
+        generate = {side: (lambda side=side: lite("generate", name=side, prompt=info["prompt"], new_tokens=n))
+                    for side in SIDES[:2]}
+        generate["xla"] = lambda: workers["keras"]("generate", new_tokens=n)
+        generate["saved-model"] = lambda: workers["saved"]("generate", text=PROMPT, new_tokens=n)
+        window = (4 + np.random.default_rng(0).integers(0, info["vocabulary_size"] - 4, args.window)).tolist()
+        score = {side: (lambda side=side: lite("score", name=side, ids=window)) for side in SIDES[:2]}
+        score["xla"] = lambda: workers["keras"]("score", ids=window)
+        bandwidth = [lite("read_bandwidth", mib=args.buffer_mib)]
+        for calls in (generate, score):
+            for call in calls.values():
+                call()  # the warm-up: XLA's compilation, the first calls' allocations
+        runs = {name: harness.interleaved(calls, args.repeats) for name, calls in (("generate", generate),
+                                                                                   ("score", score))}
+        bandwidth.append(lite("read_bandwidth", mib=args.buffer_mib))
+        if args.profile:
+            info["profile"] = profile(lite, info["prompt"], 4 * n, work)
+        return summarise(info, runs, bandwidth)
+    finally:
+        for worker in workers.values():
+            worker.close()
+        shutil.rmtree(work, ignore_errors=True)
+
+
+def summarise(info, runs, bandwidth):
+    """Each side's median rate, its ratio to XLA's (the median of each round's ratio), and its share
+    of the read bandwidth (the better of the measurements before and after)."""
+    read_gbs = max(b["gbs"] for b in bandwidth)
+    gen, xla = runs["generate"], [a["tokens"] / a["s"] for a in runs["generate"]["xla"]]
+    rows = {}
+    for side in SIDES:
+        rates = [a["tokens"] / a["s"] for a in gen[side]]
+        rate, read = np.median(rates), info["weights_read"] * BYTES_PER_WEIGHT[side]
+        rows[side] = {"tokens_s": float(rate), "vs_xla": float(np.median(np.divide(rates, xla))),
+                      "bytes_per_token": read, "bandwidth_share": float(rate * read / 1e9 / read_gbs),
+                      "bytes": info["bytes"].get(side)}
+        if side in runs["score"]:
+            rows[side]["score_tokens_s"] = harness.median_rate(runs["score"][side])
+    same = [a == b for a, b in zip(gen["litert-float32"][-1]["ids"], gen["xla"][-1]["ids"])]
+    sums = [runs["score"][side][-1]["sum"] for side in ("litert-float32", "xla")]
+    return {**{k: v for k, v in info.items() if k != "paths"}, "read_gbs": read_gbs, "bandwidth": bandwidth,
+            "rows": rows, "greedy_equal_float32_xla": float(np.mean(same)) if same else None, "runs": runs,
+            "score_difference_float32_xla": abs(sums[0] - sums[1])}
+
+
+def profile(lite, prompt, new_tokens, work):
+    """`perf record` on the LiteRT worker while it makes `new_tokens` int8 tokens: the functions with
+    the most samples (the kernels), as `[(symbol, share)]`."""
+    import subprocess
+
+    data = os.path.join(work, "perf.data")
+    perf = subprocess.Popen(["perf", "record", "-F", "499", "-o", data, "-p", str(lite("pid")["pid"])],
+                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    try:
+        lite("generate", name="litert-int8", prompt=prompt, new_tokens=new_tokens)
+    finally:
+        perf.send_signal(2)
+        perf.wait()
+    report = subprocess.run(["perf", "report", "-i", data, "--stdio", "--no-children", "--sort", "symbol"],
+                            capture_output=True, text=True).stdout
+    rows = [re.match(r"\s*([\d.]+)%\s+\[.\]\s+(.+)", line) for line in report.splitlines()]
+    return [(row[2].strip(), float(row[1]) / 100) for row in rows if row][:12]
+
+
+def table(results):
+    """The markdown table of every preset's sides, then what each preset's run said besides."""
+    rows, notes = [], []
+    for preset, r in results["presets"].items():
+        for side, row in r["rows"].items():
+            rows.append([preset, side, f"{row['tokens_s']:,.1f}", f"{row['vs_xla']:.2f}×",
+                         f"{row['bytes_per_token'] / 1e6:,.1f}", f"{row['bandwidth_share']:.0%}",
+                         harness.fmt(row.get("score_tokens_s"), ",.0f"),
+                         harness.fmt(row["bytes"] and row["bytes"] / 2**20, ",.1f")])
+        sizes = r["rows"]
+        notes.append(f"{preset}: {r['parameters']:,} parameters; read bandwidth {r['read_gbs']:.1f} GB/s; int8 file "
+                     f"{sizes['litert-int8']['bytes'] / sizes['litert-float32']['bytes']:.1%} of float32's; LiteRT "
+                     f"float32's greedy ids equal to XLA's: {harness.fmt(r['greedy_equal_float32_xla'], '.0%')}, its "
+                     f"window's log-probability {r['score_difference_float32_xla']:.1e} from XLA's; ops (int8): "
+                     f"{r['ops']['litert-int8']}")
+        if r.get("profile"):
+            notes.append(f"{preset}, int8 generation under perf: " +
+                         ", ".join(f"{name} {share:.0%}" for name, share in r["profile"]))
+    head = ["preset", "side", "new tokens/s:", "× XLA:", "MB of weights per token:", "share of read bandwidth:",
+            "scoring tokens/s:", "file MiB:"]
+    return "\n".join([f"command: `{results['command']}`", f"CPU: {results['cpu']}, {results['threads']} threads a side",
+                      "", harness.markdown_table(head, rows), ""] + [f"- {note}" for note in notes])
+
+
+def parse(argv):
+    p = harness.parser("litert", __doc__, 5, out=True)
+    p.add_argument("--presets", default="gcnn-ptb,gcnn-en", help="trained presets (default gcnn-ptb,gcnn-en)")
+    p.add_argument("--paper-size", default="gcnn-14", help="presets measured with random weights and a stand-in "
+                   "vocabulary, at the paper's size (default gcnn-14; '' for none)")
+    p.add_argument("--random", action="store_true", help="random weights for every preset")
+    p.add_argument("--new-tokens", type=int, default=64, help="greedy new tokens per call (default 64)")
+    p.add_argument("--window", type=int, default=256, help="tokens per scoring call (default 256)")
+    p.add_argument("--threads", type=int, default=2, help="threads per side (default 2)")
+    p.add_argument("--buffer-mib", type=int, default=2048, help="the read-bandwidth buffer (default 2048 MiB)")
+    p.add_argument("--profile", action="store_true", help="int8 generation under `perf record`: the kernels")
+    p.add_argument("--small", action="store_true", help="a tiny random GCNN alone: a smoke test")
+    args = p.parse_args(argv)
+    try:
+        harness.at_least_one(args, "repeats", "new_tokens", "window", "threads", "buffer_mib")
+        args.presets = ["gcnn-ptb"] if args.small else preset_list(args.presets)
+        args.paper_size = [] if args.small else [n for n in args.paper_size.split(",") if n]
+    except ValueError as e:
+        p.error(str(e))
+    return args
+
+
+def main(argv):
+    args = parse(argv)
+    results = harness.header("litert", argv, threads=args.threads, machine=harness.machine(), presets={})
+    for preset in args.presets + [n for n in args.paper_size if n not in args.presets]:
+        print(f"{preset}: exporting, then {args.repeats} rounds of every side ...", flush=True)
+        results["presets"][preset] = measure(args, preset, args.small)
+    results["load_average_after"] = harness.load_average_text()
+    return harness.report(args, results, table(results))
+
+
+if __name__ == "__main__":
+    if sys.argv[1:2] == ["--worker"]:
+        harness.serve(Keras(int(sys.argv[2])), {"ready": True})
+    else:
+        main(sys.argv[1:])
