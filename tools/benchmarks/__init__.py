@@ -18,7 +18,7 @@ BENCHMARKS = {
     "moe-cost": "moe_cost",
     "moe-parallel": "moe_parallel",
     "moe-ptb": "ptb:moe_ptb",
-    "optimizer-memory": "optimizer_memory",
+    "optimizer-memory": "moe:optimizer_memory",
     "ptb-softmax": "ptb:ptb_softmax",
     "raw-text": "raw_text",
     "score": "score",

@@ -1,10 +1,9 @@
-"""`zoo benchmark moe`: step time of the sparse mixture of experts as the number of experts grows.
-
-How it measures: docs/benchmarks.md#moe.
+"""The benchmarks of one sparse mixture-of-experts layer: `zoo benchmark moe` (`main`, step time as the
+number of experts grows) and `optimizer-memory` (`optimizer_memory`, the optimiser state and update
+time of its experts). How each measures: docs/benchmarks.md#moe, #optimizer-memory.
 """
 
 import gc
-import sys
 
 import numpy as np
 
@@ -18,6 +17,22 @@ DEFAULT_EXPERTS = (4, 32, 256)
 MODELS = ("ours", "dense", "official")
 LABELS = {"ours": "ours SparseMoE", "dense": "dense reference", "official": "tf-models MoeLayer"}
 SEED = 0
+MEMORY_FULL = {"experts": 256, "k": 4, "input_dim": 512, "hidden": 1024}  # optimizer-memory's sizes
+MEMORY_SMALL = {"experts": 16, "k": 4, "input_dim": 64, "hidden": 128}
+OPTIMIZER_LABELS = {"factorized_adam": "ours FactorizedAdam", "adam": "keras Adam", "adafactor": "keras Adafactor"}
+OPTIMIZERS = tuple(OPTIMIZER_LABELS)
+
+
+def sparse_moe(experts, k, hidden, input_dim, seed=SEED):
+    """A `SparseMoE(experts, k, hidden)` built on input `input_dim`, its weights drawn after `set_random_seed(seed)`."""
+    import keras
+
+    from zoo.layers.sparse_moe import SparseMoE
+
+    keras.utils.set_random_seed(seed)
+    layer = SparseMoE(experts, k, hidden)
+    layer.build((None, input_dim))
+    return layer
 
 
 # ---- the dense reference ----------------------------------------------------------------------
@@ -123,18 +138,13 @@ def training_step(layer, variables, forward=None):
 def _make_models(models, experts, sizes, seed):
     """{model: (step function, argument, parameter count)} for one number of experts; MoeLayer is
     tf-models-official's (expert choice, capacity factor k)."""
-    import keras
     import tensorflow as tf
-
-    from zoo.layers.sparse_moe import SparseMoE
 
     tokens, d, group = sizes["tokens"], sizes["input_dim"], sizes["group_size"]
     x = np.random.default_rng(seed).standard_normal((tokens, d), dtype=np.float32)
     built = {}
     if "ours" in models or "dense" in models:
-        keras.utils.set_random_seed(seed)
-        layer = SparseMoE(experts, sizes["k"], sizes["hidden"])
-        layer.build((None, d))
+        layer = sparse_moe(experts, sizes["k"], sizes["hidden"], d, seed)
         variables = list(layer.trainable_variables)
         dense = lambda inputs: dense_reference(layer, inputs, training=True)  # noqa: E731
         for model, forward in (("ours", None), ("dense", dense)):
@@ -260,5 +270,126 @@ def main(argv):
                                  "ours_ratio": ratio, "ratio_experts": [lo, hi]}, text)
 
 
-if __name__ == "__main__":
-    main(sys.argv[1:])
+# ---- optimizer-memory: the optimiser state of the experts -------------------------------------------
+def state_bytes(optimizer):
+    """Bytes of `optimizer`'s variables but its iteration counter and learning-rate variable, and
+    how many there are."""
+    from zoo.models.compute import optimizer_state, variable_bytes
+
+    _, state = optimizer_state(optimizer, [])
+    return sum(map(variable_bytes, state)), len(state)
+
+
+def make_optimizer(name):
+    import keras
+
+    from zoo.factorized_adam import FactorizedAdam
+
+    classes = dict(factorized_adam=FactorizedAdam, adam=keras.optimizers.Adam, adafactor=keras.optimizers.Adafactor)
+    if name not in classes:
+        raise ValueError(f"unknown optimizer {name!r}; choose from {', '.join(OPTIMIZERS)}.")
+    return classes[name](learning_rate=1e-3)
+
+
+def expert_variables(sizes, biases=False, seed=SEED):
+    """The expert variables of a built `SparseMoE(experts, k, hidden)` on input `input_dim`."""
+    layer = sparse_moe(sizes["experts"], sizes["k"], sizes["hidden"], sizes["input_dim"], seed)
+    biases = [layer.expert_bias_in, layer.expert_bias_out] if biases else []
+    return layer, [layer.expert_kernel_in, layer.expert_kernel_out] + biases
+
+
+def memory_benchmark(sizes, optimizers=OPTIMIZERS, repeats=5, biases=False, seed=SEED, log=print):
+    """Builds every optimiser on the same expert variables, counts its state and times its step.
+    Returns {"variables": [(path, shape)], "params": n, "param_bytes": b, "results": {name: {...}}}."""
+    import tensorflow as tf
+
+    from zoo.factorized_adam import optimizer_state_bytes
+    from zoo.models.compute import variable_bytes
+
+    if repeats < 1:
+        raise ValueError(f"--repeats must be >= 1, got {repeats}.")
+    layer, variables = expert_variables(sizes, biases, seed)
+    rng = np.random.default_rng(seed)
+    # Fixed gradients, small enough that a few steps leave the weights sensible.
+    gradients = [tf.constant(1e-3 * rng.standard_normal(tuple(v.shape), dtype=np.float32)) for v in variables]
+    results, steps = {}, {}
+    for name in optimizers:
+        optimizer = make_optimizer(name)
+        optimizer.build(variables)
+        total, count = state_bytes(optimizer)
+        results[name] = {"state_bytes": total, "state_variables": count}
+        if name == "factorized_adam":
+            results[name].update(helper_state_bytes=optimizer_state_bytes(optimizer),
+                                 factored=[bool(optimizer.uses_factored_state(v)) for v in variables])
+        update = tf.function(lambda grads, o=optimizer: o.apply_gradients(zip(grads, variables)))  # its iterations
+        steps[name] = lambda update=update: int(update(gradients))  # int(): waits for it; the warm-up traces it
+        log(f"  {OPTIMIZER_LABELS[name]}: built, {total / 2**20:,.2f} MiB of state in {count} variables", flush=True)
+    measured = harness.measure(steps, repeats)
+    for name, r in results.items():
+        r.update(harness.summary(measured[name]["times_s"], measured[name]["warmup_s"]))
+    adam = results.get("adam")
+    for r in results.values():
+        r["bytes_vs_adam"] = r["state_bytes"] / adam["state_bytes"] if adam else None
+        r["time_vs_adam"] = r["median_s"] / adam["median_s"] if adam else None
+    return {"variables": [(v.path, list(v.shape)) for v in variables],
+            "params": sum(int(np.prod(v.shape)) for v in variables),
+            "param_bytes": sum(map(variable_bytes, variables)), "results": results}
+
+
+def memory_table(report):
+    return harness.text_table(
+        [("optimizer", -20), ("state vars", 10), ("state bytes", 15), ("MiB", 10), ("bytes/param", 11), ("vs Adam", 8),
+         ("median s", 9), ("min s", 8), ("steps", 5), ("time vs Adam", 12)],
+        [[OPTIMIZER_LABELS[name], r["state_variables"], f"{r['state_bytes']:,d}", f"{r['state_bytes'] / 2**20:,.2f}",
+          f"{r['state_bytes'] / report['params']:.4f}", harness.fmt(r["bytes_vs_adam"], ".3%"), f"{r['median_s']:.4f}",
+          f"{r['min_s']:.4f}", len(r["times_s"]), harness.fmt(r["time_vs_adam"], ".2f") + "x"]
+         for name, r in report["results"].items()])
+
+
+def memory_parse(argv):
+    """optimizer-memory's flags, the sizes they give and the optimisers."""
+    p = harness.parser("optimizer-memory", optimizer_memory.__doc__, 5,
+                       "timed steps after 1 warm-up step (default 5)")
+    for flag, what in (("experts", "number of experts"), ("input-dim", "input width"), ("hidden", "hidden width")):
+        p.add_argument(f"--{flag}", type=int, help=f"{what} (default {MEMORY_FULL[flag.replace('-', '_')]})")
+    p.add_argument("--small", action="store_true", help="smoke test: 16 experts, input 64, hidden 128")
+    p.add_argument("--biases", action="store_true", help="also the expert biases [E, hidden] and [E, output]")
+    p.add_argument("--optimizers", default=",".join(OPTIMIZERS), help="subset of " + ",".join(OPTIMIZERS))
+    p.add_argument("--threads", type=int, default=0, help="TF intra-op threads (default 0: TensorFlow's choice)")
+    p.add_argument("--seed", type=int, default=SEED)
+    args = p.parse_args(argv)
+    harness.at_least_one(args, "experts", "input_dim", "hidden")
+    sizes = dict(MEMORY_SMALL if args.small else MEMORY_FULL)
+    sizes.update({key: getattr(args, key) for key in ("experts", "input_dim", "hidden") if getattr(args, key)})
+    sizes["k"] = min(sizes["k"], sizes["experts"])
+    optimizers = tuple(o.strip() for o in args.optimizers.split(",") if o.strip())
+    for name in optimizers:
+        if name not in OPTIMIZERS:
+            raise ValueError(f"unknown optimizer {name!r}; choose from {', '.join(OPTIMIZERS)}.")
+    return args, sizes, optimizers
+
+
+def optimizer_memory(argv):
+    """`zoo benchmark optimizer-memory`: optimiser state and step time for a large layer's experts."""
+    args, sizes, optimizers = memory_parse(argv)
+    out = harness.header("optimizer-memory", argv, sizes=sizes, biases=args.biases, repeats=args.repeats,
+                         seed=args.seed)
+    harness.cpu_tensorflow(args.threads)
+    print(f"optimizer-memory: the expert {'variables' if args.biases else 'matrices'} of SparseMoE({sizes['experts']}, "
+          f"{sizes['k']}, {sizes['hidden']}) on input {sizes['input_dim']}; 1 warm-up step, then {args.repeats} timed "
+          f"steps, optimisers interleaved; seed {args.seed}")
+    print(f"machine: {harness.machine_summary()}; {harness.versions()}; device CPU", flush=True)
+    report = memory_benchmark(sizes, optimizers, args.repeats, args.biases, args.seed)
+    lines = ["", "variables: " + ", ".join(f"{path} {shape}" for path, shape in report["variables"])
+             + f" = {report['params']:,} parameters, {report['param_bytes'] / 2**20:,.1f} MiB", memory_table(report)]
+    ours, adam = report["results"].get("factorized_adam"), report["results"].get("adam")
+    if ours:
+        agree = "agrees" if ours["helper_state_bytes"] == ours["state_bytes"] else "DISAGREES"
+        lines += [f"zoo.factorized_adam.optimizer_state_bytes(FactorizedAdam) = {ours['helper_state_bytes']:,d} "
+                  f"bytes ({agree})",
+                  f"factored (row/column state): {sum(ours['factored'])} of {len(ours['factored'])} variables"]
+    if ours and adam:
+        lines.append(f"ours/Adam: state {ours['bytes_vs_adam']:.3%} (target <= 1%), step time "
+                     f"{ours['time_vs_adam']:.2f}x (target <= 1.2x)")
+    return harness.report(args, {**out, **report}, "\n".join(lines))
+

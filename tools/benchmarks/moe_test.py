@@ -1,4 +1,4 @@
-"""Fast checks of the `zoo benchmark moe` module at tiny sizes."""
+"""Fast checks of tools/benchmarks/moe.py at tiny sizes: `zoo benchmark moe` and `optimizer-memory`."""
 
 
 import numpy as np
@@ -104,4 +104,51 @@ def test_moe_benchmark_runs_all_models_and_skips_by_estimate(bench_moe):
     assert report["ours_ratio"] == pytest.approx(second["ours"]["median_s"] / first["ours"]["median_s"])
     with pytest.raises(ValueError, match="group-size"):
         bench_moe.run_benchmark(dict(sizes, group_size=5), [2], log=quiet)
+
+
+# ---- optimizer-memory
+@pytest.mark.parametrize("biases", [False, True])
+def test_optimizer_state_bytes_follow_the_formulas(bench_moe, biases):
+    e, d, h = 4, 8, 16
+    sizes = {"experts": e, "k": 2, "input_dim": d, "hidden": h}
+    report = bench_moe.memory_benchmark(sizes, repeats=1, biases=biases, log=quiet)
+    r = report["results"]
+    floats = 4
+    # Appendix D: a row ([E, rows]) and a column ([E, cols]) vector per expert matrix, no momentum.
+    ours = 2 * e * (d + h)
+    adam = 2 * (2 * e * d * h)  # first and second moment of both kernels
+    adafactor = 2 * e * d * h + 2 * e * (d + h)  # full-size velocity plus the row/column factors
+    if biases:
+        # FactorizedAdam's own default decides whether a stacked bias [E, n] is factored (an E x n
+        # matrix: E + n floats) or gets Adam's two moments (2·E·n floats); the report says which.
+        factored = r["factorized_adam"]["factored"]
+        assert factored[:2] == [True, True]
+        for n, is_factored in zip((h, d), factored[2:]):
+            ours += (e + n) if is_factored else 2 * e * n
+        adam += 2 * (e * h + e * d)
+        adafactor += (e * h + e * d) + (e + h) + (e + d)  # Keras factors every rank-2 variable
+    assert report["params"] == 2 * e * d * h + (e * h + e * d if biases else 0)
+    assert r["factorized_adam"]["state_bytes"] == ours * floats
+    assert r["adam"]["state_bytes"] == adam * floats
+    assert r["adafactor"]["state_bytes"] == adafactor * floats
+    if r["factorized_adam"].get("helper_state_bytes") is not None:
+        assert r["factorized_adam"]["helper_state_bytes"] == ours * floats
+    assert r["factorized_adam"]["bytes_vs_adam"] == pytest.approx(ours / adam)
+    for name in bench_moe.OPTIMIZERS:
+        assert r[name]["median_s"] > 0 and len(r[name]["times_s"]) == 1
+
+
+def test_optimizer_steps_change_the_expert_weights(bench_moe):
+    import keras
+
+    sizes = {"experts": 2, "k": 1, "input_dim": 4, "hidden": 8}
+    layer, variables = bench_moe.expert_variables(sizes)
+    before = [v.numpy().copy() for v in variables]
+    optimizer = bench_moe.make_optimizer("factorized_adam")
+    optimizer.apply_gradients(zip([tf.ones(v.shape) for v in variables], variables))
+    for old, v in zip(before, variables):
+        assert not np.allclose(old, v.numpy())
+    with pytest.raises(ValueError, match="unknown optimizer"):
+        bench_moe.make_optimizer("sgd")
+    assert isinstance(bench_moe.make_optimizer("adafactor"), keras.optimizers.Adafactor)
 
