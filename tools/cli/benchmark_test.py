@@ -10,7 +10,7 @@ from zoo.tools.cli import main
 def test_every_registered_benchmark_has_a_main():
     for name in benchmarks.names():
         assert callable(benchmarks.entry(name)), name
-    assert benchmarks.module("input_pipeline") is benchmarks.module("input")  # the module's name works too
+    assert benchmarks.module("adaptive_softmax") is benchmarks.module("adaptive-softmax")  # the module's name works too
     assert benchmarks.entry("warmup") is benchmarks.module("serving").warmup  # one module, several benchmarks
 
 
