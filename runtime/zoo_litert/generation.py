@@ -16,7 +16,8 @@ MAX_NEW_TOKENS = 1 << 20  # as lm.generate
 STOP_ACCEPTED = "a string, an id, a list of ids (one sequence), or a list of those"
 
 
-def _is_int(value: Any) -> bool:
+def is_int(value: Any) -> bool:
+    """Whether `value` is a whole number (an int or numpy integer, not a bool)."""
     return isinstance(value, numbers.Integral) and not isinstance(value, bool)
 
 
@@ -94,9 +95,9 @@ def stop_rules(tokenizer: Tokenizer, stop: Any, as_text: bool) -> tuple[int | No
             if ids and tokenizer.unk_id not in ids:  # the loop stops early on it; the text is cut anyway
                 sequences.append(tuple(ids))
             continue
-        sequence = [item] if _is_int(item) else item
+        sequence = [item] if is_int(item) else item
         if not isinstance(sequence, (list, tuple, np.ndarray)) or len(sequence) == 0 or \
-                not all(_is_int(i) for i in sequence):
+                not all(is_int(i) for i in sequence):
             raise ValueError(f"A stop is {STOP_ACCEPTED}; got {item!r}.")
         sequences.append(tuple(tokenizer.check_ids(sequence)))
     return tokenizer.eos_id, sequences, texts
@@ -164,9 +165,9 @@ def check_options(max_new_tokens: Any, seed: Any) -> None:
 
     >>> check_options(20, None)
     """
-    if not _is_int(max_new_tokens) or not 1 <= max_new_tokens <= MAX_NEW_TOKENS:
+    if not is_int(max_new_tokens) or not 1 <= max_new_tokens <= MAX_NEW_TOKENS:
         raise ValueError(f"max_new_tokens must be an integer in [1, {MAX_NEW_TOKENS}], got {max_new_tokens!r}.")
-    if seed is not None and not _is_int(seed):
+    if seed is not None and not is_int(seed):
         raise ValueError(f"seed must be an integer or None, got {seed!r}.")
 
 

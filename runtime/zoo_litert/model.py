@@ -255,7 +255,7 @@ class LiteRTModel:
         as_text = bool(items) and all(isinstance(i, str) for i in items)
         if any(isinstance(i, str) for i in items) and not as_text:
             raise ValueError("score was given strings mixed with ids: give a list of strings or a list of id lists.")
-        if items and all(generation._is_int(i) for i in items):
+        if items and all(generation.is_int(i) for i in items):
             items = [items]  # one flat list of ids: one row
         rows = self.tokenizer.encode_batch(items) if as_text else [self.check_ids(i) for i in items]
         for index, row in enumerate(rows):
