@@ -23,7 +23,8 @@ def with_stand_in_vocabulary(model):
     if getattr(model, "tokenizer", None) is None:
         from zoo.data.vocab import SPECIALS, WordTokenizer
 
-        model.tokenizer = WordTokenizer(list(SPECIALS) + [f"w{i}" for i in range(model.vocabulary_size - len(SPECIALS))])
+        words = [f"w{i}" for i in range(model.vocabulary_size - len(SPECIALS))]
+        model.tokenizer = WordTokenizer(list(SPECIALS) + words)
     return model
 
 

@@ -4,7 +4,6 @@ How it measures: docs/benchmarks.md#generate.
 """
 
 import functools
-import sys
 
 import numpy as np
 
@@ -212,6 +211,3 @@ def main(argv):
     report.update(machine=machine, load_average_end=harness.load_average_text(), args=vars(args), results=results)
     return harness.report(args, report, table(report))
 
-
-if __name__ == "__main__":
-    main(sys.argv[1:])

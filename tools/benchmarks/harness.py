@@ -287,7 +287,8 @@ def markdown_table(columns, rows):
     shown), `rows` lists of cells."""
     heads = [c[:-1] if c.endswith(":") else c for c in columns]
     rules = ["---:" if c.endswith(":") else "---" for c in columns]
-    return "\n".join("|" + "|".join(f" {c} " if str(c) else " " for c in cells) + "|" for cells in [heads, rules, *rows])
+    return "\n".join("|" + "|".join(f" {c} " if str(c) else " " for c in cells) + "|"
+                     for cells in [heads, rules, *rows])
 
 
 def text_table(columns, rows):
@@ -299,25 +300,20 @@ def text_table(columns, rows):
     return "\n".join([head, "-" * len(head), *(line(r) for r in rows)])
 
 
-def write_results(path, out):
-    """Writes the results to `path` (if given) as JSON, atomically."""
-    if path:
-        from zoo.files import write_json
-
-        write_json(path, out)
-        print(f"results written to {path}")
-
-
 def report(args, results, table=None):
     """The end of a benchmark: `table` printed and written to `--out` (if the parser has it),
-    the results written to `--json`; returns the results."""
+    the results written to `--json` (atomically); returns the results."""
     if table is not None:
         print(table, flush=True)
         if getattr(args, "out", None):
             with open(args.out, "w") as f:
                 f.write(table if table.endswith("\n") else table + "\n")
             print(f"table written to {args.out}")
-    write_results(args.json, results)
+    if args.json:
+        from zoo.files import write_json
+
+        write_json(args.json, results)
+        print(f"results written to {args.json}")
     return results
 
 

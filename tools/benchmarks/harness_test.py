@@ -140,9 +140,11 @@ def test_a_worker_answers_each_command_and_names_a_failure():
 
 
 def test_a_one_shot_child_answers_its_line_and_a_failure_says_why():
-    script = "import sys; sys.path.insert(0, sys.argv[1]); import harness; harness.answer(lambda: print('noise') or {'n': 3})"
+    script = ("import sys; sys.path.insert(0, sys.argv[1]); import harness; "
+              "harness.answer(lambda: print('noise') or {'n': 3})")
     assert harness.run_once([sys.executable, "-c", script, HERE], "the child") == {"n": 3}
-    assert harness.python_child("import json, sys; print(json.dumps(sys.argv[1:]))", ["a", 2], "c") == ["a", "2"]
+    assert harness.python_child("print(json.dumps([sys.argv[1:], harness.__name__]))", ["a", 2], "c") == \
+        [["a", "2"], "harness"]  # json, sys and the harness imported for the script
     with pytest.raises(RuntimeError, match=r"(?s)^the child failed, exit status 1: .*ZeroDivisionError"):
         harness.python_child("1 / 0", [], "the child")
 

@@ -35,15 +35,16 @@ def test_the_kernel_table_gives_microseconds_and_ratios_to_float32():
 
 @pytest.mark.parametrize("bad", ["128", "0,10", "a,b", "128,10,3"])
 def test_kernels_with_a_bad_shape_is_one_sentence(bad):
-    with pytest.raises(ValueError, match=rf"^--kernels must be two positive sizes D,N \(e.g. 128,10002\), got '{bad}'\.$"):
+    sentence = rf"^--kernels must be two positive sizes D,N \(e.g. 128,10002\), got '{bad}'\.$"
+    with pytest.raises(ValueError, match=sentence):
         int8.main(["--kernels", bad])
 
 
 @pytest.mark.ci
 def test_every_kernel_runs_one_row_at_a_time_in_a_fresh_process():
     times = int8.kernels(8, 16, loops=3, repeats=1)
-    assert list(times) == ["float32 MatMul", "bfloat16 MatMul (weights cast once)", "int8 x int8 -> int32 BatchMatMulV3",
-                           "quint8 QuantizedMatMul (QuantizeV2, Dequantize)"]
+    assert list(times) == ["float32 MatMul", "bfloat16 MatMul (weights cast once)",
+                           "int8 x int8 -> int32 BatchMatMulV3", "quint8 QuantizedMatMul (QuantizeV2, Dequantize)"]
     assert all(t > 0 for t in times.values())
 
 

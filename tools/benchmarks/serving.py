@@ -92,16 +92,18 @@ def session_run(export, intra, inter, calls, new_tokens, top_k=40):
                                 f"the process with intra {intra}, inter {inter}")
 
 
-def first_calls(export, replay=False, sentences=8, keys=("load_s", "replay_s", "serving_default_s", "generate_s")):
-    """`keys` of one fresh process's `FIRST_CALLS_CHILD` figures."""
+def first_calls(export, replay=False, sentences=8, keys=("load_s", "replay_s", "serving_default_s", "generate_s"),
+                what=None):
+    """`keys` of one fresh process's `FIRST_CALLS_CHILD` figures (warmup's by default)."""
     found = harness.python_child(FIRST_CALLS_CHILD, [export, int(replay), sentences],
-                                 f"the {'warm' if replay else 'cold'} process", timeout=900)
+                                 what or f"the {'warm' if replay else 'cold'} process", timeout=900)
     return {key: found[key] for key in keys}
 
 
 def memory_run(export):
     """One fresh process's resident memory (bytes) after the import, the load and its first requests."""
-    return first_calls(export, sentences=32, keys=("imported_rss", "loaded_rss", "served_rss", "peak_rss"))
+    return first_calls(export, sentences=32, keys=("imported_rss", "loaded_rss", "served_rss", "peak_rss"),
+                       what=f"the process serving {export}")
 
 
 @contextlib.contextmanager
