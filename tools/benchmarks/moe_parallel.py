@@ -139,17 +139,22 @@ def worker(spec):
 
 
 # ---- the paper model: zoo.models.compute's arithmetic for the paper's large models -------------------
+def paper_defaults():
+    """The assumptions of `zoo.models.compute.expert_parallel_cost` by default: `{keyword: value}`."""
+    import inspect
+
+    from zoo.models.compute import expert_parallel_cost
+
+    return {k: p.default for k, p in inspect.signature(expert_parallel_cost).parameters.items() if k != "shapes"}
+
+
 def paper_model(names, assumptions):
     """`{"assumptions": …, "models": {name: shapes}, "rows": [...]}`: `compute.expert_parallel_cost` of the
     paper's models (`DERIVED`: built from a preset) under its defaults, updated by the `assumptions` given."""
-    import inspect
-
     from zoo.models import compute
     from zoo.registry import get_preset
 
-    defaults = inspect.signature(compute.expert_parallel_cost).parameters
-    settings = {key: defaults[key].default for key in list(defaults)[1:]}
-    settings.update({k: v for k, v in assumptions.items() if v is not None})
+    settings = {**paper_defaults(), **{k: v for k, v in assumptions.items() if v is not None}}
     shapes = {}
     for name in names:
         base, moe = DERIVED.get(name, (name, None))
@@ -265,8 +270,9 @@ def parse(argv):
     p.add_argument("--paper-models", default=",".join(PAPER_MODELS),
                    help=f"models on paper (default {','.join(PAPER_MODELS)}; '' for none)")
     p.add_argument("--gpus", default="8,64", help="GPU counts on paper (default 8,64)")
+    defaults = paper_defaults()
     for flag, (key, kind, what) in PAPER_FLAGS.items():
-        p.add_argument(flag, dest=key, type=kind, help=f"{what} (default: zoo.models.compute.expert_parallel_cost's)")
+        p.add_argument(flag, dest=key, type=kind, help=f"{what} (default {defaults[key]:,g})")
     args = p.parse_args(argv)
     sizes = {key: (SMALL if args.small else FULL)[key] if getattr(args, key) is None else getattr(args, key)
              for key in FULL}
