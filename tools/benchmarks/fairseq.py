@@ -331,11 +331,11 @@ def export(work):
     print("exporting the full preset: zoo export ...", flush=True)
     wall, peak_mib, log = measured_run([sys.executable, "-m", "zoo", "export", os.path.join(work, "full", "preset"),
                                         "--base", base], "zoo export")
-    path, result_file = log.strip().splitlines()[-1].strip(), os.path.join(work, "export_check.json")
-    fresh_s, fresh_mib, _ = measured_run([sys.executable, "-m", "zoo.tools.benchmarks.fairseq", "--export-check", path,
-                                          result_file], "loading the export in a fresh process")
-    with open(result_file) as f:
-        fresh = {**json.load(f), "wall_s": fresh_s, "peak_rss_mib": fresh_mib}
+    path = log.strip().splitlines()[-1].strip()
+    fresh_s, fresh_mib, said = measured_run([sys.executable, "-m", "zoo.tools.benchmarks.fairseq", "--export-check",
+                                             path], "loading the export in a fresh process")
+    answer = next(line for line in reversed(said.splitlines()) if line.startswith("{"))  # harness.answer's line
+    fresh = {**json.loads(answer), "wall_s": fresh_s, "peak_rss_mib": fresh_mib}
     out = {"export_s": wall, "export_peak_rss_mib": peak_mib, "bytes": harness.directory_bytes(path),
            "fresh_process": fresh}
     print(f"  export {out['bytes'] / 2**20:,.0f} MiB; a fresh process loads it in {fresh['load_s']:.1f} s", flush=True)
@@ -516,7 +516,6 @@ if __name__ == "__main__":
     if sys.argv[1:2] == ["--worker"]:
         harness.serve(ZooWorker(int(sys.argv[2])), {"ready": True, "pid": os.getpid()})
     elif sys.argv[1:2] == ["--export-check"]:
-        with open(sys.argv[3], "w") as f:
-            json.dump(export_check(sys.argv[2]), f)
+        harness.answer(export_check, sys.argv[2])
     else:
         main(sys.argv[1:])

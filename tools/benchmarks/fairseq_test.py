@@ -1,5 +1,6 @@
 """`zoo benchmark fairseq`'s zoo-side pieces, without torch: the counts behind its shares of the
-machine's limit, its inputs, its summary and its command line."""
+machine's limit, its inputs, its summary and its command line, and (the `ci` tier) its export
+figures from `zoo export` and a fresh process."""
 
 import os
 import subprocess
@@ -133,3 +134,15 @@ def test_torch_side_is_standalone():
     with open(os.path.join(os.path.dirname(bench.__file__), "fairseq_torch.py")) as f:
         source = f.read()
     assert "import zoo" not in source and "from zoo" not in source and "tensorflow" not in source
+
+
+@pytest.mark.ci  # two fresh processes: `zoo export`, then one that loads the export and calls it
+def test_the_export_figures_come_from_zoo_export_and_a_fresh_process(tmp_path):
+    from zoo.tools.benchmarks.common import with_stand_in_vocabulary
+
+    with_stand_in_vocabulary(converted(bench.SIZES["tiny"])).save_to_preset(str(tmp_path / "full" / "preset"))
+    out = bench.export(str(tmp_path))
+    fresh = out["fresh_process"]
+    assert out["bytes"] > 0 and out["export_s"] > 0 and out["export_peak_rss_mib"] > 0
+    assert fresh["score_lengths"] == 20 and fresh["score_finite"] and 1 <= fresh["generate_lengths"] <= 8
+    assert fresh["wall_s"] > fresh["load_s"] > 0 and fresh["peak_rss_mib"] > 0
