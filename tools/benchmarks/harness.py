@@ -119,15 +119,25 @@ def status_kib(field):
     return proc_kib(field)  # VmRSS, VmHWM, ... of this process
 
 
-def cpu_model():
+def cpuinfo(key):
+    """The first value of `key` in /proc/cpuinfo, or None (no such line, or no such file)."""
     try:
         with open("/proc/cpuinfo") as f:
-            for line in f:
-                if line.startswith("model name"):
-                    return line.split(":", 1)[1].strip()
+            return next((line.split(":", 1)[1].strip() for line in f if line.startswith(key)), None)
     except OSError:
-        pass
-    return platform.processor() or "unknown CPU"
+        return None
+
+
+def cpu_model():
+    return cpuinfo("model name") or platform.processor() or "unknown CPU"
+
+
+def cpu_flags(wanted):
+    """Which of the instruction sets `wanted` the CPU has, as /proc/cpuinfo names them ("unknown" without it)."""
+    flags = cpuinfo("flags")
+    if flags is None:
+        return "unknown"
+    return ", ".join(f for f in wanted if f in flags.split()) or "none of " + ", ".join(wanted)
 
 
 def load_average():

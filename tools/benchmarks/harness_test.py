@@ -165,6 +165,14 @@ def test_directory_bytes_sums_the_files_below(tmp_path):
     assert harness.directory_bytes(str(tmp_path)) == 8
 
 
+def test_cpu_flags_names_those_wanted_that_the_cpu_has(monkeypatch):
+    monkeypatch.setattr(harness, "cpuinfo", lambda key: {"flags": "fpu avx2 avx512f amx_int8"}.get(key))
+    assert harness.cpu_flags(("avx512f", "avx512_vnni", "amx_int8")) == "avx512f, amx_int8"
+    assert harness.cpu_flags(("avx512_bf16",)) == "none of avx512_bf16"
+    monkeypatch.setattr(harness, "cpuinfo", lambda key: None)
+    assert harness.cpu_flags(("avx512f",)) == "unknown"
+
+
 def test_machine_names_the_cpu_and_cores():
     info = harness.machine()
     assert info["cpu_model"] == harness.cpu_model() and info["cores"] == os.cpu_count()

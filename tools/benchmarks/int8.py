@@ -12,6 +12,7 @@ from zoo.tools.benchmarks.common import preset_list, with_stand_in_vocabulary
 DEFAULT_PRESETS = ("gcnn-ptb", "gcnn-ptb-deep", "lstmp-ptb", "gcnn-en")
 SENTENCE = "the company said it would buy the stock of the bank for about one billion dollars in cash next year"
 REQUESTS = ("serving_default_1", "serving_default_32", "generate_1")
+INSTRUCTIONS = ("avx512f", "avx512_vnni", "avx_vnni", "avx512_bf16", "amx_int8", "amx_bf16")  # int8 and bfloat16
 
 CHILD = r"""
 import contextlib
@@ -71,17 +72,6 @@ session.run(init)
 timed = harness.measure({name: (lambda f=f: session.run(f)) for name, f in fetches.items()}, repeats, warmup=3)
 print(json.dumps({name: side["median_s"] / loops for name, side in timed.items()}))
 """
-
-
-def cpu_flags():
-    """The CPU's int8 and bfloat16 instruction sets, as /proc/cpuinfo names them (Linux)."""
-    wanted = ("avx512f", "avx512_vnni", "avx_vnni", "avx512_bf16", "amx_int8", "amx_bf16")
-    try:
-        with open("/proc/cpuinfo") as f:
-            flags = next((line.split(":", 1)[1].split() for line in f if line.startswith("flags")), [])
-    except OSError:
-        return "unknown"
-    return ", ".join(flag for flag in wanted if flag in flags) or "none of " + ", ".join(wanted)
 
 
 def kernels(d, n, loops=200, repeats=11):
@@ -175,12 +165,12 @@ def kernels_report(args):
         assert d >= 1 and n >= 1
     except (ValueError, AssertionError):
         raise ValueError(f"--kernels must be two positive sizes D,N (e.g. 128,10002), got {args.kernels!r}.") from None
-    times = kernels(d, n)
+    times, flags = kernels(d, n), harness.cpu_flags(INSTRUCTIONS)
     rendered = kernel_table(times)
-    print(f"{harness.cpu_model()} (int8/bfloat16 instructions: {cpu_flags()}), load average "
+    print(f"{harness.cpu_model()} (int8/bfloat16 instructions: {flags}), load average "
           f"{harness.load_average_text()}; [1, {d}] x [{d}, {n}], median of 11 loops of 200 products:")
-    return harness.report(args, {"cpu": harness.cpu_model(), "cpu_flags": cpu_flags(), "shape": [d, n],
-                                 "seconds": times, "table": rendered}, rendered)
+    return harness.report(args, {"cpu": harness.cpu_model(), "cpu_flags": flags, "shape": [d, n], "seconds": times,
+                                 "table": rendered}, rendered)
 
 
 def main(argv=None):
