@@ -37,13 +37,12 @@ inputs, an LSTM's each layer's `h` and `c`.
 
 How it is made: each signature is traced as a `tf.function` from the family's own pieces (its
 `served_hidden` and `prefill` for `prefill`, its `step` for `decode`, the samplers' `candidates`
-for `sample`; the output layer's
-`log_prob` for every score, the target's gathered from it, as `Signatures` and `decode_step`
-compute them), its variables frozen to constants (`convert_variables_to_constants_v2`;
-converted with its variables in place the file came out empty and its log-probabilities NaN, as
-issue 54 reported), and the frozen functions are converted together
-(`tf.lite.TFLiteConverter`, LiteRT's built-in ops only, `TFLITE_BUILTINS`: an op without a
-built-in kernel fails the export, it is never carried as a TensorFlow op). A weight-normalised
+for `sample`; the output layer's `log_prob` for every score, the target's gathered from it, as
+`Signatures` and `decode_step` compute them); the functions are saved together in one SavedModel
+whose root tracks the model's variables, and the converter freezes them to constants, each weight
+once for every signature (`tf.lite.TFLiteConverter.from_saved_model`, LiteRT's built-in ops
+only, `TFLITE_BUILTINS`: an op without a built-in kernel fails the export, it is never carried as
+a TensorFlow op). A weight-normalised
 conv layer's kernel is folded (`g · v / ‖v‖` computed once, as the SavedModel does).
 
 Every family converts to built-in ops: GCNN (full, tied and adaptive-softmax output layers),
@@ -174,16 +173,6 @@ def sample(vocabulary, log_probs, noise, temperature, top_k, top_p):
     return tf.cond(p < 1.0, drawn(k, p), lambda: tf.cond(k < vocabulary, drawn(k), drawn()))
 
 
-def _frozen(function, specs):
-    """The concrete function of `function`, its variables frozen to constants, its outputs under
-    their names (freezing returns them as a list)."""
-    traced = tf.function(function, input_signature=specs, autograph=False).get_concrete_function()
-    frozen = compat.frozen_function(traced)
-    structure = traced.structured_outputs
-    return tf.function(lambda *args: tf.nest.pack_sequence_as(structure, frozen(*args)),
-                       input_signature=specs, autograph=False).get_concrete_function()
-
-
 def convert(model: "zoo.LanguageModel", quantize: str | None = None) -> bytes:
     """The flatbuffer of `model`'s `prefill`, `decode` and `sample` signatures (the module docstring), LiteRT
     built-in ops only; `quantize="int8"`: the converter's dynamic-range int8 weights.
@@ -201,14 +190,19 @@ def convert(model: "zoo.LanguageModel", quantize: str | None = None) -> bytes:
     b'TFL3'
     """
     state = FlatState(model)
-    with saved_variables(model):  # weight-normalised kernels folded, as the SavedModel's
-        functions = {name: _frozen(fn, specs) for name, (fn, specs) in _functions(model, state).items()}
     saved = tempfile.mkdtemp(prefix="zoo-litert-")
     try:
-        # The converter reads several signatures from a SavedModel; the frozen functions hold no
-        # variable. experimental_custom_gradients=False: the MoE dispatch's gradient is not saved.
-        tf.saved_model.save(tf.Module(), saved, signatures=functions,
-                            options=tf.saved_model.SaveOptions(experimental_custom_gradients=False))
+        # The converter reads several signatures from a SavedModel and freezes its variables itself,
+        # each stored once for all signatures (freezing each function first copied every weight into
+        # each: gcnn-14 then passed 17 GB). The module tracks the variables (the functions capture
+        # them). experimental_custom_gradients=False: the MoE dispatch's gradient is not saved.
+        with saved_variables(model) as variables:  # weight-normalised kernels folded, as the SavedModel's
+            root = tf.Module()
+            root.variables_ = list(variables)
+            functions = {name: tf.function(fn, input_signature=specs, autograph=False).get_concrete_function()
+                         for name, (fn, specs) in _functions(model, state).items()}
+            tf.saved_model.save(root, saved, signatures=functions,
+                                options=tf.saved_model.SaveOptions(experimental_custom_gradients=False))
         converter = tf.lite.TFLiteConverter.from_saved_model(saved, signature_keys=list(SIGNATURES))
         converter.target_spec.supported_ops = [tf.lite.OpsSet.TFLITE_BUILTINS]
         if quantize == "int8":

@@ -194,16 +194,3 @@ def framework_op_stats(logdir):
             f"{', '.join(columns)}); update zoo.compat.framework_op_stats for this TensorFlow version.")
     return rows
 
-
-def frozen_function(concrete_function):
-    """`concrete_function` with the variables it captures turned into constants of its graph: what
-    LiteRT's converter needs (with the variables in place it wrote an empty model whose
-    log-probabilities were NaN). The outputs come back as a flat list.
-
-    Internal: `tensorflow.python.framework.convert_to_constants.convert_variables_to_constants_v2`,
-    which TensorFlow's own SavedModel-to-LiteRT conversion uses; TensorFlow has no public
-    spelling of it.
-    """
-    from tensorflow.python.framework import convert_to_constants
-
-    return convert_to_constants.convert_variables_to_constants_v2(concrete_function)

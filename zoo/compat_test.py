@@ -201,17 +201,3 @@ def test_the_variable_shims_give_a_layer_s_own_variables_untrack_and_index_an_op
     built, averages = compat.optimizer_model_variables(optimizer)
     assert built == variables and [tuple(a.shape) for a in averages] == [(2,), (3,)]
     assert compat.optimizer_model_variables(keras.optimizers.Adam())[1] is None
-
-
-
-def test_frozen_function_holds_no_variable_and_computes_the_same():
-    import numpy as np
-    import tensorflow as tf
-
-    weight = tf.Variable([[2.0, -1.0], [0.5, 3.0]])
-    traced = tf.function(lambda x: tf.matmul(x, weight),
-                         input_signature=[tf.TensorSpec([None, 2], tf.float32)]).get_concrete_function()
-    frozen = compat.frozen_function(traced)
-    assert traced.variables and not frozen.variables
-    x = tf.constant([[1.0, 2.0]])
-    np.testing.assert_array_equal(frozen(x)[0].numpy(), traced(x).numpy())
