@@ -14,6 +14,7 @@ BENCHMARKS = {
     "head-blocks": "head_blocks",
     "input": "corpus:input_main",
     "int8": "int8",
+    "litert": "litert",
     "moe": "moe",
     "moe-cost": "moe_cost",
     "moe-parallel": "moe_parallel",
