@@ -1,11 +1,11 @@
 """The TensorFlow-free sides of `zoo benchmark litert`, each a harness worker (docs/benchmarks.md#litert).
 
-`python litert_worker.py litert THREADS` runs LiteRT exports with `ai_edge_litert` and numpy alone;
+`python litert_worker.py litert THREADS` runs LiteRT exports with `zoo_litert` (no TensorFlow);
 `python litert_worker.py saved-model THREADS` calls a SavedModel's `generate` with TensorFlow alone
 (no zoo), as a model server would. Standalone, as harness.py says.
 """
 
-import json
+import collections
 import os
 import sys
 import time
@@ -18,44 +18,26 @@ from harness import serve, timed  # noqa: E402
 
 
 class LiteRT:
-    """Exports loaded by name; a greedy loop of `decode` calls, a `prefill`, and the read bandwidth."""
+    """Exports loaded by name into `zoo_litert` (what a user runs), and the read bandwidth."""
 
     def __init__(self, threads):
         self.threads, self.models = threads, {}
 
     def load(self, name, path):
-        from ai_edge_litert.interpreter import Interpreter
+        import zoo_litert
 
-        interpreter = Interpreter(model_path=os.path.join(path, "model.tflite"), num_threads=self.threads)
-        with open(os.path.join(path, "zoo_litert.json")) as f:
-            state_size = json.load(f)["state"]["size"]
-        self.models[name] = (interpreter.get_signature_runner("prefill"), interpreter.get_signature_runner("decode"),
-                             state_size, interpreter)
-        ops = {}
-        for op in interpreter._get_ops_details():  # noqa: SLF001 - which ops XNNPACK took (DELEGATE)
-            ops[op["op_name"]] = ops.get(op["op_name"], 0) + 1
-        return {"ops": ops}
+        model = self.models[name] = zoo_litert.load(path, num_threads=self.threads)
+        interpreter = model._local.interpreter  # noqa: SLF001 - this thread's: which ops XNNPACK took (DELEGATE)
+        return {"ops": dict(collections.Counter(op["op_name"] for op in interpreter._get_ops_details()))}
 
     def generate(self, name, prompt, new_tokens):
-        """`new_tokens` greedy tokens after `prompt` (ids, `<s>` first), batch 1: the prompt's `prefill`
-        then one `decode` call a token, as zoo_litert's loop makes them."""
-        prefill, decode, _, _ = self.models[name]
-
-        def run():
-            out = prefill(token_ids=np.asarray([prompt], np.int32))
-            made, state = [], out["state"]
-            for _ in range(new_tokens):
-                made.append(int(np.argmax(out["log_probs"][0])))
-                out = decode(token_ids=np.asarray(made[-1:], np.int32), state=state)
-                state = out["state"]
-            return made
-
-        seconds, made = timed(run)
-        return {"s": seconds, "tokens": new_tokens, "ids": made}
+        """`zoo_litert`'s greedy generation after the ids `prompt`, batch 1, every token made."""
+        seconds, ids = timed(self.models[name].generate, prompt, new_tokens, sampler="greedy", stop=None)
+        return {"s": seconds, "tokens": len(ids) - len(prompt), "ids": ids[len(prompt):]}
 
     def score(self, name, ids):
-        seconds, out = timed(self.models[name][0], token_ids=np.asarray([ids], np.int32))
-        return {"s": seconds, "tokens": len(ids) - 1, "sum": float(out["token_log_probs"].sum())}
+        seconds, scores = timed(self.models[name].score, ids)
+        return {"s": seconds, "tokens": len(ids) - 1, "sum": float(scores[0].sum())}
 
     def read_bandwidth(self, mib, repeats=5):
         """One pass over a float32 buffer of `mib` MiB (far larger than L3), a slice per thread
