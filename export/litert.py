@@ -53,7 +53,9 @@ LSTM, LSTMP and Elman stacks, and LSTM–MoE–LSTM stacks, whose sparse dispatc
 every large weight matrix (the embedding, the convolutions, the LSTM kernels, the output
 layer's) stored as int8 with a float32 scale per output channel, the activations quantized on the
 fly, so that LiteRT's int8 kernels (XNNPACK's) compute the products from int8: a quarter of the
-bytes read per token. The weights of `lm.quantize("int8")` are not used: in the graph they are
+bytes read per token (the embedding's table, which a gather reads, with one scale for the table;
+a tied table is then stored once, read by both from the output layer's int8 rows:
+`zoo.export.litert_tables`). The weights of `lm.quantize("int8")` are not used: in the graph they are
 dequantized to float32 before each product (the zoo's int8 layers compute in float32), so the
 converter would see float32 products, and the file would gain nothing but size. A model
 already quantized with `lm.quantize` is refused; export its float32 weights with
@@ -74,6 +76,7 @@ import tensorflow as tf
 
 from zoo import compat
 from zoo.errors import reason
+from zoo.export.litert_tables import share_tied_table
 from zoo.export.saved_model import ExportError, check_tokenizer, saved_variables
 from zoo.export.state import StateLayout
 from zoo.layers import GatedConv1D
@@ -207,9 +210,12 @@ def convert(model: "zoo.LanguageModel", quantize: str | None = None) -> bytes:
         converter.target_spec.supported_ops = [tf.lite.OpsSet.TFLITE_BUILTINS]
         if quantize == "int8":
             converter.optimizations = [tf.lite.Optimize.DEFAULT]
-        return converter.convert()
+        flatbuffer = converter.convert()
     finally:
         shutil.rmtree(saved, ignore_errors=True)
+    if quantize == "int8" and getattr(model, "tie_embeddings", False):
+        flatbuffer = share_tied_table(flatbuffer)  # the converter's second int8 copy of the tied table
+    return flatbuffer
 
 
 def flatbuffer_contents(flatbuffer: bytes) -> dict:

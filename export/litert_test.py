@@ -2,8 +2,9 @@
 its `prefill` and `decode` signatures give the Keras model's log-probabilities to 1e-4 (every
 family: a GCNN with an adaptive softmax, a tied GCNN, an LSTM, an LSTMP and an LSTM–MoE–LSTM
 stack), greedy decoding through it writes `lm.generate`'s ids, its `sample` signature draws with the
-library's `candidates` on the given noise, the file uses LiteRT's built-in ops only; int8 is a quarter of the bytes and close; bad input is refused in one sentence and an
-existing path is never changed; `lm.export(format=...)`. `zoo export --format litert`:
+library's `candidates` on the given noise, the file uses LiteRT's built-in ops only; int8 is a
+quarter of the bytes and close, a tied table stored once; bad input is refused in one sentence and
+an existing path is never changed; `lm.export(format=...)`. `zoo export --format litert`:
 tools/cli/export_test.py."""
 
 import json
@@ -17,7 +18,7 @@ from tests.export_checks import (discourage_end_of_sentence, tiny_gcnn, tiny_lst
                                  vocabulary)
 from zoo.data.base_tokenizer import saved_tokenizer_class
 from zoo.data.vocab import SPECIALS, WordTokenizer
-from zoo.export import ExportError, export_litert, litert
+from zoo.export import ExportError, export_litert, litert, litert_tables
 from zoo.export.state import StateLayout
 from zoo.models import generation
 
@@ -283,6 +284,74 @@ def test_int8_is_under_30_percent_of_float32_with_per_channel_weights_and_close(
         step = decode(token_ids=ids[:, t], state=state)
         state = step["state"]
         assert np.abs(step["log_probs"][0] - full[t]).max() < 0.01
+
+
+def _int8_tables(flatbuffer, shape):
+    """How many int8 tables of `shape` the flatbuffer stores (buffers with data; the signatures'
+    subgraphs share them)."""
+    from tensorflow.lite.tools import flatbuffer_utils
+
+    flat = flatbuffer_utils.convert_bytearray_to_object(bytearray(flatbuffer))
+    return len({t.buffer for g in flat.subgraphs for t in g.tensors if t.type == 9  # 9: INT8
+                and tuple(int(d) for d in t.shape) == shape and flat.buffers[t.buffer].data is not None})
+
+
+@pytest.fixture(scope="module")
+def tied():
+    """A tied GCNN (vocabulary 2,000, width 64): (its float32 flatbuffer, its int8 flatbuffer as the
+    converter writes it, the same with its table shared)."""
+    import keras
+
+    from zoo import models
+
+    keras.utils.set_random_seed(2)
+    model = models.GCNNLanguageModel(vocabulary_size=2000, embedding_dim=64, blocks=[[[3, 64]]], tie_embeddings=True)
+    model.tokenizer = WordTokenizer(list(SPECIALS) + [f"w{i}" for i in range(2000 - len(SPECIALS))])
+    from unittest import mock
+
+    with mock.patch.object(litert, "share_tied_table", lambda flatbuffer: flatbuffer):
+        return litert.convert(model), litert.convert(model, "int8")
+
+
+def _tied_rows_and_weights(flatbuffer, ids):
+    """The rows `prefill`'s EMBEDDING_LOOKUP read for `ids`, and the output layer's int8 weights
+    dequantized with their scale per row."""
+    from tensorflow.lite.tools import flatbuffer_utils
+
+    interpreter = Interpreter(model_content=flatbuffer, experimental_preserve_all_tensors=True,
+                              experimental_op_resolver_type=OpResolverType.BUILTIN_WITHOUT_DEFAULT_DELEGATES)
+    interpreter.get_signature_runner("prefill")(token_ids=ids)
+    rows = [interpreter.get_tensor(t["index"], g) for g in range(interpreter.num_subgraphs())
+            for t in interpreter.get_tensor_details(g) if t["name"] == "zoo/tied_rows"]
+    flat = flatbuffer_utils.convert_bytearray_to_object(bytearray(flatbuffer))
+    weights = next(t for g in flat.subgraphs for t in g.tensors if t.type == 9 and t.quantization is not None
+                   and t.quantization.scale is not None and len(t.quantization.scale) == 2000)
+    q = flat.buffers[weights.buffer].data.view(np.int8).reshape(2000, 64).astype(np.float32)
+    return rows, q * np.asarray(weights.quantization.scale, np.float32)[:, None]
+
+
+def test_a_tied_table_is_stored_once_in_int8_and_read_with_its_scale_per_row(tied):
+    float32, converted = tied
+    shared = litert_tables.share_tied_table(converted)
+    assert _int8_tables(converted, (2000, 64)) == 2 and _int8_tables(shared, (2000, 64)) == 1
+    assert len(converted) - len(shared) > 0.99 * 2000 * 64  # the copy, less the few ops and tensors added
+    assert "EMBEDDING_LOOKUP" in litert.flatbuffer_contents(shared)["ops"]
+    ids = np.array([[1, 4, 1999, 8, 9, 5, 7, 3, 12, 30]], np.int32)
+    rows, weights = _tied_rows_and_weights(shared, ids)
+    assert len(rows) == 1
+    np.testing.assert_array_equal(rows[0], weights[ids[0]])  # the output layer's own int8 rows and scales
+    # the outputs stay as close to float32 as the converter's (its gather had one scale for the table)
+    runs = [Interpreter(model_content=f).get_signature_runner("prefill")(token_ids=ids)
+            for f in (float32, converted, shared)]
+    errors = [np.abs(run["token_log_probs"] - runs[0]["token_log_probs"]).max() for run in runs[1:]]
+    print(f"max |int8 - float32| log-probability: converter's {errors[0]:.2e}, shared {errors[1]:.2e}")
+    assert max(errors) < 0.01
+
+
+def test_without_a_tied_table_the_flatbuffer_is_unchanged(weighty):
+    _, _, int8_path = weighty
+    flatbuffer = open(os.path.join(int8_path, litert.MODEL_FILE), "rb").read()
+    assert litert_tables.share_tied_table(flatbuffer) == flatbuffer
 
 
 # ---- bad input -------------------------------------------------------------------------------------
