@@ -114,6 +114,22 @@ def test_greedy_decoding_through_the_file_writes_generates_ids(exports, family):
         assert len(expected) == len(prompt) + 20  # </s> discouraged: every step compared
 
 
+@pytest.mark.parametrize("family", FAMILIES)
+def test_the_greedy_signature_loops_in_the_file_as_decode_steps_do(exports, family):
+    """Two `greedy` calls (32 tokens, the loop inside the file) write `lm.generate`'s greedy ids, and
+    hand back the log-probabilities and state that `decode` would after the last of them."""
+    model, _, interpreter = exports[family]
+    prompt = [1, 4, 6, 8]
+    out = interpreter.get_signature_runner("prefill")(token_ids=np.array([prompt], np.int32))
+    made = []
+    for _ in range(2):
+        out = interpreter.get_signature_runner("greedy")(log_probs=out["log_probs"], state=out["state"])
+        made += out["token_ids"][0].tolist()
+    assert prompt + made == model.generate([prompt], max_new_tokens=2 * litert.GREEDY_STEPS, temperature=0)[0]
+    full = _reference(model, prompt + made)
+    np.testing.assert_allclose(out["log_probs"][0], full[-1], atol=TOLERANCE)
+
+
 def test_a_subword_model_exports_its_sentencepiece_files_and_decodes_as_generate(tiny_model, tmp_path):
     """A SentencePiece tokenizer's files beside the flatbuffer read back as the model's tokenizer;
     greedy decoding never writes its `<unk>` (as `lm.generate`)."""
@@ -224,6 +240,11 @@ def test_only_litert_builtin_ops_and_the_json_says_what_is_inside(exports, famil
                               "top_k": {"shape": [1], "dtype": "int32"},
                               "top_p": {"shape": [1], "dtype": "float32"}},
                    "outputs": {"token_ids": {"shape": [1], "dtype": "int32"}}},
+        "greedy": {"inputs": {"log_probs": {"shape": [1, v], "dtype": "float32"},
+                              "state": {"shape": [1, size], "dtype": "float32"}},
+                   "outputs": {"token_ids": {"shape": [1, litert.GREEDY_STEPS], "dtype": "int32"},
+                               "log_probs": {"shape": [1, v], "dtype": "float32"},
+                               "state": {"shape": [1, size], "dtype": "float32"}}},
     }
     assert about["never_emitted"] == generation.never_emitted(model)
     # the layout: the SavedModel's decode_step tensors, end to end
@@ -234,7 +255,7 @@ def test_only_litert_builtin_ops_and_the_json_says_what_is_inside(exports, famil
     assert [part["offset"] for part in layout] == list(np.cumsum([0] + [p["size"] for p in layout[:-1]]))
     assert sum(part["size"] for part in layout) == size
     runners = interpreter.get_signature_list()
-    assert set(runners) == set(litert.SIGNATURES) == {"prefill", "decode", "sample"}
+    assert set(runners) == set(litert.SIGNATURES) == {"prefill", "decode", "sample", "greedy"}
 
 
 @pytest.fixture(scope="module")

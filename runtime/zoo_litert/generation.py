@@ -1,6 +1,7 @@
 """`LiteRTModel.generate`'s pieces, with `lm.generate`'s rules: the prompts as rows of ids, the
-stops (`</s>`, stop texts and stop ids), the loop that continues one row (prefill once, then one
-decode per new token) and the text it returns."""
+stops (`</s>`, stop texts and stop ids), the loops that continue one row (prefill once, then one
+decode per new token, or the export's `greedy` signature, several tokens a call) and the text it
+returns."""
 
 from __future__ import annotations
 
@@ -122,13 +123,44 @@ def continue_row(prefill: Callable, decode: Callable, choose: Callable[[np.ndarr
     ids, start = list(row), len(row)
     log_probs, state = prefill(ids)
     for step in range(max_new_tokens):
-        token = choose(log_probs)
-        ids.append(token)
-        if token == eos or any(len(ids) - len(s) >= start and tuple(ids[-len(s):]) == s for s in sequences):
+        ids.append(choose(log_probs))
+        if _ends(ids, start, eos, sequences):
             break
         if step + 1 < max_new_tokens:
-            log_probs, state = decode(token, state)
+            log_probs, state = decode(ids[-1], state)
     return ids
+
+
+def _ends(ids: Sequence[int], start: int, eos: int | None, sequences: Sequence[tuple[int, ...]]) -> bool:
+    """Whether a row whose new ids begin at `start` ends with its last id: `eos`, or new ids
+    ending with one of `sequences`."""
+    return ids[-1] == eos or any(len(ids) - len(s) >= start and tuple(ids[-len(s):]) == s for s in sequences)
+
+
+def continue_row_greedily(prefill: Callable, greedy: Callable, row: Sequence[int], max_new_tokens: int,
+                          eos: int | None, sequences: Sequence[tuple[int, ...]]) -> list[int]:
+    """`continue_row` for greedy decoding, several tokens a call: `greedy(log_probs, state)` gives
+    the next greedy ids (the export's `greedy` signature) and the `(log_probs, state)` after them;
+    the row's ids stop where `continue_row`'s would.
+
+    Returns:
+        The prompt's ids and the new ones.
+
+    Example:
+
+    >>> prefill = lambda ids: (None, None)
+    >>> greedy = lambda log_probs, state: ([5, 6, 2, 7], None, None)
+    >>> continue_row_greedily(prefill, greedy, [1], 10, eos=2, sequences=[])
+    [1, 5, 6, 2]
+    """
+    ids, start = list(row), len(row)
+    log_probs, state = prefill(ids)
+    while True:
+        tokens, log_probs, state = greedy(log_probs, state)
+        for token in tokens:
+            ids.append(token)
+            if len(ids) - start == max_new_tokens or _ends(ids, start, eos, sequences):
+                return ids
 
 
 def output_text(tokenizer: Tokenizer, ids: Sequence[int], prompt_length: int, stop_texts: Sequence[str]) -> str:
@@ -171,4 +203,4 @@ def check_options(max_new_tokens: Any, seed: Any) -> None:
         raise ValueError(f"seed must be an integer or None, got {seed!r}.")
 
 
-__all__ = ["prompt_rows", "stop_rules", "continue_row", "output_text", "check_options"]
+__all__ = ["prompt_rows", "stop_rules", "continue_row", "continue_row_greedily", "output_text", "check_options"]

@@ -25,12 +25,12 @@ from zoo_litert.tokenizers import Tokenizer, load_tokenizer
 
 MODEL_FILE = "model.tflite"
 METADATA_FILE = "zoo_litert.json"
-SIGNATURES = ("prefill", "decode", "sample")
+SIGNATURES = ("prefill", "decode", "sample", "greedy")
 
 
 def read_metadata(path: str) -> dict:
     """The export's `zoo_litert.json`, refusing in one sentence a directory that is not a LiteRT
-    export of the zoo, or one made before the `sample` signature.
+    export of the zoo, or one made before the `greedy` signature.
 
     Returns:
         The JSON as a dict.
@@ -303,15 +303,23 @@ class LiteRTModel:
         seed = int(np.random.default_rng().integers(2**62)) if seed is None else seed
         out = []
         for index, row in enumerate(rows):
-            choose = self._chooser(settings, sampling.noise_generator(seed, index))
-            ids = generation.continue_row(self._prefill_next, self._decode, choose, row, max_new_tokens, eos,
-                                          sequences)
+            if settings.name == "greedy":  # 16 tokens a call, the loop in the file
+                ids = generation.continue_row_greedily(self._prefill_next, self._greedy, row, max_new_tokens, eos,
+                                                       sequences)
+            else:
+                choose = self._chooser(settings, sampling.noise_generator(seed, index))
+                ids = generation.continue_row(self._prefill_next, self._decode, choose, row, max_new_tokens, eos,
+                                              sequences)
             out.append(generation.output_text(self.tokenizer, ids, len(row), stop_texts) if as_text else ids)
         return out[0] if single else out
 
     def _prefill_next(self, ids):
         out = self._runners()["prefill"](token_ids=np.array([ids], np.int32))
         return out["log_probs"][0], out["state"]
+
+    def _greedy(self, log_probs, state):
+        out = self._runners()["greedy"](log_probs=log_probs.reshape(1, -1), state=state)
+        return out["token_ids"][0].tolist(), out["log_probs"][0], out["state"]
 
     def _chooser(self, settings, rng):
         """`choose(log_probs) -> id` of one prompt: the ids never written at −inf, then greedy or
