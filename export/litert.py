@@ -147,19 +147,29 @@ def _functions(model, state):
         return {"log_probs": tf.cast(model.head.log_prob(hidden), tf.float32), "state": state.pack(nested)}
 
     def greedy(log_probs, flat_state):
-        """`GREEDY_STEPS` greedy tokens in one call: a loop in the file, not one call a token."""
+        """`GREEDY_STEPS` greedy tokens in one call: a loop in the file, not one call a token. The
+        loop compares a full or tied softmax's logits, whose largest is the largest
+        log-probability's (its log-softmax over the vocabulary cost more than the rest of
+        gcnn-ptb's int8 step), and carries a token and the state, not a distribution."""
         never = np.zeros([1, vocabulary], np.float32)
         never[0, list(generation.never_emitted(model))] = -np.inf
+        head = model.head
+        compared = head.logits if hasattr(head, "logits") else head.log_prob
 
-        def body(step, scores, flat, ids):
-            token = tf.argmax(scores + never, axis=-1, output_type=tf.int32)
+        def choose(scores):
+            return tf.argmax(tf.cast(scores, tf.float32) + never, axis=-1, output_type=tf.int32)
+
+        def body(step, token, flat, ids):
+            hidden, nested = model.step(token, state.unpack(flat))
+            token = choose(compared(hidden))
             ids += tf.one_hot(step, GREEDY_STEPS, dtype=tf.int32)[None, :] * token[:, None]
-            out = decode(token, flat)
-            return step + 1, out["log_probs"], out["state"], ids
+            return step + 1, token, state.pack(nested), ids
 
-        start = (tf.constant(0), log_probs, flat_state, tf.zeros([1, GREEDY_STEPS], tf.int32))
-        _, scores, flat, ids = tf.while_loop(lambda step, *_: step < GREEDY_STEPS, body, start)
-        return {"token_ids": ids, "log_probs": scores, "state": flat}
+        first = choose(log_probs)
+        ids = tf.one_hot(0, GREEDY_STEPS, dtype=tf.int32)[None, :] * first[:, None]
+        _, last, flat, ids = tf.while_loop(lambda step, *_: step < GREEDY_STEPS, body,
+                                           (tf.constant(1), first, flat_state, ids))
+        return {"token_ids": ids, **decode(last, flat)}  # the distribution and state after the last token
 
     vocabulary = int(model.vocabulary_size)
     return {
@@ -223,14 +233,19 @@ def convert(model: "zoo.LanguageModel", quantize: str | None = None) -> bytes:
         # each stored once for all signatures (freezing each function first copied every weight into
         # each: gcnn-14 then passed 17 GB). The module tracks the variables (the functions capture
         # them). experimental_custom_gradients=False: the MoE dispatch's gradient is not saved.
+        # A tied model's int8 file leaves `greedy` out: its loop's body reads the table as a
+        # dequantized input, which keeps the converter's second int8 copy (share_tied_table cannot
+        # reach it); zoo_litert then decodes greedily a token a call.
+        tied_int8 = quantize == "int8" and getattr(model, "tie_embeddings", False)
         with saved_variables(model) as variables:  # weight-normalised kernels folded, as the SavedModel's
             root = tf.Module()
             root.variables_ = list(variables)
             functions = {name: tf.function(fn, input_signature=specs, autograph=False).get_concrete_function()
-                         for name, (fn, specs) in _functions(model, state).items()}
+                         for name, (fn, specs) in _functions(model, state).items()
+                         if not (tied_int8 and name == "greedy")}
             tf.saved_model.save(root, saved, signatures=functions,
                                 options=tf.saved_model.SaveOptions(experimental_custom_gradients=False))
-        converter = tf.lite.TFLiteConverter.from_saved_model(saved, signature_keys=list(SIGNATURES))
+        converter = tf.lite.TFLiteConverter.from_saved_model(saved, signature_keys=list(functions))
         converter.target_spec.supported_ops = [tf.lite.OpsSet.TFLITE_BUILTINS]
         if quantize == "int8":
             converter.optimizations = [tf.lite.Optimize.DEFAULT]

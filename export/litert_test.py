@@ -356,7 +356,8 @@ def test_a_tied_table_is_stored_once_in_int8_and_read_with_its_scale_per_row(tie
     shared = litert_tables.share_tied_table(converted)
     assert _int8_tables(converted, (2000, 64)) == 2 and _int8_tables(shared, (2000, 64)) == 1
     assert len(converted) - len(shared) > 0.99 * 2000 * 64  # the copy, less the few ops and tensors added
-    assert "EMBEDDING_LOOKUP" in litert.flatbuffer_contents(shared)["ops"]
+    contents = litert.flatbuffer_contents(shared)
+    assert "EMBEDDING_LOOKUP" in contents["ops"] and set(contents["signatures"]) == {"prefill", "decode", "sample"}
     ids = np.array([[1, 4, 1999, 8, 9, 5, 7, 3, 12, 30]], np.int32)
     rows, weights = _tied_rows_and_weights(shared, ids)
     assert len(rows) == 1

@@ -25,12 +25,12 @@ from zoo_litert.tokenizers import Tokenizer, load_tokenizer
 
 MODEL_FILE = "model.tflite"
 METADATA_FILE = "zoo_litert.json"
-SIGNATURES = ("prefill", "decode", "sample", "greedy")
+SIGNATURES = ("prefill", "decode", "sample")  # and `greedy` where the export has it
 
 
 def read_metadata(path: str) -> dict:
     """The export's `zoo_litert.json`, refusing in one sentence a directory that is not a LiteRT
-    export of the zoo, or one made before the `greedy` signature.
+    export of the zoo, or one made before the `sample` signature.
 
     Returns:
         The JSON as a dict.
@@ -96,7 +96,7 @@ class LiteRTModel:
         runners = getattr(self._local, "runners", None)
         if runners is None:
             interpreter = Interpreter(model_path=os.path.join(self.path, MODEL_FILE), num_threads=self.num_threads)
-            runners = {name: interpreter.get_signature_runner(name) for name in SIGNATURES}
+            runners = {name: interpreter.get_signature_runner(name) for name in interpreter.get_signature_list()}
             self._local.interpreter, self._local.runners = interpreter, runners
         return runners
 
@@ -303,7 +303,8 @@ class LiteRTModel:
         seed = int(np.random.default_rng().integers(2**62)) if seed is None else seed
         out = []
         for index, row in enumerate(rows):
-            if settings.name == "greedy":  # 16 tokens a call, the loop in the file
+            # several tokens a call from the loop in the file, where the export has it (not a tied int8 one)
+            if settings.name == "greedy" and "greedy" in self.about["signatures"]:
                 ids = generation.continue_row_greedily(self._prefill_next, self._greedy, row, max_new_tokens, eos,
                                                        sequences)
             else:
