@@ -143,7 +143,15 @@ def profile(lite, prompt, new_tokens, work):
     report = subprocess.run(["perf", "report", "-i", data, "--stdio", "--no-children", "--sort", "symbol"],
                             capture_output=True, text=True).stdout
     rows = [re.match(r"\s*([\d.]+)%\s+\[.\]\s+(.+)", line) for line in report.splitlines()]
-    return [(row[2].strip(), float(row[1]) / 100) for row in rows if row][:12]
+    return [(symbol(row[2]), float(row[1]) / 100) for row in rows if row][:12]
+
+
+def symbol(text):
+    """A function's name as perf prints it, without its padding, columns and C++ template arguments."""
+    name = re.split(r"\s{2,}", text.strip())[0]
+    while "<" in name and re.search(r"<[^<>]*>", name):
+        name = re.sub(r"<[^<>]*>", "", name)
+    return name
 
 
 def table(results):

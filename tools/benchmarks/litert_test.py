@@ -60,3 +60,9 @@ def test_the_quick_form_measures_every_side_and_litert_float32_scores_as_xla(tmp
     assert run["score_difference_float32_xla"] < 1e-3  # a window's summed log-probability, float32 against XLA
     assert run["rows"]["litert-int8"]["bytes"] < run["rows"]["litert-float32"]["bytes"]
     assert run["read_gbs"] > 0 and "FULLY_CONNECTED" in run["ops"]["litert-int8"]
+
+
+def test_perfs_symbols_lose_their_padding_columns_and_template_arguments():
+    assert litert.symbol("xnn_qd8_f32_qc8w_gemm_minmax_ukernel_1x64c4__asm_amd64_avx512vnni      -      - ") == \
+        "xnn_qd8_f32_qc8w_gemm_minmax_ukernel_1x64c4__asm_amd64_avx512vnni"
+    assert litert.symbol("Eigen::redux_impl<Eigen::sum_op<float, float>, E<a> >::run<E<b> >  -  - ") == "Eigen::redux_impl::run"
