@@ -99,6 +99,7 @@ QUANTIZATIONS = (None, "int8")
 BYTES_PER_WEIGHT = {None: 4, "int8": 1}  # the estimate checked against FLATBUFFER_LIMIT
 SIGNATURES = ("prefill", "decode", "sample", "greedy")
 GREEDY_STEPS = 16  # the tokens of one `greedy` call
+INT8_SHARE = 0.30  # an int8 file past this share of float32's goes without greedy
 
 
 class FlatState:
@@ -227,34 +228,49 @@ def convert(model: "zoo.LanguageModel", quantize: str | None = None) -> bytes:
     b'TFL3'
     """
     state = FlatState(model)
+    names = list(SIGNATURES)
+    if quantize == "int8" and getattr(model, "tie_embeddings", False):
+        # a tied model's int8 file leaves `greedy` out: its loop's body reads the table as a
+        # dequantized input, which keeps the converter's second int8 copy (share_tied_table cannot
+        # reach it); zoo_litert then decodes greedily a token a call
+        names.remove("greedy")
+    flatbuffer = _converted(model, state, quantize, names)
+    if quantize == "int8" and "greedy" in names:
+        # Each subgraph that reads an int8 matrix holds its own copy of the scales and zero points
+        # (a 10,002-row output layer's: 120 KB), and the greedy loop adds such subgraphs: where that
+        # makes the file more than INT8_SHARE of float32's (lstmp-ptb's: 32%), it goes without greedy.
+        limit = INT8_SHARE * 4 * stored_weights(model)  # float32's size, to about 1% (its structure)
+        if len(flatbuffer) > 0.97 * limit:  # near the line, the float32 file itself decides
+            limit = INT8_SHARE * len(_converted(model, state, None, names))
+        if len(flatbuffer) > limit:
+            flatbuffer = _converted(model, state, quantize, [name for name in names if name != "greedy"])
+    if quantize == "int8" and getattr(model, "tie_embeddings", False):
+        flatbuffer = share_tied_table(flatbuffer)  # the converter's second int8 copy of the tied table
+    return flatbuffer
+
+
+def _converted(model, state, quantize, names):
+    """The flatbuffer of the signatures `names` of `_functions`."""
     saved = tempfile.mkdtemp(prefix="zoo-litert-")
     try:
         # The converter reads several signatures from a SavedModel and freezes its variables itself,
         # each stored once for all signatures (freezing each function first copied every weight into
         # each: gcnn-14 then passed 17 GB). The module tracks the variables (the functions capture
         # them). experimental_custom_gradients=False: the MoE dispatch's gradient is not saved.
-        # A tied model's int8 file leaves `greedy` out: its loop's body reads the table as a
-        # dequantized input, which keeps the converter's second int8 copy (share_tied_table cannot
-        # reach it); zoo_litert then decodes greedily a token a call.
-        tied_int8 = quantize == "int8" and getattr(model, "tie_embeddings", False)
         with saved_variables(model) as variables:  # weight-normalised kernels folded, as the SavedModel's
             root = tf.Module()
             root.variables_ = list(variables)
             functions = {name: tf.function(fn, input_signature=specs, autograph=False).get_concrete_function()
-                         for name, (fn, specs) in _functions(model, state).items()
-                         if not (tied_int8 and name == "greedy")}
+                         for name, (fn, specs) in _functions(model, state).items() if name in names}
             tf.saved_model.save(root, saved, signatures=functions,
                                 options=tf.saved_model.SaveOptions(experimental_custom_gradients=False))
         converter = tf.lite.TFLiteConverter.from_saved_model(saved, signature_keys=list(functions))
         converter.target_spec.supported_ops = [tf.lite.OpsSet.TFLITE_BUILTINS]
         if quantize == "int8":
             converter.optimizations = [tf.lite.Optimize.DEFAULT]
-        flatbuffer = converter.convert()
+        return converter.convert()
     finally:
         shutil.rmtree(saved, ignore_errors=True)
-    if quantize == "int8" and getattr(model, "tie_embeddings", False):
-        flatbuffer = share_tied_table(flatbuffer)  # the converter's second int8 copy of the tied table
-    return flatbuffer
 
 
 def flatbuffer_contents(flatbuffer: bytes) -> dict:

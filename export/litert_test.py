@@ -370,6 +370,17 @@ def test_a_tied_table_is_stored_once_in_int8_and_read_with_its_scale_per_row(tie
     assert max(errors) < 0.01
 
 
+def test_an_int8_file_goes_without_greedy_where_its_loop_would_pass_the_int8_share(small, monkeypatch):
+    """The greedy loop's subgraphs carry their own copies of the per-row scales: an int8 file that
+    would pass INT8_SHARE of float32's is made again without `greedy` (zoo_litert then decodes a
+    token a call)."""
+    signatures = lambda: set(litert.flatbuffer_contents(litert.convert(small, "int8"))["signatures"])  # noqa: E731
+    monkeypatch.setattr(litert, "INT8_SHARE", 1.0)
+    assert signatures() == {"prefill", "decode", "sample", "greedy"}
+    monkeypatch.setattr(litert, "INT8_SHARE", 0.01)
+    assert signatures() == {"prefill", "decode", "sample"}
+
+
 def test_without_a_tied_table_the_flatbuffer_is_unchanged(weighty):
     _, _, int8_path = weighty
     flatbuffer = open(os.path.join(int8_path, litert.MODEL_FILE), "rb").read()
