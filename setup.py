@@ -4,7 +4,8 @@ distribution in workshop/ (docs/contributing.md#the-workshop)."""
 
 from setuptools import find_packages, setup
 
-# The only top-level import name installed is `zoo`: PyPI already has unrelated top-level packages
+# The top-level import names installed are `zoo` and `zoo_litert` (the LiteRT runtime, which must
+# import without TensorFlow, so not under `zoo`): PyPI already has unrelated top-level packages
 # called `layers`, `export` and `tools`, so the repository's layers/ and export/ folders (and every
 # package inside them) install as zoo.layers and zoo.export, and of tools/ only the `zoo` command
 # line (zoo.tools.cli). tools/'s other rooms are the workshop: workshop/setup.py installs them. An
