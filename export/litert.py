@@ -147,31 +147,6 @@ def _functions(model, state):
         hidden, nested = model.step(token_ids, state.unpack(flat_state))
         return {"log_probs": tf.cast(model.head.log_prob(hidden), tf.float32), "state": state.pack(nested)}
 
-    def greedy(log_probs, flat_state):
-        """`GREEDY_STEPS` greedy tokens in one call: a loop in the file, not one call a token. The
-        loop compares a full or tied softmax's logits, whose largest is the largest
-        log-probability's (its log-softmax over the vocabulary cost more than the rest of
-        gcnn-ptb's int8 step), and carries a token and the state, not a distribution."""
-        never = np.zeros([1, vocabulary], np.float32)
-        never[0, list(generation.never_emitted(model))] = -np.inf
-        head = model.head
-        compared = head.logits if hasattr(head, "logits") else head.log_prob
-
-        def choose(scores):
-            return tf.argmax(tf.cast(scores, tf.float32) + never, axis=-1, output_type=tf.int32)
-
-        def body(step, token, flat, ids):
-            hidden, nested = model.step(token, state.unpack(flat))
-            token = choose(compared(hidden))
-            ids += tf.one_hot(step, GREEDY_STEPS, dtype=tf.int32)[None, :] * token[:, None]
-            return step + 1, token, state.pack(nested), ids
-
-        first = choose(log_probs)
-        ids = tf.one_hot(0, GREEDY_STEPS, dtype=tf.int32)[None, :] * first[:, None]
-        _, last, flat, ids = tf.while_loop(lambda step, *_: step < GREEDY_STEPS, body,
-                                           (tf.constant(1), first, flat_state, ids))
-        return {"token_ids": ids, **decode(last, flat)}  # the distribution and state after the last token
-
     vocabulary = int(model.vocabulary_size)
     return {
         "prefill": (prefill, [tf.TensorSpec([1, None], tf.int32, name="token_ids")]),
@@ -183,9 +158,38 @@ def _functions(model, state):
                     tf.TensorSpec([1], tf.float32, name="temperature"),
                     tf.TensorSpec([1], tf.int32, name="top_k"),
                     tf.TensorSpec([1], tf.float32, name="top_p")]),
-        "greedy": (greedy, [tf.TensorSpec([1, vocabulary], tf.float32, name="log_probs"),
-                            tf.TensorSpec([1, state.size], tf.float32, name="state")]),
+        "greedy": (_greedy(model, state, decode), [tf.TensorSpec([1, vocabulary], tf.float32, name="log_probs"),
+                                                   tf.TensorSpec([1, state.size], tf.float32, name="state")]),
     }
+
+
+def _greedy(model, state, decode):
+    """The `greedy` signature's function: `GREEDY_STEPS` greedy tokens in one call, a loop in the
+    file, not one call a token. The loop compares a full or tied softmax's logits, whose largest is
+    the largest log-probability's (its log-softmax over the vocabulary cost more than the rest of
+    gcnn-ptb's int8 step), and carries a token and the state, not a distribution."""
+    never = np.zeros([1, int(model.vocabulary_size)], np.float32)
+    never[0, list(generation.never_emitted(model))] = -np.inf
+    head = model.head
+    compared = head.logits if hasattr(head, "logits") else head.log_prob
+
+    def choose(scores):
+        return tf.argmax(tf.cast(scores, tf.float32) + never, axis=-1, output_type=tf.int32)
+
+    def body(step, token, flat, ids):
+        hidden, nested = model.step(token, state.unpack(flat))
+        token = choose(compared(hidden))
+        ids += tf.one_hot(step, GREEDY_STEPS, dtype=tf.int32)[None, :] * token[:, None]
+        return step + 1, token, state.pack(nested), ids
+
+    def greedy(log_probs, flat_state):
+        first = choose(log_probs)
+        ids = tf.one_hot(0, GREEDY_STEPS, dtype=tf.int32)[None, :] * first[:, None]
+        _, last, flat, ids = tf.while_loop(lambda step, *_: step < GREEDY_STEPS, body,
+                                           (tf.constant(1), first, flat_state, ids))
+        return {"token_ids": ids, **decode(last, flat)}  # the distribution and state after the last token
+
+    return greedy
 
 
 def gumbel_max(logits, ids, noise):
