@@ -18,7 +18,13 @@ from collections.abc import Iterable, Sequence
 from typing import Any
 
 import numpy as np
-from ai_edge_litert.interpreter import Interpreter
+
+try:
+    from ai_edge_litert.interpreter import Interpreter
+except ImportError as e:  # the library's plain install has no LiteRT runtime
+    raise ImportError("zoo_litert runs an export with LiteRT's runtime, ai-edge-litert, which is not installed: "
+                      "pip install ai-edge-litert (or the library with its extra, pip install -e '.[litert]', or "
+                      "pip install ./runtime from a checkout).") from e
 
 from zoo_litert import generation, sampling
 from zoo_litert.tokenizers import Tokenizer, load_tokenizer
