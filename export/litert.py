@@ -25,7 +25,9 @@ lean CPU server where a TensorFlow runtime is not an option.
     generation may write, the first lowest of equals, as `tf.argmax`), and the `log_probs` and
     `state` after the last of them: a `WHILE` loop of `decode` steps inside the file, so a client
     makes one call per 16 tokens instead of one a token (the calls cost more than the small
-    presets' weights: gcnn-ptb's int8 greedy tokens/s went from about 9,000 to 24,000).
+    presets' weights: gcnn-ptb's int8 greedy tokens/s went from about 9,000 to 24,000). An int8
+    file leaves it out for a tied model, or where its subgraphs' copies of the per-row scales would
+    take the file past `INT8_SHARE` of float32's (`convert`).
 - the tokenizer's files, as a preset directory holds them (`Tokenizer.save`);
 - `zoo_litert.json`: what is inside (`describe`): the family and its config, the vocabulary size
   and special ids, the ids generation never writes (`never_emitted`), each signature's inputs and
