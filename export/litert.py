@@ -235,7 +235,8 @@ def convert(model: "zoo.LanguageModel", quantize: str | None = None) -> bytes:
     """
     state = FlatState(model)
     names = list(SIGNATURES)
-    if quantize == "int8" and getattr(model, "tie_embeddings", False):
+    tied_int8 = quantize == "int8" and getattr(model, "tie_embeddings", False)
+    if tied_int8:
         # a tied model's int8 file leaves `greedy` out: its loop's body reads the table as a
         # dequantized input, which keeps the converter's second int8 copy (share_tied_table cannot
         # reach it); zoo_litert then decodes greedily a token a call
@@ -250,7 +251,7 @@ def convert(model: "zoo.LanguageModel", quantize: str | None = None) -> bytes:
             limit = INT8_SHARE * len(_converted(model, state, None, names))
         if len(flatbuffer) > limit:
             flatbuffer = _converted(model, state, quantize, [name for name in names if name != "greedy"])
-    if quantize == "int8" and getattr(model, "tie_embeddings", False):
+    if tied_int8:
         flatbuffer = share_tied_table(flatbuffer)  # the converter's second int8 copy of the tied table
     return flatbuffer
 
