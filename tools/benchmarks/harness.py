@@ -28,6 +28,19 @@ def timed(fn, *args, **kwargs):
     return time.perf_counter() - start, out
 
 
+def timed_for(min_seconds, fn, *args, **kwargs):
+    """`(seconds, calls, the last call's result)`: `fn` called back to back until `min_seconds` have
+    passed, at least once. A side's rate then is its steady state, as a busy server's: a single
+    short call, right after another process's, would time that process's threads still spinning
+    and this one's waking up."""
+    start, calls = time.perf_counter(), 0
+    while True:
+        out, calls = fn(*args, **kwargs), calls + 1
+        seconds = time.perf_counter() - start
+        if seconds >= min_seconds:
+            return seconds, calls, out
+
+
 def rotated(names, round_):
     """The order of the sides in round `round_`: rotated by one a round, so that no side always runs
     right after another (with two sides: A B, B A, A B, …)."""

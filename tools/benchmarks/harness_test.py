@@ -30,6 +30,16 @@ def test_interleaved_calls_every_side_once_a_round_in_the_rotated_order():
     assert "".join(calls) == "ABAABA"  # B left out of the odd rounds, where it would have run first
 
 
+def test_timed_for_calls_back_to_back_until_the_time_has_passed_and_at_least_once(monkeypatch):
+    clock = iter(range(100))
+    monkeypatch.setattr(harness.time, "perf_counter", lambda: next(clock))
+    made = []
+    seconds, calls, last = harness.timed_for(3, lambda x: made.append(x) or len(made), "a")
+    assert (seconds, calls, last, made) == (3, 3, 3, ["a"] * 3)  # started at 0; 1 and 2 too short, 3 enough
+    seconds, calls, last = harness.timed_for(0, lambda: "once")
+    assert (seconds, calls, last) == (1, 1, "once")
+
+
 def test_summary_gives_the_median_and_minimum_and_none_for_no_times():
     assert harness.summary([3.0, 1.0, 2.0, 10.0], warmup_s=[9.0]) == {
         "warmup_s": [9.0], "times_s": [3.0, 1.0, 2.0, 10.0], "median_s": 2.5, "min_s": 1.0}

@@ -11,6 +11,7 @@ import re
 import shutil
 import sys
 import tempfile
+import time
 
 import numpy as np
 
@@ -53,16 +54,17 @@ class Keras:
                 "bytes": {side: harness.directory_bytes(path) if side == "saved-model" else
                           os.path.getsize(os.path.join(path, "model.tflite")) for side, path in paths.items()}}
 
-    def generate(self, new_tokens):
-        seconds, out = harness.timed(self.model.generate, [self.prompt], max_new_tokens=new_tokens,
-                                     sampler="greedy", stop=None)
+    def generate(self, new_tokens, min_seconds=0.0):
+        seconds, calls, out = harness.timed_for(min_seconds, self.model.generate, [self.prompt],
+                                                max_new_tokens=new_tokens, sampler="greedy", stop=None)
         made = np.asarray(out[0][len(self.prompt):]).tolist()
-        return {"s": seconds, "tokens": len(made), "ids": made}
+        return {"s": seconds, "tokens": calls * len(made), "ids": made}
 
-    def score(self, ids):
+    def score(self, ids, min_seconds=0.0):
         ids = np.asarray([ids], np.int32)
-        seconds, scores = harness.timed(lambda: np.asarray(self.model.target_log_probs(ids[:, :-1], ids[:, 1:])))
-        return {"s": seconds, "tokens": scores.size, "sum": float(scores.sum())}
+        seconds, calls, scores = harness.timed_for(
+            min_seconds, lambda: np.asarray(self.model.target_log_probs(ids[:, :-1], ids[:, 1:])))
+        return {"s": seconds, "tokens": calls * scores.size, "sum": float(scores.sum())}
 
 
 def sides(args, work, preset, small):
@@ -82,14 +84,14 @@ def measure(args, preset, small):
     workers = {}
     try:
         workers, info = sides(args, work, preset, small)
-        lite, n = workers["lite"], args.new_tokens
-        generate = {side: (lambda side=side: lite("generate", name=side, prompt=info["prompt"], new_tokens=n))
-                    for side in SIDES[:2]}
-        generate["xla"] = lambda: workers["keras"]("generate", new_tokens=n)
-        generate["saved-model"] = lambda: workers["saved"]("generate", text=PROMPT, new_tokens=n)
+        lite, n, t = workers["lite"], args.new_tokens, args.min_seconds
+        generate = {side: (lambda side=side: lite("generate", name=side, prompt=info["prompt"], new_tokens=n,
+                                                  min_seconds=t)) for side in SIDES[:2]}
+        generate["xla"] = lambda: workers["keras"]("generate", new_tokens=n, min_seconds=t)
+        generate["saved-model"] = lambda: workers["saved"]("generate", text=PROMPT, new_tokens=n, min_seconds=t)
         window = (4 + np.random.default_rng(0).integers(0, info["vocabulary_size"] - 4, args.window)).tolist()
-        score = {side: (lambda side=side: lite("score", name=side, ids=window)) for side in SIDES[:2]}
-        score["xla"] = lambda: workers["keras"]("score", ids=window)
+        score = {side: (lambda side=side: lite("score", name=side, ids=window, min_seconds=t)) for side in SIDES[:2]}
+        score["xla"] = lambda: workers["keras"]("score", ids=window, min_seconds=t)
         bandwidth = [lite("read_bandwidth", mib=args.buffer_mib)]
         for calls in (generate, score):
             for call in calls.values():
@@ -98,7 +100,7 @@ def measure(args, preset, small):
                                                                                    ("score", score))}
         bandwidth.append(lite("read_bandwidth", mib=args.buffer_mib))
         if args.profile:
-            info["profile"] = profile(lite, info["prompt"], 4 * n, work)
+            info["profile"] = profile(lite, info["prompt"], n, work)
         return summarise(info, runs, bandwidth)
     finally:
         for worker in workers.values():
@@ -127,19 +129,28 @@ def summarise(info, runs, bandwidth):
             "score_difference_float32_xla": abs(sums[0] - sums[1])}
 
 
-def profile(lite, prompt, new_tokens, work):
-    """`perf record` on the LiteRT worker while it makes `new_tokens` int8 tokens: the functions with
-    the most samples (the kernels), as `[(symbol, share)]`."""
+def profile(lite, prompt, new_tokens, work, seconds=3.0):
+    """`perf record` on the LiteRT worker while it makes int8 tokens, `new_tokens` a call, for
+    `seconds`: the functions with the most samples (the kernels), as `[(symbol, share)]`."""
     import subprocess
 
     data = os.path.join(work, "perf.data")
     perf = subprocess.Popen(["perf", "record", "-F", "499", "-o", data, "-p", str(lite("pid")["pid"])],
                             stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     try:
-        lite("generate", name="litert-int8", prompt=prompt, new_tokens=new_tokens)
+        started = time.monotonic()  # perf writes its file's header once it records: wait for it
+        while not (os.path.exists(data) and os.path.getsize(data)):
+            if perf.poll() is not None or time.monotonic() - started > 30:
+                raise RuntimeError("`perf record` did not start: run without --profile, or check perf's permissions.")
+            time.sleep(0.05)
+        lite("generate", name="litert-int8", prompt=prompt, new_tokens=new_tokens, min_seconds=seconds)
     finally:
         perf.send_signal(2)
-        perf.wait()
+        try:
+            perf.wait(timeout=60)
+        except subprocess.TimeoutExpired:
+            perf.kill()
+            perf.wait()
     report = subprocess.run(["perf", "report", "-i", data, "--stdio", "--no-children", "--sort", "symbol"],
                             capture_output=True, text=True).stdout
     rows = [re.match(r"\s*([\d.]+)%\s+\[.\]\s+(.+)", line) for line in report.splitlines()]
@@ -185,6 +196,8 @@ def parse(argv):
                    "vocabulary, at the paper's size (default gcnn-14; '' for none)")
     p.add_argument("--random", action="store_true", help="random weights for every preset")
     p.add_argument("--new-tokens", type=int, default=64, help="greedy new tokens per call (default 64)")
+    p.add_argument("--min-seconds", type=float, default=0.5, help="a side's calls repeat back to back for at "
+                   "least this long in each round, its steady state (default 0.5; 0 for one call)")
     p.add_argument("--window", type=int, default=256, help="tokens per scoring call (default 256)")
     p.add_argument("--threads", type=int, default=2, help="threads per side (default 2)")
     p.add_argument("--buffer-mib", type=int, default=2048, help="the read-bandwidth buffer (default 2048 MiB)")
@@ -193,6 +206,8 @@ def parse(argv):
     args = p.parse_args(argv)
     try:
         harness.at_least_one(args, "repeats", "new_tokens", "window", "threads", "buffer_mib")
+        if args.min_seconds < 0:
+            raise ValueError(f"--min-seconds must be 0 or more, got {args.min_seconds}.")
         args.presets = ["gcnn-ptb"] if args.small else preset_list(args.presets)
         args.paper_size = [] if args.small else [n for n in args.paper_size.split(",") if n]
     except ValueError as e:

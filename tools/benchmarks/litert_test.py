@@ -49,14 +49,22 @@ def test_a_count_below_one_is_one_sentence(flag, capsys):
     assert f"{flag} must be at least 1, got 0." in capsys.readouterr().err
 
 
+def test_a_negative_min_seconds_is_one_sentence(capsys):
+    with pytest.raises(SystemExit):
+        litert.main(["--min-seconds", "-1"])
+    assert "--min-seconds must be 0 or more, got -1.0." in capsys.readouterr().err
+
+
 @pytest.mark.ci
 def test_the_quick_form_measures_every_side_and_litert_float32_scores_as_xla(tmp_path):
     path = tmp_path / "litert.json"
     litert.main(["--small", "--repeats", "2", "--new-tokens", "8", "--window", "16", "--buffer-mib", "64",
-                 "--json", str(path)])
+                 "--min-seconds", "0.05", "--json", str(path)])
     run = json.loads(path.read_text())["presets"]["gcnn-ptb"]
     assert set(run["rows"]) == set(litert.SIDES)
     assert all(row["tokens_s"] > 0 for row in run["rows"].values())
+    made = [a["tokens"] for a in run["runs"]["generate"]["litert-int8"]]
+    assert all(n % 8 == 0 for n in made) and max(made) > 8  # 8 tokens a call, calls repeated for 0.05 s
     assert run["score_difference_float32_xla"] < 1e-3  # a window's summed log-probability, float32 against XLA
     assert run["rows"]["litert-int8"]["bytes"] < run["rows"]["litert-float32"]["bytes"]
     assert run["read_gbs"] > 0 and "FULLY_CONNECTED" in run["ops"]["litert-int8"]

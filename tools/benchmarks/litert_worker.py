@@ -8,13 +8,12 @@
 import collections
 import os
 import sys
-import time
 from concurrent.futures import ThreadPoolExecutor
 
 import numpy as np
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from harness import serve, timed  # noqa: E402
+from harness import serve, timed, timed_for  # noqa: E402
 
 
 class LiteRT:
@@ -30,14 +29,16 @@ class LiteRT:
         interpreter = model._local.interpreter  # noqa: SLF001 - this thread's: which ops XNNPACK took (DELEGATE)
         return {"ops": dict(collections.Counter(op["op_name"] for op in interpreter._get_ops_details()))}
 
-    def generate(self, name, prompt, new_tokens):
-        """`zoo_litert`'s greedy generation after the ids `prompt`, batch 1, every token made."""
-        seconds, ids = timed(self.models[name].generate, prompt, new_tokens, sampler="greedy", stop=None)
-        return {"s": seconds, "tokens": len(ids) - len(prompt), "ids": ids[len(prompt):]}
+    def generate(self, name, prompt, new_tokens, min_seconds=0.0):
+        """`zoo_litert`'s greedy generation after the ids `prompt`, batch 1, every token made, again
+        and again for `min_seconds` (harness.timed_for)."""
+        seconds, calls, ids = timed_for(min_seconds, self.models[name].generate, prompt, new_tokens,
+                                        sampler="greedy", stop=None)
+        return {"s": seconds, "tokens": calls * (len(ids) - len(prompt)), "ids": ids[len(prompt):]}
 
-    def score(self, name, ids):
-        seconds, scores = timed(self.models[name].score, ids)
-        return {"s": seconds, "tokens": len(ids) - 1, "sum": float(scores[0].sum())}
+    def score(self, name, ids, min_seconds=0.0):
+        seconds, calls, scores = timed_for(min_seconds, self.models[name].score, ids)
+        return {"s": seconds, "tokens": calls * (len(ids) - 1), "sum": float(scores[0].sum())}
 
     def read_bandwidth(self, mib, repeats=5):
         """One pass over a float32 buffer of `mib` MiB (far larger than L3), a slice per thread
@@ -71,13 +72,15 @@ class SavedModel:
         seconds, self.loaded = timed(self.tf.saved_model.load, path)
         return {"load_s": seconds}
 
-    def generate(self, text, new_tokens):
+    def generate(self, text, new_tokens, min_seconds=0.0):
         from harness import generate_request
 
-        start = time.perf_counter()
-        out = generate_request(self.loaded, [text], new_tokens)
-        made = int(out["lengths"].numpy()[0])
-        return {"s": time.perf_counter() - start, "tokens": made, "text": out["text"].numpy()[0].decode()}
+        def request():
+            out = generate_request(self.loaded, [text], new_tokens)
+            return int(out["lengths"].numpy()[0]), out["text"].numpy()[0].decode()
+
+        seconds, calls, (made, text) = timed_for(min_seconds, request)
+        return {"s": seconds, "tokens": calls * made, "text": text}
 
 
 if __name__ == "__main__":
