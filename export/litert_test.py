@@ -187,8 +187,8 @@ def test_the_sample_signature_draws_with_the_librarys_candidates_on_the_given_no
             assert len(set(drawn)) > 5  # the whole distribution of an untrained model
 
 
-@pytest.mark.parametrize("case", ["gbw", pytest.param("wikitext103_2018", marks=pytest.mark.ci),
-                                  pytest.param("plain", marks=pytest.mark.ci)])
+@pytest.mark.ci  # three conversions of fairseq checkpoints (7 s or more each)
+@pytest.mark.parametrize("case", ["gbw", "wikitext103_2018", "plain"])
 def test_converted_fairseq_models_give_fairseqs_log_probabilities_and_greedy_tokens(case, tmp_path):
     """zoo/convert's fairseq checkpoints (reduced width; both adaptive-softmax formats, and a
     plain fconv_lm with its output projection) against fairseq's own outputs."""
@@ -275,6 +275,7 @@ def weighty(tmp_path_factory):
     return model, export_litert(model, base / "float32"), export_litert(model, base / "int8", quantize="int8")
 
 
+@pytest.mark.ci  # a weightier model's two conversions (12 s); litert_int8_test.py measures the presets
 def test_int8_is_under_30_percent_of_float32_with_per_channel_weights_and_close(weighty):
     model, float_path, int8_path = weighty
     sizes = [os.path.getsize(os.path.join(p, litert.MODEL_FILE)) for p in (float_path, int8_path)]
@@ -370,6 +371,7 @@ def test_a_tied_table_is_stored_once_in_int8_and_read_with_its_scale_per_row(tie
     assert max(errors) < 0.01
 
 
+@pytest.mark.ci  # two int8 conversions (11 s)
 def test_an_int8_file_goes_without_greedy_where_its_loop_would_pass_the_int8_share(small, monkeypatch):
     """The greedy loop's subgraphs carry their own copies of the per-row scales: an int8 file that
     would pass INT8_SHARE of float32's is made again without `greedy` (zoo_litert then decodes a
@@ -381,6 +383,7 @@ def test_an_int8_file_goes_without_greedy_where_its_loop_would_pass_the_int8_sha
     assert signatures() == {"prefill", "decode", "sample"}
 
 
+@pytest.mark.ci  # the weightier model's conversions
 def test_without_a_tied_table_the_flatbuffer_is_unchanged(weighty):
     _, _, int8_path = weighty
     flatbuffer = open(os.path.join(int8_path, litert.MODEL_FILE), "rb").read()

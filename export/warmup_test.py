@@ -36,6 +36,7 @@ def exported(tmp_path_factory, tiny_model):
     return model, str(base), export_saved_model(model, str(base), "tiny", batch_sizes=[3, 1])
 
 
+@pytest.mark.ci  # the SavedModel export of the `exported` fixture (10 s)
 def test_one_request_per_signature_and_batch_size_in_the_real_protos(exported):
     model, _, export = exported
     logs = parsed_records(export)
@@ -55,6 +56,7 @@ def test_one_request_per_signature_and_batch_size_in_the_real_protos(exported):
             assert tf.dtypes.as_dtype(tensor.dtype).name == described[name]["dtype"]
 
 
+@pytest.mark.ci  # the SavedModel export of the `exported` fixture (10 s)
 def test_the_batching_file_allows_the_warmups_sizes(exported, tmp_path):
     _, _, export = exported
     batching = os.path.join(export, warmup.BATCHING_FILE)
@@ -73,6 +75,7 @@ def test_the_batching_file_allows_the_warmups_sizes(exported, tmp_path):
         warmup.check_batch_sizes([0, 2])
 
 
+@pytest.mark.ci  # the SavedModel export of the `exported` fixture (10 s)
 def test_the_command_line_refuses_disagreeing_sizes_before_writing(exported, tmp_path, capsys):
     from zoo.tools.cli import main
 

@@ -450,6 +450,7 @@ def test_metrics_and_losses_reach_fit():
 
 
 
+@pytest.mark.ci  # two fits (7 s)
 def test_track_metrics_false_in_the_call_stops_metric_updates_but_not_the_losses(tiny_model):
     layer = make()
     x = tokens()

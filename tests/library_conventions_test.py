@@ -7,6 +7,8 @@ import ast
 import os
 import re
 
+import pytest
+
 from tests.library_source import LIMIT, library_modules, long_functions
 
 # the Keras internals that zoo/compat.py shims: no other library module may reach them
@@ -32,6 +34,7 @@ def test_no_library_module_but_zoo_compat_reaches_the_keras_internals_it_shims()
     assert not found, found
 
 
+@pytest.mark.ci  # fresh Python processes (10 s)
 def test_unconfigured_the_zoo_s_records_go_where_it_printed_them_and_to_the_application_s_handlers_after(tmp_path):
     """Progress on stdout and notices on stderr, as before the library logged; with logging set up,
     only the application's handlers receive them."""

@@ -5,7 +5,10 @@
 import subprocess
 import sys
 
+import pytest
 
+
+@pytest.mark.ci  # a fresh Python process importing TensorFlow (9 s)
 def test_the_subpackages_are_attributes_after_import_zoo_alone():
     code = ("import sys, zoo; assert 'zoo.export' not in sys.modules; "
             "print(zoo.export.export_saved_model.__name__, zoo.training.train.__name__, zoo.data.read_lines.__name__)")

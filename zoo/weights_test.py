@@ -318,6 +318,7 @@ def test_random_weights_are_announced_once_per_preset(tmp_path, monkeypatch, cap
     assert caplog.messages == []
 
 
+@pytest.mark.ci  # a fresh Python process (8 s)
 def test_with_no_logging_set_up_the_notice_still_reaches_stderr(tmp_path):
     """A notebook or a script that never configures logging still sees the random-weights line."""
     import subprocess

@@ -5,10 +5,12 @@ factorised Adam in its second timing, and the profile's ops are grouped by their
 import json
 
 import numpy as np
+import pytest
 
 from zoo.tools.benchmarks import moe_cost
 
 
+@pytest.mark.ci  # a benchmark's quick form, which the ci tier runs
 def test_ratios_and_modes_on_tiny_models(monkeypatch, tiny_model, tmp_path):
     built = []
 

@@ -80,6 +80,7 @@ def test_a_preset_directory_without_a_vocabulary_is_refused_by_name(tiny_model, 
     assert not os.path.exists(tmp_path / "e")
 
 
+@pytest.mark.ci  # a SavedModel export in int8 (11 s)
 def test_export_quantize_int8_writes_int8_variables_and_leaves_the_float_preset_as_it_was(tiny_model, word_tokenizer,
                                                                                             tmp_path, capsys):
     import json
@@ -107,6 +108,7 @@ def litert_preset(tiny_model, tmp_path_factory):
     return str(directory)
 
 
+@pytest.mark.ci  # two LiteRT conversions through the CLI (16 s); export/litert_test.py converts in the default tier
 def test_zoo_export_format_litert_writes_base_name_litert_and_never_changes_it(litert_preset, tmp_path, capsys):
     import json
 

@@ -211,6 +211,7 @@ def test_stream_windows_score_each_end_of_line_once_after_one_opening_end_of_lin
     assert tokenizer.word_index([2, 4, 5, 2]) == [-1, 0, 1, 2]
 
 
+@pytest.mark.ci  # a preset directory and a SavedModel export (20 s)
 def test_the_line_start_round_trips_through_the_preset_directory_and_an_export(converted, tmp_path):
     from zoo.data import WordTokenizer
     from zoo.export import export_saved_model

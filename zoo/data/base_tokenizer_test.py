@@ -111,6 +111,7 @@ def registered():
     _REGISTRY.pop(LowercaseTokenizer.files[0])
 
 
+@pytest.mark.ci  # a SavedModel export (14 s)
 def test_a_tokenizer_of_your_own_saves_loads_and_runs_in_an_export(registered, tmp_path):
     from conftest import build_tiny_model
 

@@ -152,7 +152,7 @@ class TensorMinP(MinP):
     request = ("ratio",)
 
 
-@pytest.mark.parametrize("cls", [MinP, TensorMinP])
+@pytest.mark.parametrize("cls", [pytest.param(MinP, marks=pytest.mark.ci), TensorMinP])  # MinP's: 8 s
 def test_an_outside_sampler_s_own_parameter_reaches_the_compiled_loop(tiny_lm, cls):
     """A ratio of 1 keeps the likeliest token alone (greedy's text); a small one draws among
     many. A compiled loop is specialised to a static ratio and takes a dynamic one as a tensor:
