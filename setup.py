@@ -48,7 +48,7 @@ setup(
         "litert": LITERT,
         # the contributor's install: everything the tests import (the warmup records' real protos,
         # LiteRT's interpreter for the LiteRT export's tests)
-        "test": ["pytest", "tensorflow-serving-api~=2.20.0"] + WORKSHOP + TFDS + LITERT,
+        "test": ["pytest", "pytest-xdist", "tensorflow-serving-api~=2.20.0"] + WORKSHOP + TFDS + LITERT,
     },
     entry_points={"console_scripts": ["zoo = zoo.tools.cli:main"]},
 )
