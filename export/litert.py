@@ -20,14 +20,15 @@ lean CPU server where a TensorFlow runtime is not an option.
     samplers) by the Gumbel-max trick on the given noise (the candidate maximising
     `logit − log(−log(noise[id]))`). The noise comes from the caller (the runtime makes it from a
     request's seed), since LiteRT's random ops fix their seed when the file is made;
-  - `greedy`: `log_probs` float32 `[1, vocabulary]` and `state` (after a prompt or a previous
-    call) → `token_ids` int32 `[1, GREEDY_STEPS]` (16 greedy tokens, each the likeliest id that
-    generation may write, the first lowest of equals, as `tf.argmax`), and the `log_probs` and
-    `state` after the last of them: a `WHILE` loop of `decode` steps inside the file, so a client
-    makes one call per 16 tokens instead of one a token (the calls cost more than the small
-    presets' weights: gcnn-ptb's int8 greedy tokens/s went from about 9,000 to 24,000). An int8
-    file leaves it out for a tied model, or where its subgraphs' copies of the per-row scales would
-    take the file past `INT8_SHARE` of float32's (`convert`).
+  - `greedy`: `log_probs` float32 `[1, vocabulary]`, `state` (after a prompt or a previous call)
+    and `steps` int32 `[1]` (1 to `GREEDY_STEPS`) → `token_ids` int32 `[1, GREEDY_STEPS]` (the
+    first `steps` are greedy tokens, each the likeliest id that generation may write, the first
+    lowest of equals, as `tf.argmax`; the rest 0), and the `log_probs` and `state` after the last
+    of them: a `WHILE` loop of `decode` steps inside the file, so a client makes one call for up
+    to 64 tokens instead of one a token (on the small presets the calls cost more than reading
+    the weights: docs/serving.md). An int8 file leaves it out for a tied model, or where its
+    subgraphs' copies of the per-row scales would take the file past `INT8_SHARE` of float32's
+    (`convert`).
 - the tokenizer's files, as a preset directory holds them (`Tokenizer.save`);
 - `zoo_litert.json`: what is inside (`describe`): the family and its config, the vocabulary size
   and special ids, the ids generation never writes (`never_emitted`), each signature's inputs and
@@ -100,7 +101,7 @@ FLATBUFFER_LIMIT = 2**31  # LiteRT's flatbuffers cannot pass 2 GiB
 QUANTIZATIONS = (None, "int8")
 BYTES_PER_WEIGHT = {None: 4, "int8": 1}  # the estimate checked against FLATBUFFER_LIMIT
 SIGNATURES = ("prefill", "decode", "sample", "greedy")
-GREEDY_STEPS = 16  # the tokens of one `greedy` call
+GREEDY_STEPS = 64  # the most tokens of one `greedy` call; its `steps` input asks for fewer
 INT8_SHARE = 0.30  # an int8 file past this share of float32's goes without greedy
 
 
@@ -161,13 +162,14 @@ def _functions(model, state):
                     tf.TensorSpec([1], tf.int32, name="top_k"),
                     tf.TensorSpec([1], tf.float32, name="top_p")]),
         "greedy": (_greedy(model, state, decode), [tf.TensorSpec([1, vocabulary], tf.float32, name="log_probs"),
-                                                   tf.TensorSpec([1, state.size], tf.float32, name="state")]),
+                                                   tf.TensorSpec([1, state.size], tf.float32, name="state"),
+                                                   tf.TensorSpec([1], tf.int32, name="steps")]),
     }
 
 
 def _greedy(model, state, decode):
-    """The `greedy` signature's function: `GREEDY_STEPS` greedy tokens in one call, a loop in the
-    file, not one call a token. The loop compares a full or tied softmax's logits, whose largest is
+    """The `greedy` signature's function: `steps` (at most `GREEDY_STEPS`) greedy tokens in one
+    call, a loop in the file, not one call a token. The loop compares a full or tied softmax's logits, whose largest is
     the largest log-probability's (its log-softmax over the vocabulary cost more than the rest of
     gcnn-ptb's int8 step), and carries a token and the state, not a distribution."""
     never = np.zeros([1, int(model.vocabulary_size)], np.float32)
@@ -184,10 +186,11 @@ def _greedy(model, state, decode):
         ids += tf.one_hot(step, GREEDY_STEPS, dtype=tf.int32)[None, :] * token[:, None]
         return step + 1, token, state.pack(nested), ids
 
-    def greedy(log_probs, flat_state):
+    def greedy(log_probs, flat_state, steps):
         first = choose(log_probs)
         ids = tf.one_hot(0, GREEDY_STEPS, dtype=tf.int32)[None, :] * first[:, None]
-        _, last, flat, ids = tf.while_loop(lambda step, *_: step < GREEDY_STEPS, body,
+        count = tf.clip_by_value(steps[0], 1, GREEDY_STEPS)
+        _, last, flat, ids = tf.while_loop(lambda step, *_: step < count, body,
                                            (tf.constant(1), first, flat_state, ids))
         return {"token_ids": ids, **decode(last, flat)}  # the distribution and state after the last token
 

@@ -116,16 +116,19 @@ def test_greedy_decoding_through_the_file_writes_generates_ids(exports, family):
 
 @pytest.mark.parametrize("family", FAMILIES)
 def test_the_greedy_signature_loops_in_the_file_as_decode_steps_do(exports, family):
-    """Two `greedy` calls (32 tokens, the loop inside the file) write `lm.generate`'s greedy ids, and
-    hand back the log-probabilities and state that `decode` would after the last of them."""
+    """`greedy` calls (3, then the most a call makes, then 1 token: the loop inside the file) write
+    `lm.generate`'s greedy ids, 0 after the count asked for, and hand back the log-probabilities and
+    state that `decode` would after the last of them."""
     model, _, interpreter = exports[family]
     prompt = [1, 4, 6, 8]
     out = interpreter.get_signature_runner("prefill")(token_ids=np.array([prompt], np.int32))
     made = []
-    for _ in range(2):
-        out = interpreter.get_signature_runner("greedy")(log_probs=out["log_probs"], state=out["state"])
-        made += out["token_ids"][0].tolist()
-    assert prompt + made == model.generate([prompt], max_new_tokens=2 * litert.GREEDY_STEPS, temperature=0)[0]
+    for steps in (3, litert.GREEDY_STEPS, 1):
+        out = interpreter.get_signature_runner("greedy")(log_probs=out["log_probs"], state=out["state"],
+                                                         steps=np.array([steps], np.int32))
+        made += out["token_ids"][0, :steps].tolist()
+        assert not out["token_ids"][0, steps:].any()
+    assert prompt + made == model.generate([prompt], max_new_tokens=len(made), temperature=0)[0]
     full = _reference(model, prompt + made)
     np.testing.assert_allclose(out["log_probs"][0], full[-1], atol=TOLERANCE)
 
@@ -241,7 +244,8 @@ def test_only_litert_builtin_ops_and_the_json_says_what_is_inside(exports, famil
                               "top_p": {"shape": [1], "dtype": "float32"}},
                    "outputs": {"token_ids": {"shape": [1], "dtype": "int32"}}},
         "greedy": {"inputs": {"log_probs": {"shape": [1, v], "dtype": "float32"},
-                              "state": {"shape": [1, size], "dtype": "float32"}},
+                              "state": {"shape": [1, size], "dtype": "float32"},
+                              "steps": {"shape": [1], "dtype": "int32"}},
                    "outputs": {"token_ids": {"shape": [1, litert.GREEDY_STEPS], "dtype": "int32"},
                                "log_probs": {"shape": [1, v], "dtype": "float32"},
                                "state": {"shape": [1, size], "dtype": "float32"}}},

@@ -139,9 +139,10 @@ def _ends(ids: Sequence[int], start: int, eos: int | None, sequences: Sequence[t
 
 def continue_row_greedily(prefill: Callable, greedy: Callable, row: Sequence[int], max_new_tokens: int,
                           eos: int | None, sequences: Sequence[tuple[int, ...]]) -> list[int]:
-    """`continue_row` for greedy decoding, several tokens a call: `greedy(log_probs, state)` gives
-    the next greedy ids (the export's `greedy` signature) and the `(log_probs, state)` after them;
-    the row's ids stop where `continue_row`'s would.
+    """`continue_row` for greedy decoding, several tokens a call: `greedy(log_probs, state, steps)`
+    gives the next `steps` greedy ids (the export's `greedy` signature, asked for the tokens still
+    wanted) and the `(log_probs, state)` after them; the row's ids stop where `continue_row`'s
+    would.
 
     Returns:
         The prompt's ids and the new ones.
@@ -149,14 +150,16 @@ def continue_row_greedily(prefill: Callable, greedy: Callable, row: Sequence[int
     Example:
 
     >>> prefill = lambda ids: (None, None)
-    >>> greedy = lambda log_probs, state: ([5, 6, 2, 7], None, None)
+    >>> greedy = lambda log_probs, state, steps: ([5, 6, 2, 7][:steps], None, None)
     >>> continue_row_greedily(prefill, greedy, [1], 10, eos=2, sequences=[])
     [1, 5, 6, 2]
+    >>> continue_row_greedily(prefill, greedy, [1], 1, eos=2, sequences=[])
+    [1, 5]
     """
     ids, start = list(row), len(row)
     log_probs, state = prefill(ids)
     while True:
-        tokens, log_probs, state = greedy(log_probs, state)
+        tokens, log_probs, state = greedy(log_probs, state, max_new_tokens - (len(ids) - start))
         for token in tokens:
             ids.append(token)
             if len(ids) - start == max_new_tokens or _ends(ids, start, eos, sequences):

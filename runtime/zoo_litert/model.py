@@ -324,9 +324,13 @@ class LiteRTModel:
         out = self._runners()["prefill"](token_ids=np.array([ids], np.int32))
         return out["log_probs"][0], out["state"]
 
-    def _greedy(self, log_probs, state):
-        out = self._runners()["greedy"](log_probs=log_probs.reshape(1, -1), state=state)
-        return out["token_ids"][0].tolist(), out["log_probs"][0], out["state"]
+    def _greedy(self, log_probs, state, steps):
+        """The next `steps` greedy ids (at most a call's), and the `(log_probs, state)` after them."""
+        most = self.about["signatures"]["greedy"]["outputs"]["token_ids"]["shape"][1]
+        steps = min(steps, most)
+        out = self._runners()["greedy"](log_probs=log_probs.reshape(1, -1), state=state,
+                                        steps=np.array([steps], np.int32))
+        return out["token_ids"][0, :steps].tolist(), out["log_probs"][0], out["state"]
 
     def _chooser(self, settings, rng):
         """`choose(log_probs) -> id` of one prompt: the ids never written at −inf, then greedy or
