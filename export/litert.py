@@ -169,9 +169,9 @@ def _functions(model, state):
 
 def _greedy(model, state, decode):
     """The `greedy` signature's function: `steps` (at most `GREEDY_STEPS`) greedy tokens in one
-    call, a loop in the file, not one call a token. The loop compares a full or tied softmax's logits, whose largest is
-    the largest log-probability's (its log-softmax over the vocabulary cost more than the rest of
-    gcnn-ptb's int8 step), and carries a token and the state, not a distribution."""
+    call, a loop in the file, not one call a token. The loop compares a full or tied softmax's
+    logits, whose largest is the largest log-probability's (a log-softmax over the vocabulary
+    would cost a pass more a token), and carries a token and the state, not a distribution."""
     never = np.zeros([1, int(model.vocabulary_size)], np.float32)
     never[0, list(generation.never_emitted(model))] = -np.inf
     head = model.head
