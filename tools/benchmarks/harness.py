@@ -136,9 +136,15 @@ def cpuinfo(key):
     """The first value of `key` in /proc/cpuinfo, or None (no such line, or no such file)."""
     try:
         with open("/proc/cpuinfo") as f:
-            return next((line.split(":", 1)[1].strip() for line in f if line.startswith(key)), None)
+            fields = (line.split(":", 1) for line in f if ":" in line)
+            return next((value.strip() for name, value in fields if name.strip() == key), None)
     except OSError:
         return None
+
+
+# the vector instruction sets that decide which kernels a CPU runs (two EPYCs of one model name
+# differ here: Zen 3 has AVX2 alone, Zen 4 AVX-512 with VNNI)
+ISA = ("avx2", "avx512f", "avx512_vnni", "avx_vnni", "avx512_bf16", "amx_int8")
 
 
 def cpu_model():
@@ -169,7 +175,9 @@ def load_average_text():
 def machine():
     """What the figures were measured on, as the results' JSON records it (`zoo reproduce`'s
     `machine`); TensorFlow's and Keras's versions and the GPUs where TensorFlow is imported."""
-    info = {"cpu_model": cpu_model(), "cores": os.cpu_count(),
+    family, model = cpuinfo("cpu family"), cpuinfo("model")
+    info = {"cpu_model": cpu_model(), "cpu_family_model": f"{family}/{model}" if family and model else None,
+            "cpu_isa": cpu_flags(ISA), "cores": os.cpu_count(),
             "cores_usable": len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count(),
             "python": platform.python_version(), "platform": platform.platform()}
     try:

@@ -186,6 +186,20 @@ def test_cpu_flags_names_those_wanted_that_the_cpu_has(monkeypatch):
 def test_machine_names_the_cpu_and_cores():
     info = harness.machine()
     assert info["cpu_model"] == harness.cpu_model() and info["cores"] == os.cpu_count()
+    assert info["cpu_isa"] == harness.cpu_flags(harness.ISA)
+
+
+def test_machine_tells_two_cpus_of_one_model_name_apart(monkeypatch):
+    zen3 = {"model name": "AMD EPYC", "cpu family": "25", "model": "1", "flags": "fpu avx2"}
+    zen4 = {"model name": "AMD EPYC", "cpu family": "25", "model": "17", "flags": "fpu avx2 avx512f avx512_vnni"}
+    seen = []
+    for cpu in (zen3, zen4):
+        monkeypatch.setattr(harness, "cpuinfo", cpu.get)
+        seen.append({key: harness.machine()[key] for key in ("cpu_model", "cpu_family_model", "cpu_isa")})
+    assert seen == [{"cpu_model": "AMD EPYC", "cpu_family_model": "25/1", "cpu_isa": "avx2"},
+                    {"cpu_model": "AMD EPYC", "cpu_family_model": "25/17", "cpu_isa": "avx2, avx512f, avx512_vnni"}]
+    monkeypatch.setattr(harness, "cpuinfo", lambda key: None)
+    assert harness.machine()["cpu_family_model"] is None and harness.machine()["cpu_isa"] == "unknown"
     assert harness.machine_summary().startswith(f"{os.uname().machine} {harness.cpu_model()}, os.cpu_count() = ")
 
 

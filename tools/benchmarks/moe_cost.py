@@ -87,7 +87,8 @@ def main(argv):
     args = p.parse_args(argv)
     harness.at_least_one(args, "repeats", "steps", "tokens")
     command = harness.command("moe-cost", argv)
-    print(f"command: {command}\n{harness.machine_summary()}", flush=True)
+    machine = harness.machine_summary()  # its load average before the runs, not after them
+    print(f"command: {command}\n{machine}", flush=True)
     (moe, moe_trained), (dense, dense_trained) = _model(args.moe, args.seed), _model(args.dense, args.seed)
     ids = np.random.default_rng(args.seed).integers(4, moe.vocabulary_size, size=(4, 32, 65)).astype("int32")
     batches = (ids[:, :, :-1], ids[:, :, 1:], np.ones((4, 32, 64), "float32"))
@@ -101,7 +102,7 @@ def main(argv):
     runs = harness.interleaved({**{k: (lambda t=t: t(args.steps)) for k, t in timers.items()}, **generation},
                                args.repeats)
     step, rate = ({k: statistics.median(runs[k]) for k in side} for side in (timers, generation))
-    out = {"command": command, "machine": harness.machine_summary(),
+    out = {"command": command, "machine": machine, "load_average_after": harness.load_average(),
            "weights": {k: "trained" if t else "random" for k, t in (("moe", moe_trained), ("dense", dense_trained))},
            "train_step_seconds": step, "train_step_ratio": {k: v / step["dense"] for k, v in step.items()},
            "generate_tokens_per_second": rate,

@@ -71,7 +71,8 @@ def _experiment_section(r, results_dir):
 def _provenance(r, plot):
     """Where, when, at which commit(s) and by which command a result was measured."""
     m = r.get("machine", {})
-    where = (f"{m.get('cpu_model', '?')}, {m.get('cores', '?')} cores, TensorFlow {m.get('tensorflow', '?')}, "
+    isa = f" ({m['cpu_isa']})" if m.get("cpu_isa") else ""  # recorded since 2026-12-07
+    where = (f"{m.get('cpu_model', '?')}{isa}, {m.get('cores', '?')} cores, TensorFlow {m.get('tensorflow', '?')}, "
              f"Keras {m.get('keras', '?')}")
     # a resumed run has one session per invocation; each may have run at its own commit
     commits = []

@@ -67,3 +67,15 @@ def test_the_committed_results_md_is_what_zoo_reproduce_results_writes_from_the_
     written = results.write_results(str(out), str(tmp_path / "RESULTS.md"), log=lambda line: None)
     with open(written, encoding="utf-8") as f, open(committed, encoding="utf-8") as g:
         assert f.read() == g.read(), "RESULTS.md is stale: run `zoo reproduce --results`"
+
+
+def test_the_provenance_line_names_the_instruction_sets_where_recorded():
+    from zoo.tools.reproduce.results import _provenance
+
+    record = {"machine": {"cpu_model": "AMD EPYC", "cores": 2, "tensorflow": "2.20.0", "keras": "3.15.1"},
+              "sessions": [{"finished_at": "2026-12-07T05:00:00+00:00", "git": {"commit": "0" * 40}}],
+              "command": "zoo reproduce x", "plot": "x.png"}
+    before = _provenance(record, "x.png")
+    assert "on AMD EPYC, 2 cores, TensorFlow 2.20.0" in before  # a record from before: unchanged
+    record["machine"]["cpu_isa"] = "avx2"
+    assert _provenance(record, "x.png") == before.replace("AMD EPYC,", "AMD EPYC (avx2),")
