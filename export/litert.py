@@ -142,7 +142,10 @@ def _functions(model, state):
         # it: an adaptive softmax's target_log_prob picks rows by cluster with sizes known only
         # at run time, and a full softmax's is a TensorFlow op with no LiteRT kernel
         log_probs = tf.cast(model.head.log_prob(model.served_hidden(token_ids)), tf.float32)
-        token_log_probs = tf.gather(log_probs[:, :-1], token_ids[:, 1:], batch_dims=2)
+        # each position's target picked from the whole [1, length, vocabulary] (the last position's
+        # a dummy, dropped after): slicing off the last row first would copy all the others
+        targets = tf.concat([token_ids[:, 1:], token_ids[:, :1]], axis=1)
+        token_log_probs = tf.gather(log_probs, targets, batch_dims=2)[:, :-1]
         _, nested = decoding.prefill(model, token_ids, tf.reshape(length, [1]))
         return {"token_log_probs": token_log_probs, "log_probs": log_probs[:, -1], "state": state.pack(nested)}
 
