@@ -24,7 +24,9 @@ keeps them and as gcnn-en's card is measured) per word on the corpus's test spli
 (gcnn-en's test documents), measures the mixtures' balance on their last 48 training batches
 (`moe_balance`: per batch and over windows of 12 batches, 24,576 tokens, about the paper's
 tokens a batch) and writes the JSON that `zoo reproduce --results` puts into RESULTS.md, with a
-plot beside it.
+plot beside it. With `--keep-earlier`, the seeds of the record already at `--out` whose runs are
+no longer in RUNS (a machine replaced between two seeds) keep the figures that record gave them,
+and its notes name them.
 """
 
 import argparse
@@ -106,7 +108,10 @@ def _score_run(run, corpus, variant, seed):
     model = zoo.load(os.path.join(run, "best"))
     out = {"params": model.count_params(), "multiply_adds_per_token": multiply_adds_per_token(model)["total"],
            "steps": history[-1]["step"], "minutes": round(history[-1]["seconds"] / 60, 1),
-           "curve": [{"step": h["step"], "seconds": h["seconds"], "val_perplexity": h["val_perplexity_per_word"]}
+           # per word on validation; per token both on validation and in training (the mean since the
+           # validation before, with dropout on): how far training has drawn away from unseen text
+           "curve": [{"step": h["step"], "seconds": h["seconds"], "val_perplexity": h["val_perplexity_per_word"],
+                      "val_perplexity_per_token": h["val_perplexity"], "train_perplexity_per_token": h["perplexity"]}
                      for h in history],
            "test": evaluate(model, corpus, "test")}
     out["tokens_seen"] = out["steps"] * 32 * 64
@@ -121,14 +126,28 @@ def _score_run(run, corpus, variant, seed):
     return out
 
 
-def record(corpus, runs, out_path):
-    if not os.path.isdir(runs):
+def earlier_seeds(path, runs_found):
+    """{variant: {seed: figures}} of the record at `path` for the runs not among `runs_found` (their
+    directories gone, or not finished again): what `record --keep-earlier` carries over."""
+    try:
+        with open(path) as f:
+            earlier = json.load(f)
+    except FileNotFoundError:
+        raise ValueError(f"--keep-earlier: there is no earlier record at {path!r} to keep seeds from.") from None
+    return {variant: kept for variant, unit in earlier.get("units", {}).items()
+            if (kept := {int(seed): figures for seed, figures in unit.get("seeds", {}).items()
+                         if f"{variant}-s{seed}" not in runs_found})}
+
+
+def record(corpus, runs, out_path, keep_earlier=False):
+    if not os.path.isdir(runs) and not keep_earlier:
         raise ValueError(f"The runs directory {runs!r} does not exist; train the runs first "
                          "(python -m zoo.tools.reproduce.moe_en train --runs DIR).")
-    runs_found = sorted(d for d in os.listdir(runs) if finished(os.path.join(runs, d)))
-    if not runs_found:
+    runs_found = sorted(d for d in os.listdir(runs) if finished(os.path.join(runs, d))) if os.path.isdir(runs) else []
+    kept = earlier_seeds(out_path, runs_found) if keep_earlier else {}
+    if not runs_found and not kept:
         raise ValueError(f"No finished run in {runs}; train them first (python -m zoo.tools.reproduce.moe_en train).")
-    by_variant = {}
+    by_variant = {variant: dict(seeds) for variant, seeds in kept.items()}
     for name in runs_found:
         variant, _, seed = name.rpartition("-s")
         print(f"scoring {name}", flush=True)
@@ -150,6 +169,13 @@ def record(corpus, runs, out_path):
             f"MoE-{variant[4:]} (gcnn-moe-en, {variant[4:]} experts of 512, k=2)"
         units[variant] = {"label": label, "params": first["params"], "curve": first["curve"], "seeds": seeds,
                           "test_per_word": tests}
+        gaps = [s["curve"][-1]["val_perplexity_per_token"] / s["curve"][-1]["train_perplexity_per_token"]
+                for s in seeds.values() if "train_perplexity_per_token" in s["curve"][-1]]
+        if gaps:
+            figures.append({"id": f"gap/{variant}", "label": f"{label}: validation ÷ training perplexity per token at "
+                            "the last validation (training's with dropout, the mean since the validation before), "
+                            f"mean of {len(gaps)} seed{'s' if len(gaps) > 1 else ''}", "unit": "",
+                            "ours": statistics.mean(gaps), "paper": None})
         figures.append({"id": f"test/{variant}", "label": f"{label}: test perplexity per word, mean of "
                         f"{len(tests)} seed{'s' if len(tests) > 1 else ''} (spread {min(tests):,.1f}–{max(tests):,.1f})",
                         "unit": "ppl", "ours": statistics.mean(tests), "ours_hardware": "gcnn-en's test documents",
@@ -194,7 +220,10 @@ def record(corpus, runs, out_path):
               "plot": stem + ".png", "units": units, "figures": figures,
               "notes": ["Each variant's figure is the mean over its seeds of the per-word perplexity of its kept weights "
                         "(best/) on the corpus's test split; the paper's Table 7 figures are 1B Word after 10 epochs, "
-                        "at 8.4M ops per timestep, not comparable in value."]}
+                        "at 8.4M ops per timestep, not comparable in value."]
+                        + ([f"Kept from the earlier record (their run directories no longer in {runs}): "
+                            + ", ".join(f"{v}-s{s}" for v in sorted(kept) for s in sorted(kept[v])) + "."]
+                           if kept else [])}
     os.makedirs(os.path.dirname(out_path) or ".", exist_ok=True)
     write_json(out_path, result)
     plot(result, os.path.join(os.path.dirname(out_path) or ".", stem + ".png"))
@@ -265,6 +294,8 @@ def main(argv=None):
                    help=f"steps of every run (default {STEPS:,}); keep one count per runs directory")
     r = sub.add_parser("record", help="score the finished runs and write the JSON and its plot")
     r.add_argument("--out", default=os.path.join("results", "moe-en.json"))
+    r.add_argument("--keep-earlier", action="store_true",
+                   help="keep the seeds of the record already at --out whose runs are no longer in --runs")
     for s in (t, r):
         s.add_argument("--corpus", required=True, help="the corpus of python -m zoo.tools.corpora english")
         s.add_argument("--runs", default=os.path.join("runs", "moe-en"))
@@ -282,7 +313,7 @@ def main(argv=None):
         train(args.corpus, args.runs, variants, [int(s) for s in args.seeds.split(",")], args.steps)
     else:
         try:
-            record(args.corpus, args.runs, args.out)
+            record(args.corpus, args.runs, args.out, args.keep_earlier)
         except ValueError as e:
             parser.error(str(e))
 

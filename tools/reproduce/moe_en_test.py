@@ -76,3 +76,39 @@ def test_steps_reach_every_run_and_runs_of_different_lengths_are_not_recorded_to
     monkeypatch.setattr(moe_en, "_run_figures", lambda run, *a: {"steps": 3000 if "dense" in run else 10000})
     with pytest.raises(ValueError, match=r"different steps \(3000, 10000\); keep one step count per runs directory"):
         moe_en.record("c", str(runs), str(tmp_path / "out.json"))
+
+
+def test_record_keeps_an_earlier_records_seeds_whose_runs_are_gone_and_names_them(tmp_path, monkeypatch):
+    def figures(variant, seed, per_word):
+        curve = [{"step": 500, "val_perplexity": 900.0 + seed, "val_perplexity_per_token": 150.0,
+                  "train_perplexity_per_token": 120.0}]
+        out = {"params": 10, "steps": 500, "curve": curve, "test": {"per_word": per_word}}
+        if variant != "dense":
+            out.update(tokens_per_expert_per_step=64.0, tokens_per_expert=32000.0,
+                       balance={"moe": {"per_window": {"cv_importance": 0.1}}})
+        return out
+
+    out = tmp_path / "moe-en-10k.json"
+    earlier = {"units": {"dense": {"seeds": {"0": figures("dense", 0, 400.0)}},
+                         "moe-64": {"seeds": {"0": figures("moe-64", 0, 380.0)}}}}
+    out.write_text(json.dumps(earlier))
+    runs = tmp_path / "runs"
+    for name in ("dense-s1", "moe-64-s1"):  # the second seed, on a new machine; the first's directories are gone
+        (runs / name / "final").mkdir(parents=True)
+        (runs / name / "final" / "config.json").write_text("{}")
+    monkeypatch.setattr(moe_en, "_run_figures", lambda run, corpus, variant, seed:
+                        figures(variant, seed, {"dense": 410.0, "moe-64": 369.0}[variant]))
+    monkeypatch.setattr(moe_en, "plot", lambda result, path: None)
+    with pytest.raises(ValueError):  # without the flag: the directory's runs alone, as before
+        moe_en.record("c", str(tmp_path / "nothing"), str(out))
+    result = moe_en.record("c", str(runs), str(out), keep_earlier=True)
+    assert result["units"]["dense"]["test_per_word"] == [400.0, 410.0]
+    assert result["units"]["moe-64"]["gain_over_dense"] == [1 - 380 / 400, 1 - 369 / 410]
+    assert result["notes"][-1] == f"Kept from the earlier record (their run directories no longer in {runs}): " \
+                                  "dense-s0, moe-64-s0."
+    gap = next(f for f in result["figures"] if f["id"] == "gap/dense")
+    assert gap["ours"] == 150.0 / 120.0
+    fresh = moe_en.record("c", str(runs), str(tmp_path / "fresh.json"))  # no flag: seed 1 alone
+    assert fresh["units"]["dense"]["test_per_word"] == [410.0] and "Kept" not in fresh["notes"][-1]
+    with pytest.raises(ValueError, match="no earlier record at"):
+        moe_en.record("c", str(runs), str(tmp_path / "none.json"), keep_earlier=True)
