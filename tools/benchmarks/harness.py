@@ -144,7 +144,7 @@ def cpuinfo(key):
 
 # the vector instruction sets that decide which kernels a CPU runs (two EPYCs of one model name
 # differ here: Zen 3 has AVX2 alone, Zen 4 AVX-512 with VNNI)
-ISA = ("avx2", "avx512f", "avx512_vnni", "avx_vnni", "avx512_bf16", "amx_int8")
+ISA = ("avx2", "avx512f", "avx512_vnni", "avx_vnni", "avx512_bf16", "amx_int8", "amx_bf16")
 
 
 def cpu_model():

@@ -12,7 +12,7 @@ from zoo.tools.benchmarks.common import preset_list, with_stand_in_vocabulary
 DEFAULT_PRESETS = ("gcnn-ptb", "gcnn-ptb-deep", "lstmp-ptb", "gcnn-en")
 SENTENCE = "the company said it would buy the stock of the bank for about one billion dollars in cash next year"
 REQUESTS = ("serving_default_1", "serving_default_32", "generate_1")
-INSTRUCTIONS = ("avx512f", "avx512_vnni", "avx_vnni", "avx512_bf16", "amx_int8", "amx_bf16")  # int8 and bfloat16
+INSTRUCTIONS = harness.ISA[1:]  # int8 and bfloat16
 
 CHILD = r"""
 import contextlib
