@@ -20,15 +20,17 @@ lean CPU server where a TensorFlow runtime is not an option.
     samplers) by the Gumbel-max trick on the given noise (the candidate maximising
     `logit − log(−log(noise[id]))`). The noise comes from the caller (the runtime makes it from a
     request's seed), since LiteRT's random ops fix their seed when the file is made;
-  - `greedy`: `log_probs` float32 `[1, vocabulary]`, `state` (after a prompt or a previous call)
-    and `steps` int32 `[1]` (1 to `GREEDY_STEPS`) → `token_ids` int32 `[1, GREEDY_STEPS]` (the
-    first `steps` are greedy tokens, each the likeliest id that generation may write, the first
-    lowest of equals, as `tf.argmax`; the rest 0), and the `log_probs` and `state` after the last
-    of them: a `WHILE` loop of `decode` steps inside the file, so a client makes one call for up
-    to 64 tokens instead of one a token (on the small presets the calls cost more than reading
-    the weights: docs/serving.md). An int8 file leaves it out for a tied model, or where its
-    subgraphs' copies of the per-row scales would take the file past `INT8_SHARE` of float32's
-    (`convert`).
+  - `greedy`: `token_ids` int32 `[1, GREEDY_STEPS]` and `count` int32 `[1]` (the first `count`
+    of them, 1 to 64, are fed first: a whole prompt, `<s>` first, after the zero state, or the last
+    id of the previous call after the state it returned), `state` and `steps` int32 `[1]` (1 to
+    `GREEDY_STEPS`) → `token_ids` int32 `[1, GREEDY_STEPS]` (the first `steps` are greedy tokens,
+    each the likeliest id that generation may write, the first lowest of equals, as `tf.argmax`;
+    the rest 0) and `state`: after the fed ids and every new one but the last, which the next call
+    feeds. A `WHILE` loop of `decode`'s steps inside the file, so a client makes one call for a
+    short prompt and up to 64 tokens instead of one a token, and no token is computed that is
+    thrown away (on the small presets the calls cost more than reading the weights:
+    docs/serving.md). An int8 file leaves it out for a tied model, or where its subgraphs' copies
+    of the per-row scales would take the file past `INT8_SHARE` of float32's (`convert`).
 - the tokenizer's files, as a preset directory holds them (`Tokenizer.save`);
 - `zoo_litert.json`: what is inside (`describe`): the family and its config, the vocabulary size
   and special ids, the ids generation never writes (`never_emitted`), each signature's inputs and
@@ -83,12 +85,10 @@ from typing import TYPE_CHECKING
 import numpy as np
 import tensorflow as tf
 
-from zoo import compat
 from zoo.errors import reason
 from zoo.export.litert_tables import share_tied_table
 from zoo.export.saved_model import ExportError, check_tokenizer, saved_variables
 from zoo.export.state import StateLayout
-from zoo.layers import GatedConv1D
 from zoo.models import decoding, generation
 from zoo.models.samplers import candidates
 
@@ -153,10 +153,18 @@ def _functions(model, state):
         hidden, nested = model.step(token_ids, state.unpack(flat_state))
         return {"log_probs": tf.cast(model.head.log_prob(hidden), tf.float32), "state": state.pack(nested)}
 
+    def one_product_a_layer(fn):
+        # a token's step in LiteRT, which runs its ops one after another: each gated layer's values
+        # and gates in one product, not two (results/benchmarks/litert.md)
+        def traced(*args):
+            with generation.loop_invariants(model, split_products=False):
+                return fn(*args)
+        return traced
+
     vocabulary = int(model.vocabulary_size)
     return {
         "prefill": (prefill, [tf.TensorSpec([1, None], tf.int32, name="token_ids")]),
-        "decode": (decode, [tf.TensorSpec([1], tf.int32, name="token_ids"),
+        "decode": (one_product_a_layer(decode), [tf.TensorSpec([1], tf.int32, name="token_ids"),
                             tf.TensorSpec([1, state.size], tf.float32, name="state")]),
         "sample": (lambda *args: {"token_ids": sample(vocabulary, *args)},
                    [tf.TensorSpec([1, vocabulary], tf.float32, name="log_probs"),
@@ -164,38 +172,41 @@ def _functions(model, state):
                     tf.TensorSpec([1], tf.float32, name="temperature"),
                     tf.TensorSpec([1], tf.int32, name="top_k"),
                     tf.TensorSpec([1], tf.float32, name="top_p")]),
-        "greedy": (_greedy(model, state, decode), [tf.TensorSpec([1, vocabulary], tf.float32, name="log_probs"),
-                                                   tf.TensorSpec([1, state.size], tf.float32, name="state"),
-                                                   tf.TensorSpec([1], tf.int32, name="steps")]),
+        "greedy": (one_product_a_layer(_greedy(model, state)), [
+            tf.TensorSpec([1, GREEDY_STEPS], tf.int32, name="token_ids"), tf.TensorSpec([1], tf.int32, name="count"),
+            tf.TensorSpec([1, state.size], tf.float32, name="state"), tf.TensorSpec([1], tf.int32, name="steps")]),
     }
 
 
-def _greedy(model, state, decode):
-    """The `greedy` signature's function: `steps` (at most `GREEDY_STEPS`) greedy tokens in one
-    call, a loop in the file, not one call a token. The loop compares a full or tied softmax's
-    logits, whose largest is the largest log-probability's (a log-softmax over the vocabulary
-    would cost a pass more a token), and carries a token and the state, not a distribution."""
+def _greedy(model, state):
+    """The `greedy` signature's function: a prompt's (or a previous call's last) ids fed, then
+    `steps` (at most `GREEDY_STEPS`) greedy tokens, in one call, a loop in the file, not one call a
+    token. Each turn feeds one id (a given one while any is left, else the one just chosen) and
+    chooses the next from a full or tied softmax's logits, whose largest is the largest
+    log-probability's (a log-softmax over the vocabulary would cost a pass more a token). The last
+    id chosen is not fed: the next call feeds it first, so a call computes no token it throws
+    away, and no distribution is handed back."""
     never = np.zeros([1, int(model.vocabulary_size)], np.float32)
     never[0, list(generation.never_emitted(model))] = -np.inf
     head = model.head
     compared = head.logits if hasattr(head, "logits") else head.log_prob
 
-    def choose(scores):
-        return tf.argmax(tf.cast(scores, tf.float32) + never, axis=-1, output_type=tf.int32)
+    def greedy(token_ids, count, flat_state, steps):
+        given = tf.clip_by_value(count[0], 1, GREEDY_STEPS)
+        turns = given + tf.clip_by_value(steps[0], 1, GREEDY_STEPS) - 1
 
-    def body(step, token, flat, ids):
-        hidden, nested = model.step(token, state.unpack(flat))
-        token = choose(compared(hidden))
-        ids += tf.one_hot(step, GREEDY_STEPS, dtype=tf.int32)[None, :] * token[:, None]
-        return step + 1, token, state.pack(nested), ids
+        def body(turn, chosen, nested, ids):
+            fed = tf.where(turn < given, token_ids[:, tf.minimum(turn, GREEDY_STEPS - 1)], chosen)
+            hidden, nested = model.step(fed, nested)
+            chosen = tf.argmax(tf.cast(compared(hidden), tf.float32) + never, axis=-1, output_type=tf.int32)
+            # the new ids' row: a turn before the last given id writes nothing (one_hot of a negative index)
+            ids += tf.one_hot(turn - given + 1, GREEDY_STEPS, dtype=tf.int32)[None, :] * chosen[:, None]
+            return turn + 1, chosen, nested, ids
 
-    def greedy(log_probs, flat_state, steps):
-        first = choose(log_probs)
-        ids = tf.one_hot(0, GREEDY_STEPS, dtype=tf.int32)[None, :] * first[:, None]
-        count = tf.clip_by_value(steps[0], 1, GREEDY_STEPS)
-        _, last, flat, ids = tf.while_loop(lambda step, *_: step < count, body,
-                                           (tf.constant(1), first, flat_state, ids))
-        return {"token_ids": ids, **decode(last, flat)}  # the distribution and state after the last token
+        _, _, nested, ids = tf.while_loop(
+            lambda turn, *_: turn < turns, body,
+            (tf.constant(0), tf.zeros([1], tf.int32), state.unpack(flat_state), tf.zeros([1, GREEDY_STEPS], tf.int32)))
+        return {"token_ids": ids, "state": state.pack(nested)}
 
     return greedy
 
@@ -333,9 +344,9 @@ def flatbuffer_contents(flatbuffer: bytes) -> dict:
 
 
 def stored_weights(model: "zoo.LanguageModel") -> int:
-    """How many weights a LiteRT export of `model` stores: every parameter once, and a GCNN's
-    convolution kernels a second time (`prefill` convolves with them, `decode` multiplies by them
-    in another layout, so the converter keeps both).
+    """How many weights a LiteRT export of `model` stores: every parameter once (a GCNN's `decode`
+    multiplies by each conv kernel as one matrix, whose bytes are `prefill`'s convolution filter's,
+    and the converter stores equal constants once).
 
     Returns:
         The count, which times 4 bytes (float32) or 1 (int8) estimates the file's size.
@@ -345,11 +356,10 @@ def stored_weights(model: "zoo.LanguageModel") -> int:
     >>> import zoo
     >>> from zoo.export.litert import stored_weights
     >>> lm = zoo.GCNNLanguageModel(vocabulary_size=50, embedding_dim=8, blocks=[[[3, 8]]])
-    >>> stored_weights(lm) - lm.count_params()  # the kernel [3, 8, 16] once more
-    384
+    >>> stored_weights(lm) == lm.count_params()
+    True
     """
-    kernels = [layer.kernel for layer in compat.sublayers(model) if isinstance(layer, GatedConv1D)]
-    return int(model.count_params()) + sum(int(np.prod(kernel.shape)) for kernel in kernels)
+    return int(model.count_params())
 
 
 def _check(model, path, quantize):
@@ -394,7 +404,7 @@ def describe(model: "zoo.LanguageModel", flatbuffer: bytes, quantize: str | None
         "config": model.get_config(),
         "vocabulary_size": int(model.vocabulary_size),
         "parameters": int(model.count_params()),
-        "stored_weights": stored_weights(model),  # a GCNN's convolution kernels twice
+        "stored_weights": stored_weights(model),
         "tokenizer": tokenizer.kind,
         "tokenizer_files": list(tokenizer.files),
         **tokenizer.export_notes(),

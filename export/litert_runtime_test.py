@@ -118,6 +118,12 @@ def test_greedy_generate_writes_lm_generates_text_and_ids(exported, name):
     ours = runtime.generate(rows, 30, sampler="greedy", stop=None)
     assert ours == model.generate(rows, 30, sampler="greedy", stop=None)
     assert [len(r) for r in ours] == [len(r) + 30 for r in rows]
+    # a prompt longer than a greedy call feeds (prefill for all but its last id) and more new
+    # tokens than a call writes
+    long = [1] + [4, 5, 6, 7, 8] * 14
+    assert len(long) > runtime.greedy_steps > 0
+    assert runtime.generate(long, 70, sampler="greedy", stop=None) == model.generate(long, 70, sampler="greedy",
+                                                                                     stop=None)
 
 
 def test_greedy_stops_at_end_of_sentence_and_at_stop_texts_and_ids_as_lm_generate(exported):

@@ -114,23 +114,34 @@ def test_greedy_decoding_through_the_file_writes_generates_ids(exports, family):
         assert len(expected) == len(prompt) + 20  # </s> discouraged: every step compared
 
 
+def greedy_call(interpreter, fed, state, steps):
+    """One `greedy` call: `(the new ids, the state)`, the ids after the count asked for checked 0."""
+    token_ids = np.zeros([1, litert.GREEDY_STEPS], np.int32)
+    token_ids[0, :len(fed)] = fed
+    out = interpreter.get_signature_runner("greedy")(token_ids=token_ids, count=np.array([len(fed)], np.int32),
+                                                     state=state, steps=np.array([steps], np.int32))
+    assert not out["token_ids"][0, steps:].any()
+    return out["token_ids"][0, :steps].tolist(), out["state"]
+
+
 @pytest.mark.parametrize("family", FAMILIES)
 def test_the_greedy_signature_loops_in_the_file_as_decode_steps_do(exports, family):
-    """`greedy` calls (3, then the most a call makes, then 1 token: the loop inside the file) write
-    `lm.generate`'s greedy ids, 0 after the count asked for, and hand back the log-probabilities and
-    state that `decode` would after the last of them."""
+    """`greedy` calls (a prompt fed whole from the zero state and 3 tokens, then the last id fed
+    and the most a call makes, then 1: the loop inside the file) write `lm.generate`'s greedy ids
+    and hand back the state `prefill` gives for every id but the last, which the next call feeds;
+    a prompt's last id fed after `prefill`'s state of the others writes the same ids."""
     model, _, interpreter = exports[family]
-    prompt = [1, 4, 6, 8]
-    out = interpreter.get_signature_runner("prefill")(token_ids=np.array([prompt], np.int32))
-    made = []
-    for steps in (3, litert.GREEDY_STEPS, 1):
-        out = interpreter.get_signature_runner("greedy")(log_probs=out["log_probs"], state=out["state"],
-                                                         steps=np.array([steps], np.int32))
-        made += out["token_ids"][0, :steps].tolist()
-        assert not out["token_ids"][0, steps:].any()
+    prompt, zero = [1, 4, 6, 8], np.zeros([1, litert.FlatState(model).size], np.float32)
+    made, state = greedy_call(interpreter, prompt, zero, 3)
+    for steps in (litert.GREEDY_STEPS, 1):
+        more, state = greedy_call(interpreter, made[-1:], state, steps)
+        made += more
     assert prompt + made == model.generate([prompt], max_new_tokens=len(made), temperature=0)[0]
-    full = _reference(model, prompt + made)
-    np.testing.assert_allclose(out["log_probs"][0], full[-1], atol=TOLERANCE)
+    prefill = interpreter.get_signature_runner("prefill")
+    np.testing.assert_allclose(state, prefill(token_ids=np.array([prompt + made[:-1]], np.int32))["state"],
+                               atol=1e-5, rtol=0)
+    after = prefill(token_ids=np.array([prompt[:-1]], np.int32))["state"]
+    assert greedy_call(interpreter, prompt[-1:], after, 3)[0] == made[:3]
 
 
 def test_a_subword_model_exports_its_sentencepiece_files_and_decodes_as_generate(tiny_model, tmp_path):
@@ -243,11 +254,11 @@ def test_only_litert_builtin_ops_and_the_json_says_what_is_inside(exports, famil
                               "top_k": {"shape": [1], "dtype": "int32"},
                               "top_p": {"shape": [1], "dtype": "float32"}},
                    "outputs": {"token_ids": {"shape": [1], "dtype": "int32"}}},
-        "greedy": {"inputs": {"log_probs": {"shape": [1, v], "dtype": "float32"},
+        "greedy": {"inputs": {"token_ids": {"shape": [1, litert.GREEDY_STEPS], "dtype": "int32"},
+                              "count": {"shape": [1], "dtype": "int32"},
                               "state": {"shape": [1, size], "dtype": "float32"},
                               "steps": {"shape": [1], "dtype": "int32"}},
                    "outputs": {"token_ids": {"shape": [1, litert.GREEDY_STEPS], "dtype": "int32"},
-                               "log_probs": {"shape": [1, v], "dtype": "float32"},
                                "state": {"shape": [1, size], "dtype": "float32"}}},
     }
     assert about["never_emitted"] == generation.never_emitted(model)
@@ -284,7 +295,7 @@ def test_int8_is_under_30_percent_of_float32_with_per_channel_weights_and_close(
     model, float_path, int8_path = weighty
     sizes = [os.path.getsize(os.path.join(p, litert.MODEL_FILE)) for p in (float_path, int8_path)]
     assert sizes[1] <= 0.30 * sizes[0], sizes
-    # the 2 GiB check's estimate (stored weights, convolution kernels twice) is the float32 file's size
+    # the 2 GiB check's estimate (stored weights, each once) is the float32 file's size
     assert abs(4 * litert.stored_weights(model) - sizes[0]) < 0.03 * sizes[0], (litert.stored_weights(model), sizes)
     about = json.load(open(os.path.join(int8_path, litert.METADATA_FILE)))
     assert about["quantization"]["mode"] == "int8" and not [op for op in about["ops"] if op.startswith("CUSTOM")]

@@ -193,26 +193,29 @@ class GatedConv1D(keras.layers.Layer):
         return tf.gather(padded, positions, batch_dims=1)
 
     @contextlib.contextmanager
-    def kernel_computed_once(self) -> Iterator[None]:
+    def kernel_computed_once(self, split_products: bool = True) -> Iterator[None]:
         """While tracing a decoding loop: `g · v / ‖v‖` computed here, once, for the prompt's
         parallel pass and for `step`, whose matrices are cut here too, outside the loop, instead of
-        at every token."""
+        at every token. `split_products=False`: a gated layer's step is one product, then a split
+        (for a runtime that runs its ops one after another, as LiteRT does: see `_step_products`)."""
         object.__setattr__(self, "_effective_once", self.effective_kernel())  # the prompt's pass uses it too
-        object.__setattr__(self, "_step_matrices", self._step_products())
+        object.__setattr__(self, "_step_matrices", self._step_products(split_products))
         try:
             yield
         finally:
             object.__setattr__(self, "_step_matrices", None)
             object.__setattr__(self, "_effective_once", None)
 
-    def _step_products(self):
+    def _step_products(self, split: bool = True):
         """`step`'s matrices: the effective kernel as [kernel_size · input_dim, channels], with its
-        bias; for a gated layer cut in two (the values and the gates), so that each token's two
-        products are independent ops that the executor runs side by side and no split follows."""
+        bias; for a gated layer cut in two (the values and the gates) unless `split` is False, so
+        that each token's two products are independent ops that TensorFlow's executor runs side by
+        side and no split follows. A runtime that runs one op at a time (LiteRT) is faster with one
+        product and a split: half the products to dispatch a token."""
         kernel = ops.cast(self.effective_kernel(), self.compute_dtype)
         kernel = ops.reshape(kernel, (-1, kernel.shape[-1]))
         bias = ops.cast(self.bias, self.compute_dtype) if self.use_bias else None
-        if not self.gated:
+        if not self.gated or not split:
             return [(kernel, bias)]
         f = self.filters
         return [(kernel[:, :f], None if bias is None else bias[:f]), (kernel[:, f:], None if bias is None else bias[f:])]
@@ -228,6 +231,8 @@ class GatedConv1D(keras.layers.Layer):
         # matrix products over the flattened window, not an einsum over (k, in): faster per token
         # on a CPU (results/benchmarks/served-generate.md)
         z = [ops.matmul(flat, kernel) if bias is None else ops.matmul(flat, kernel) + bias for kernel, bias in matrices]
+        if self.gated and len(z) == 1:  # one product of the values and the gates (`split_products=False`)
+            z = ops.split(z[0], 2, axis=-1)
         return (self._gate(*z) if self.gated else self._activate(z[0])), window[:, 1:, :]
 
     def compute_output_shape(self, input_shape: tuple[int | None, ...]) -> tuple[int | None, ...]:

@@ -224,16 +224,18 @@ def test_keras_model_save_and_load(tmp_path):
     assert isinstance(keras_file_round_trip(model, x, tmp_path).get_layer("conv"), GatedConv1D)
 
 
+@pytest.mark.parametrize("split", [True, False])
 @pytest.mark.parametrize("activation", ACTIVATIONS)
-def test_step_and_call_with_the_kernel_computed_once_match_them_without(activation):
+def test_step_and_call_with_the_kernel_computed_once_match_them_without(activation, split):
     """Inside `kernel_computed_once` (a decoding loop's trace) the prompt's pass (`call`) and
-    `step` use matrices computed once (a gated layer's values and gates as two products); they
-    give what the layer gives outside it, and the layer forgets them afterwards."""
+    `step` use matrices computed once (a gated layer's values and gates as two products, or one
+    with `split_products=False`, as LiteRT's trace asks); they give what the layer gives outside
+    it, and the layer forgets them afterwards."""
     layer = _layer(activation, kernel_size=3)
     x = np.random.default_rng(6).normal(size=(2, 7, 3)).astype("float32")
     full = layer(x).numpy()
-    with layer.kernel_computed_once():
-        assert len(layer._step_matrices) == (2 if layer.gated else 1)
+    with layer.kernel_computed_once(split_products=split):
+        assert len(layer._step_matrices) == (2 if layer.gated and split else 1)
         np.testing.assert_array_equal(layer(x).numpy(), full)
         state, outs = layer.initial_state(2), []
         for t in range(x.shape[1]):

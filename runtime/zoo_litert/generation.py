@@ -137,29 +137,38 @@ def _ends(ids: Sequence[int], start: int, eos: int | None, sequences: Sequence[t
     return ids[-1] == eos or any(len(ids) - len(s) >= start and tuple(ids[-len(s):]) == s for s in sequences)
 
 
-def continue_row_greedily(prefill: Callable, greedy: Callable, row: Sequence[int], max_new_tokens: int,
+def continue_row_greedily(begin: Callable, greedy: Callable, row: Sequence[int], max_new_tokens: int,
                           eos: int | None, sequences: Sequence[tuple[int, ...]]) -> list[int]:
-    """`continue_row` for greedy decoding, several tokens a call: `greedy(log_probs, state, steps)`
-    gives the next `steps` greedy ids (the export's `greedy` signature, asked for the tokens still
-    wanted) and the `(log_probs, state)` after them; the row's ids stop where `continue_row`'s
-    would.
+    """`continue_row` for greedy decoding, several tokens a call: `begin(row)` gives the ids to
+    feed first and the state before them, `greedy(fed, state, steps)` (the export's `greedy`
+    signature) feeds them, then gives the next `steps` greedy ids (asked for the tokens still
+    wanted) and the state before the last of them, which the next call feeds; the row's ids stop
+    where `continue_row`'s would.
 
     Returns:
         The prompt's ids and the new ones.
 
     Example:
 
-    >>> prefill = lambda ids: (None, None)
-    >>> greedy = lambda log_probs, state, steps: ([5, 6, 2, 7][:steps], None, None)
-    >>> continue_row_greedily(prefill, greedy, [1], 10, eos=2, sequences=[])
+    >>> begin = lambda row: (row, None)
+    >>> greedy = lambda fed, state, steps: ([5, 6, 2, 7][:steps], None)
+    >>> continue_row_greedily(begin, greedy, [1], 10, eos=2, sequences=[])
     [1, 5, 6, 2]
-    >>> continue_row_greedily(prefill, greedy, [1], 1, eos=2, sequences=[])
+    >>> continue_row_greedily(begin, greedy, [1], 1, eos=2, sequences=[])
     [1, 5]
     """
     ids, start = list(row), len(row)
-    log_probs, state = prefill(ids)
+    fed, state = begin(ids)
     while True:
-        tokens, log_probs, state = greedy(log_probs, state, max_new_tokens - (len(ids) - start))
+        tokens, state = greedy(fed, state, max_new_tokens - (len(ids) - start))
+        fed = tokens[-1:]
+        if not sequences:  # only `eos` ends the row early: one search of the call's tokens
+            if eos in tokens:
+                return ids + tokens[:tokens.index(eos) + 1]
+            ids += tokens
+            if len(ids) - start == max_new_tokens:
+                return ids
+            continue
         for token in tokens:
             ids.append(token)
             if len(ids) - start == max_new_tokens or _ends(ids, start, eos, sequences):

@@ -88,6 +88,10 @@ class LiteRTModel:
         self.tokenizer: Tokenizer = load_tokenizer(self.path, self.about.get("tokenizer"))
         self.vocabulary_size = int(self.about["vocabulary_size"])
         self.state_size = int(self.about["state"]["size"])
+        # the most ids a `greedy` call takes and writes; 0 where the file has no such loop (then a
+        # token a call), as a tied int8 file, or an export whose loop took a distribution instead
+        greedy = self.about["signatures"].get("greedy", {}).get("inputs", {})
+        self.greedy_steps = int(greedy["token_ids"]["shape"][1]) if "count" in greedy else 0
         self.num_threads = num_threads
         self.never = np.zeros(self.vocabulary_size, np.float32)  # added to every step's scores
         self.never[self.about["never_emitted"]] = -np.inf
@@ -306,15 +310,17 @@ class LiteRTModel:
         settings = sampling.resolve(sampler, temperature, top_k, top_p, num_beams, self.vocabulary_size)
         rows, as_text, single = generation.prompt_rows(self.tokenizer, prompts)
         eos, sequences, stop_texts = generation.stop_rules(self.tokenizer, stop, as_text)
-        seed = int(np.random.default_rng().integers(2**62)) if seed is None else seed
+        greedy = settings.name == "greedy"  # which draws nothing
+        if seed is None and not greedy:
+            seed = int(np.random.default_rng().integers(2**62))
         out = []
         for index, row in enumerate(rows):
             # several tokens a call from the loop in the file, where the export has it (not a tied int8 one)
-            if settings.name == "greedy" and "greedy" in self.about["signatures"]:
-                ids = generation.continue_row_greedily(self._prefill_next, self._greedy, row, max_new_tokens, eos,
+            if greedy and self.greedy_steps:
+                ids = generation.continue_row_greedily(self._greedy_begin, self._greedy, row, max_new_tokens, eos,
                                                        sequences)
             else:
-                choose = self._chooser(settings, sampling.noise_generator(seed, index))
+                choose = self._chooser(settings, None if greedy else sampling.noise_generator(seed, index))
                 ids = generation.continue_row(self._prefill_next, self._decode, choose, row, max_new_tokens, eos,
                                               sequences)
             out.append(generation.output_text(self.tokenizer, ids, len(row), stop_texts) if as_text else ids)
@@ -324,13 +330,21 @@ class LiteRTModel:
         out = self._runners()["prefill"](token_ids=np.array([ids], np.int32))
         return out["log_probs"][0], out["state"]
 
-    def _greedy(self, log_probs, state, steps):
-        """The next `steps` greedy ids (at most a call's), and the `(log_probs, state)` after them."""
-        most = self.about["signatures"]["greedy"]["outputs"]["token_ids"]["shape"][1]
-        steps = min(steps, most)
-        out = self._runners()["greedy"](log_probs=log_probs.reshape(1, -1), state=state,
+    def _greedy_begin(self, ids):
+        """What the `greedy` loop feeds first, and the state before it: a prompt that fits a call
+        whole, after the zero state; a longer one's last id, after `prefill` of the others."""
+        if len(ids) <= self.greedy_steps:
+            return ids, np.zeros([1, self.state_size], np.float32)
+        return ids[-1:], self._runners()["prefill"](token_ids=np.array([ids[:-1]], np.int32))["state"]
+
+    def _greedy(self, fed, state, steps):
+        """The `greedy` signature: feeds `fed` after `state`, then the next `steps` greedy ids (at
+        most a call's), and the state after all but the last of them."""
+        steps, token_ids = min(steps, self.greedy_steps), np.zeros([1, self.greedy_steps], np.int32)
+        token_ids[0, :len(fed)] = fed
+        out = self._runners()["greedy"](token_ids=token_ids, count=np.array([len(fed)], np.int32), state=state,
                                         steps=np.array([steps], np.int32))
-        return out["token_ids"][0, :steps].tolist(), out["log_probs"][0], out["state"]
+        return out["token_ids"][0, :steps].tolist(), out["state"]
 
     def _chooser(self, settings, rng):
         """`choose(log_probs) -> id` of one prompt: the ids never written at −inf, then greedy or

@@ -303,13 +303,14 @@ class GCNNLanguageModel(LanguageModel):
         return x, new_state
 
     @contextlib.contextmanager
-    def loop_invariants(self) -> Iterator[None]:
+    def loop_invariants(self, split_products: bool = True) -> Iterator[None]:
         """While a decoding loop is traced (`zoo.models.generation`): every conv layer's
-        `g · v / ‖v‖` computed once, outside the loop, instead of at every token."""
+        `g · v / ‖v‖` computed once, outside the loop, instead of at every token;
+        `split_products`: `GatedConv1D.kernel_computed_once`'s."""
         with contextlib.ExitStack() as stack:
             for block in self.blocks:
                 for conv in block.convs + ([block.projection] if block.projection is not None else []):
-                    stack.enter_context(conv.kernel_computed_once())
+                    stack.enter_context(conv.kernel_computed_once(split_products))
             yield
 
     def prefill(self, token_ids: tf.Tensor, lengths: tf.Tensor) -> tuple[tf.Tensor, list[list[tf.Tensor]]]:

@@ -45,12 +45,13 @@ CPU_CACHE = "/sys/devices/system/cpu/cpu0/cache"
 
 # ---- the loop on this machine ---------------------------------------------------------------------
 @contextlib.contextmanager
-def loop_invariants(model):
+def loop_invariants(model, **options):
     """While a decoding loop is traced: what does not change from token to token (an int8
     model's dequantized weights, the GCNN's weight-normalised kernels) is computed once, before
-    the loop, where the family says how (its `loop_invariants()` context manager)."""
+    the loop, where the family says how (its `loop_invariants(**options)` context manager, e.g.
+    the GCNN's `split_products`)."""
     hook = getattr(model, "loop_invariants", None)
-    with int8.dequantized_once(model), (hook() if hook is not None else contextlib.nullcontext()):
+    with int8.dequantized_once(model), (hook(**options) if hook is not None else contextlib.nullcontext()):
         yield
 
 
