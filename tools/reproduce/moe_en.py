@@ -48,16 +48,21 @@ BALANCE_BATCHES, BALANCE_WINDOW = 48, 12
 
 
 def variant_command(variant, seed, corpus, out, steps=STEPS):
-    """The `zoo train` command of one run."""
+    """The `zoo train` command of one run: its cosine schedule over its own `steps` (the presets'
+    optimiser decays over `STEPS`)."""
+    from zoo.registry import get_preset
+
     if variant == "dense":
         preset, overrides = "gcnn-wide-en", []
     elif variant.startswith("moe-") and variant[4:].isdigit():
-        from zoo.registry import get_preset
-
         moe = dict(get_preset("gcnn-moe-en").config["moe"], num_experts=int(variant[4:]))
         preset, overrides = "gcnn-moe-en", ["--set", "moe=" + json.dumps(moe, separators=(",", ":"))]
     else:
         raise ValueError(f"Unknown variant {variant!r}; expected dense or moe-N (N experts, e.g. moe-64).")
+    optimizer = get_preset(preset).config["optimizer"]
+    if optimizer["decay_steps"] != steps:
+        schedule = dict(optimizer, decay_steps=steps)
+        overrides = ["--set", "optimizer=" + json.dumps(schedule, separators=(",", ":"))] + overrides
     return (["zoo", "train", "--preset", preset, "--data", corpus, "--out", out, "--steps", str(steps),
              "--steps-per-epoch", str(VALIDATE_EVERY), "--checkpoint-every", str(CHECKPOINT_EVERY),
              "--log-every", "100", "--seed", str(seed)] + overrides)

@@ -23,6 +23,18 @@ def test_every_run_has_the_same_steps_data_order_and_flags_but_the_model():
         moe_en.variant_command("moe-x", 0, "c", "o")
 
 
+@pytest.mark.parametrize("variant", ["dense", "moe-64"])
+def test_a_run_of_other_steps_decays_its_learning_rate_over_its_own_steps(variant):
+    """The presets' cosine schedule spans 3,000 steps: a 10,000-step run sets its own (the runs
+    of 2026-12-06/07 did not, and spent 7,000 steps at the final rate)."""
+    assert "optimizer=" not in " ".join(moe_en.variant_command(variant, 0, "c", "o"))
+    command = moe_en.variant_command(variant, 0, "c", "o", steps=10_000)
+    (schedule,) = [json.loads(w.split("=", 1)[1]) for w in command if w.startswith("optimizer=")]
+    assert schedule == {"name": "adam", "learning_rate": 0.002, "global_clipnorm": 1.0, "decay_steps": 10_000,
+                        "final_fraction": 0.05}
+    assert command[-1].startswith("optimizer=" if variant == "dense" else "moe=")  # the mixture's override last
+
+
 def test_finished_runs_are_skipped_and_the_others_started_or_resumed(tmp_path, monkeypatch):
     runs = tmp_path / "runs"
     (runs / "dense-s0" / "final").mkdir(parents=True)
