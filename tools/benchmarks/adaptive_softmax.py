@@ -1,7 +1,5 @@
-"""`zoo benchmark adaptive-softmax`: seconds and peak memory of one training step of
-`layers.AdaptiveSoftmax` against `layers.FullSoftmax`, and against
-`torch.nn.AdaptiveLogSoftmaxWithLoss` when a Python with torch is given.
-
+"""`zoo benchmark adaptive-softmax`: seconds and peak memory of one training step of `layers.AdaptiveSoftmax`
+against `layers.FullSoftmax`, and against `torch.nn.AdaptiveLogSoftmaxWithLoss` when a Python with torch is given.
 How it measures: docs/benchmarks.md#adaptive-softmax.
 """
 
@@ -17,8 +15,7 @@ from zoo.tools.benchmarks.common import zipf_targets
 from zoo.tools.benchmarks.harness import PeakRSS, fmt, status_kib
 
 TOKENS, HIDDEN, FACTOR, SEED = 1024, 512, 4, 0
-# name -> (label, vocabulary size, cutoffs)
-VOCABULARIES = {
+VOCABULARIES = {  # name -> (label, vocabulary size, cutoffs)
     "wt103": ("WikiText-103", 267_735, [10_000, 20_000, 200_000]),
     "1bw": ("One Billion Word", 793_471, [10_000, 40_000, 200_000]),  # Table 1, gcnn-13 / gcnn-14b
     "small": ("small (smoke test)", 20_000, [2_000, 10_000]),
@@ -28,7 +25,6 @@ MODEL_LABELS = {"adaptive": "ours AdaptiveSoftmax", "full": "ours FullSoftmax", 
 TORCH_SCRIPT = os.path.join(os.path.dirname(os.path.abspath(__file__)), "adaptive_softmax_torch.py")
 
 
-# ---- the child process: one or more TF models of one vocabulary ------------------------------
 def worker(spec):
     """In a child process: the models of `spec` built, then their steps timed (interleaved when
     several), each timed step's peak RSS growth measured: `{model: its results}`."""
@@ -99,7 +95,6 @@ def _build(model, spec, hidden_shape):
     return step, {"params": int(layer.count_params()), "weights_rss_mib": (status_kib("VmRSS") - before) / 1024}
 
 
-# ---- the parent: run the children and print the table ----------------------------------------
 def _child(vocab, models, args, hidden_file, targets_file):
     """The answer of the child that measures `models` (["torch"]: adaptive_softmax_torch.py) on `vocab`,
     or None for each after saying why it failed (the other models still run)."""

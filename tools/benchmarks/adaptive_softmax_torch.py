@@ -14,7 +14,6 @@ import torch
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import harness  # noqa: E402
-from harness import PeakRSS, status_kib  # noqa: E402
 
 
 def measure(spec):
@@ -23,10 +22,10 @@ def measure(spec):
     torch.manual_seed(spec["seed"])
     hidden = torch.from_numpy(np.load(spec["hidden_file"]).astype(np.float32)).requires_grad_(True)
     targets = torch.from_numpy(np.load(spec["targets_file"]).astype(np.int64))
-    memory = PeakRSS()
+    memory = harness.PeakRSS()
     layer = torch.nn.AdaptiveLogSoftmaxWithLoss(hidden.shape[1], spec["vocabulary_size"], spec["cutoffs"],
                                                 div_value=float(spec["factor"]))
-    setup_kib = status_kib("VmRSS")
+    setup_kib = harness.status_kib("VmRSS")
 
     def step():
         layer.zero_grad(set_to_none=True)

@@ -103,15 +103,12 @@ def raw_text(argv):
     batch, seq_len = (4, 16) if args.small else (32, 64)
     runs, per_word = _runs(args, batch, seq_len)
     calls = {name: (lambda run=run, it=repeated(run[1]): float(run[0].train(it))) for name, run in runs.items()}
-    times = {name: r["times_s"] for name, r in harness.measure(calls, 3 if args.small else args.repeats, 2).items()}
-    tokens = batch * seq_len
-    report = {}
-    for name, run in runs.items():
-        seconds = statistics.median(times[name])
-        report[name] = {"ids": run[2], "cutoffs": run[3], "seconds_per_step": seconds,
-                        "tokens_per_word": per_word[name], "words_per_second": tokens / seconds / per_word[name]}
-    for name in report:
-        report[name]["words_per_second_vs_word"] = report[name]["words_per_second"] / report["word"]["words_per_second"]
+    measured, tokens, report = harness.measure(calls, 3 if args.small else args.repeats, 2), batch * seq_len, {}
+    for name, run in runs.items():  # the word model first
+        seconds = measured[name]["median_s"]
+        r = report[name] = {"ids": run[2], "cutoffs": run[3], "seconds_per_step": seconds,
+                            "tokens_per_word": per_word[name], "words_per_second": tokens / seconds / per_word[name]}
+        r["words_per_second_vs_word"] = r["words_per_second"] / report["word"]["words_per_second"]
     print(f"command: {harness.command('raw-text', argv)}")
     return harness.report(args, report, harness.text_table(
         [("model", -8), ("ids", 7), ("output layer", 22), ("ms/step", 8), ("tokens/word", 12), ("words/s", 9),
@@ -134,11 +131,10 @@ def _runs(args, batch, seq_len):
 
     strategy = tf.distribute.get_strategy()
     small = {"embedding_dim": 16, "blocks": [[[3, 16]], [[3, 16]]]} if args.small else {}
-    quiet = lambda message: None  # noqa: E731
     runs, per_word = {}, {}
     for kind in ("word", "subword"):
         lines, _, vocabulary = load_corpus(args.data, None, "word", 1, None, kind,
-                                           args.vocabulary_size if kind == "subword" else None, log=quiet)
+                                           args.vocabulary_size if kind == "subword" else None, log=lambda m: None)
         pieces = sum(len(ids) - 1 for ids in vocabulary.encode_batch(lines))  # targets: pieces + </s>
         per_word[kind] = pieces / scored_words(lines)
         source = distributed(TrainingWindows.from_lines(lines, vocabulary, seq_len, batch, 0))

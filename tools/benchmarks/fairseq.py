@@ -1,7 +1,5 @@
-"""`zoo benchmark fairseq`: a converted fairseq `fconv_lm` checkpoint in the zoo against fairseq's
-own code on it, side by side on the CPU, and what converting and exporting it costs.
-
-How it measures: docs/benchmarks.md#fairseq.
+"""`zoo benchmark fairseq`: a converted fairseq `fconv_lm` checkpoint in the zoo against fairseq's own code on
+it, side by side on the CPU, and what converting and exporting it costs. How: docs/benchmarks.md#fairseq.
 """
 
 import collections
@@ -15,11 +13,12 @@ import subprocess
 import sys
 import tempfile
 import time
+from concurrent.futures import ThreadPoolExecutor
 
 import numpy as np
 
 from zoo.tools.benchmarks import harness
-from zoo.tools.benchmarks.harness import median_rate as rate
+from zoo.tools.benchmarks.common import zipf_targets
 
 TORCH_SCRIPT = os.path.join(os.path.dirname(os.path.abspath(__file__)), "fairseq_torch.py")
 ARCH = "fconv_lm_dauphin_wikitext103"  # every size is saved under it (its layers and embedding overridden)
@@ -27,16 +26,11 @@ FULL_LAYERS = ("[(850, 6)] * 3 + [(850, 1)] * 1 + [(850, 5)] * 4 + [(850, 1)] * 
                " + [(1024, 4)] * 1 + [(2048, 4)] * 1")
 # The architectures: `words` is dict.txt's length (fairseq adds 4 specials), `softmax` fairseq's
 # adaptive softmax format ("2018": the published checkpoints'; "current": v0.12.2's).
-SIZES = {
-    "full": {"arch": ARCH, "embed_dim": 280, "layers": FULL_LAYERS, "cutoffs": "10000,20000,200000",
-             "words": 267_740, "softmax": "2018", "dropout": 0.1},
-    "ptb": {"arch": ARCH, "embed_dim": 128, "layers": "[(128, 4)] * 4", "cutoffs": "2000,6000",
-            "words": 9_998, "softmax": "current", "dropout": 0.2},
-    "tiny": {"arch": ARCH, "embed_dim": 16, "layers": "[(32, 4)] * 2 + [(32, 1)] + [(48, 3)]", "cutoffs": "100,300",
-             "words": 496, "softmax": "2018", "dropout": 0.1},
-    "tiny-train": {"arch": ARCH, "embed_dim": 16, "layers": "[(16, 4)] * 2", "cutoffs": "50,150",
-                   "words": 196, "softmax": "current", "dropout": 0.2},
-}
+SIZES = {name: {"arch": ARCH, **dict(zip(("embed_dim", "layers", "cutoffs", "words", "softmax", "dropout"), size))}
+         for name, size in [("full", (280, FULL_LAYERS, "10000,20000,200000", 267_740, "2018", 0.1)),
+                            ("ptb", (128, "[(128, 4)] * 4", "2000,6000", 9_998, "current", 0.2)),
+                            ("tiny", (16, "[(32, 4)] * 2 + [(32, 1)] + [(48, 3)]", "100,300", 496, "2018", 0.1)),
+                            ("tiny-train", (16, "[(16, 4)] * 2", "50,150", 196, "current", 0.2))]}
 PTB_OPTIMIZER = {"learning_rate": 2e-3, "clipnorm": 1.0}  # gcnn-ptb's: adam, global_clipnorm 1.0
 DEFAULTS = {"repeats": 5, "window": 512, "windows": 2, "prompt": 16, "new_tokens": 64, "batches": [1, 8],
             "train_batch": 32, "train_seq": 64, "full": "full", "train": "ptb"}
@@ -45,16 +39,15 @@ SMALL = {"repeats": 2, "window": 64, "windows": 2, "prompt": 8, "new_tokens": 16
 MATMUL_N, COPY_MIB, SEED = 4096, 1024, 0
 
 
-# ---- the cost of a token, counted from the converted model ------------------------------------------
 def cost(model):
     """What a token of the zoo's converted `model` costs, by `zoo.models.compute`'s count: `multiply_adds` up
     to the adaptive softmax's head (included), each tail cluster's (`tails`), the `cutoffs` and `embedding_dim`."""
     from zoo.models.compute import multiply_adds_per_token
 
-    tails = [int(np.prod(p.shape)) + int(np.prod(k.shape)) for p, k in zip(model.head.tail_projections,
-                                                                          model.head.tail_kernels)]
+    head = model.head
+    tails = [int(np.prod(p.shape)) + int(np.prod(k.shape)) for p, k in zip(head.tail_projections, head.tail_kernels)]
     return {"multiply_adds": multiply_adds_per_token(model)["total"] - sum(tails), "tails": tails,
-            "cutoffs": list(model.head.cutoffs), "embedding_dim": model.embedding_dim}
+            "cutoffs": list(head.cutoffs), "embedding_dim": model.embedding_dim}
 
 
 def cluster_shares(cost, targets):
@@ -70,21 +63,17 @@ def scoring_flops_per_token(cost, shares):
 
 
 def generation_bytes_per_token(cost):
-    """Bytes of float32 weights a new token reads at batch 1: every matrix (a greedy step needs every
-    id's score) and one embedding row."""
+    """Float32 weight bytes a batch-1 token reads: every matrix (greedy needs every id's score), one embedding row."""
     return 4 * (cost["multiply_adds"] + sum(cost["tails"]) + cost["embedding_dim"])
 
 
 def windows(spec, rows, length, seed):
     """`[rows, length + 1]` ids, each row `</s>` (id 2, fairseq's line start) then `length` words: ids from 4 up
     with a Zipf law over dict.txt's order, as running text's targets fall in the adaptive softmax's clusters."""
-    from zoo.tools.benchmarks.common import zipf_targets
-
     words = 4 + zipf_targets(spec["words"], rows * length, seed).reshape(rows, length).astype(np.int64)
     return np.concatenate([np.full((rows, 1), 2, np.int64), words], axis=1)
 
 
-# ---- processes -----------------------------------------------------------------------------------
 def check_torch_python(path):
     """`path` made absolute if it is an executable Python that imports torch, else a ValueError naming it."""
     if not path:
@@ -101,8 +90,7 @@ def check_torch_python(path):
 
 
 def check_fairseq_sources(path):
-    """`path` if it holds fairseq's sources as make_fairseq_goldens.py wants them, else a
-    ValueError naming what is missing."""
+    """`path` made absolute if it holds fairseq's sources as make_fairseq_goldens.py wants them, else a ValueError."""
     if not path:
         raise ValueError("zoo benchmark fairseq needs --fairseq SRC (or FAIRSEQ_SRC): a folder with "
                          "v0.12.2/fairseq/... and 2018/fairseq/modules/adaptive_softmax.py "
@@ -129,8 +117,7 @@ def measured_run(command, what):
 def workers(torch_python, src, threads):
     """`{"fairseq": fairseq_torch.py's worker, "zoo": this module's}`, both closed after."""
     with harness.Worker([torch_python, TORCH_SCRIPT, "serve", src, str(threads)], "the fairseq worker") as fairseq, \
-            harness.Worker([sys.executable, "-m", "zoo.tools.benchmarks.fairseq", "--worker", str(threads)],
-                           "the zoo worker") as zoo:
+            harness.Worker([sys.executable, "-m", __spec__.name, "--worker", str(threads)], "the zoo worker") as zoo:
         yield {"fairseq": fairseq, "zoo": zoo}
 
 
@@ -152,7 +139,6 @@ def limits(sides, suffix=""):
             f"copy{suffix}": interleaved(sides, 3, "copy", mib=COPY_MIB)}
 
 
-# ---- the zoo's worker ------------------------------------------------------------------------------
 class ZooWorker:
     """The zoo's side of every command of fairseq_torch.py's worker."""
 
@@ -190,9 +176,8 @@ class ZooWorker:
         from zoo.training.steps import step_functions
 
         self.train_model, self.iterator = zoo.load(checkpoint), None
-        optimizer = optimizers.from_config({"name": "adam", "learning_rate": learning_rate,
-                                            "global_clipnorm": clipnorm})
-        self.steps = step_functions(self.train_model, optimizer, self.tf.distribute.get_strategy())
+        adam = optimizers.from_config({"name": "adam", "learning_rate": learning_rate, "global_clipnorm": clipnorm})
+        self.steps = step_functions(self.train_model, adam, self.tf.distribute.get_strategy())
         return {"params": int(self.train_model.count_params()), "cost": cost(self.train_model)}
 
     def train(self, tokens):
@@ -213,8 +198,6 @@ class ZooWorker:
 
     def copy(self, mib, repeats=3):
         """numpy's copy of `mib` MiB, a slice per thread: bytes read + written per second (STREAM's Copy)."""
-        from concurrent.futures import ThreadPoolExecutor
-
         src = np.ones(mib * 2**18, np.float32)
         parts = np.array_split(np.empty_like(src), self.threads), np.array_split(src, self.threads)
 
@@ -229,8 +212,7 @@ class ZooWorker:
     def profile(self, logdir, what, **args):
         """The command `what` once under tf.profiler: its answer and the self-time of each TF op type."""
         answer, rows = harness.profiled(lambda: getattr(self, what)(**args), logdir)
-        answer["ops"] = harness.self_time_shares(rows, top=15)
-        return answer
+        return {**answer, "ops": harness.self_time_shares(rows, top=15)}
 
 
 def export_check(path, prompt_words=20):
@@ -248,10 +230,8 @@ def export_check(path, prompt_words=20):
             "generate_text": made["text"].numpy()[0].decode(), "generate_lengths": int(made["lengths"].numpy()[0])}
 
 
-# ---- the benchmark ---------------------------------------------------------------------------------
 def parse_args(argv):
-    p = harness.parser("fairseq", __doc__, "", f"timed repeats per figure (default {DEFAULTS['repeats']})",
-                       out=True)
+    p = harness.parser("fairseq", __doc__, "", f"timed repeats per figure (default {DEFAULTS['repeats']})", out=True)
     p.add_argument("--torch-python", help="a Python with torch and numpy, for fairseq's side (required)")
     p.add_argument("--fairseq", default=os.environ.get("FAIRSEQ_SRC"),
                    help="fairseq's sources, as make_fairseq_goldens.py gathers them (default: $FAIRSEQ_SRC)")
@@ -282,14 +262,11 @@ def main(argv):
     results = harness.header("fairseq", argv, threads=args.threads, config=cfg,
                              sizes={k: SIZES[cfg[k]] for k in ("full", "train")})
     print(f"machine: {harness.machine_summary()}", flush=True)
-    work = os.path.abspath(args.work) if args.work else tempfile.mkdtemp(prefix="zoo-fairseq-")
-    os.makedirs(work, exist_ok=True)
-    try:
+    with (contextlib.nullcontext(os.path.abspath(args.work)) if args.work else
+          tempfile.TemporaryDirectory(prefix="zoo-fairseq-", ignore_cleanup_errors=True)) as work:
+        os.makedirs(work, exist_ok=True)
         results["conversion"] = prepare(args, cfg, work, torch_python, src)
         results.update(measure(args, cfg, work, torch_python, src))
-    finally:
-        if not args.work:
-            shutil.rmtree(work, ignore_errors=True)
     results["load_average_after"] = harness.load_average_text()
     return harness.report(args, results, markdown(results))
 
@@ -332,8 +309,8 @@ def export(work):
     wall, peak_mib, log = measured_run([sys.executable, "-m", "zoo", "export", os.path.join(work, "full", "preset"),
                                         "--base", base], "zoo export")
     path = log.strip().splitlines()[-1].strip()
-    fresh_s, fresh_mib, said = measured_run([sys.executable, "-m", "zoo.tools.benchmarks.fairseq", "--export-check",
-                                             path], "loading the export in a fresh process")
+    fresh_s, fresh_mib, said = measured_run([sys.executable, "-m", __spec__.name, "--export-check", path],
+                                            "loading the export in a fresh process")
     answer = next(line for line in reversed(said.splitlines()) if line.startswith("{"))  # harness.answer's line
     fresh = {**json.loads(answer), "wall_s": fresh_s, "peak_rss_mib": fresh_mib}
     out = {"export_s": wall, "export_peak_rss_mib": peak_mib, "bytes": harness.directory_bytes(path),
@@ -381,11 +358,10 @@ def measure(args, cfg, work, torch_python, src):
 
 def train(cfg, work, sides):
     """Training steps of the `train` size on each side, 3 untimed rounds first, interleaved: the figures."""
-    folder = os.path.join(work, "train")
-    sides["fairseq"]("train_load", checkpoint=os.path.join(folder, "checkpoint.pt"), spec=SIZES[cfg["train"]],
-                     **PTB_OPTIMIZER)
+    folder, spec = os.path.join(work, "train"), SIZES[cfg["train"]]
+    sides["fairseq"]("train_load", checkpoint=os.path.join(folder, "checkpoint.pt"), spec=spec, **PTB_OPTIMIZER)
     zoo_cost = sides["zoo"]("train_load", checkpoint=os.path.join(folder, "preset"), **PTB_OPTIMIZER)["cost"]
-    tokens = windows(SIZES[cfg["train"]], cfg["train_batch"], cfg["train_seq"], SEED + 100)
+    tokens = windows(spec, cfg["train_batch"], cfg["train_seq"], SEED + 100)
     path, shares = inputs(work, "train_tokens", tokens), cluster_shares(zoo_cost, tokens[:, 1:])
     print(f"training steps at {cfg['train']}'s size, batch {cfg['train_batch']} x {cfg['train_seq']} ...", flush=True)
     warm = interleaved(sides, 3, "train", tokens=path)
@@ -411,7 +387,7 @@ def summarise(out):
     cases.append(("training step, tokens/s", t["runs"], t["flops_per_token"], gflops))
     out["table"] = []
     for what, runs, per_token, limit in cases:  # a share: the rate times its cost per token over the limit
-        f, z = rate(runs["fairseq"]), rate(runs["zoo"])
+        f, z = harness.median_rate(runs["fairseq"]), harness.median_rate(runs["zoo"])
         shares = [None if per_token is None else r * per_token / 1e9 / limit for r in (f, z)]
         out["table"].append({"what": what, "fairseq": f, "zoo": z, "ratio": z / f, "share_fairseq": shares[0],
                              "share_zoo": shares[1]})
@@ -455,15 +431,12 @@ def pyspy_summary(path, top=15):
             (("leaf", leaf), ("python", python))}
 
 
-# ---- the table -------------------------------------------------------------------------------------
 def markdown(results):
-    lines = [f"command: `{results['command']}`", f"CPU: {results['cpu']}, {results['threads']} threads per side", ""]
-    if "table" in results:
-        lines += throughput(results)
+    lines = [f"command: `{results['command']}`", f"CPU: {results['cpu']}, {results['threads']} threads per side", "",
+             *throughput(results)]
     lines += [line for name, found in (results.get("profile") or {}).items() if (line := profile_line(name, found))]
     conv = results.get("conversion", {})
-    if "convert_s" in conv.get("full", {}):
-        c = conv["full"]
+    if "convert_s" in (c := conv.get("full", {})):
         lines.append(f"conversion of the full checkpoint ({c['checkpoint'].get('bytes', 0) / 2**20:,.0f} MiB): "
                      f"{c['convert_s']:.1f} s, peak RSS {c['convert_peak_rss_mib']:,.0f} MiB; preset directory "
                      f"{c['preset_bytes'] / 2**20:,.0f} MiB")

@@ -1,8 +1,7 @@
-"""The fairseq side of `zoo benchmark fairseq`: fairseq's own `FConvDecoder` and `AdaptiveSoftmax`
-(loaded from fairseq's sources by tools/convert/make_fairseq_goldens.py) under torch, on CPU.
-
-Standalone, as harness.py says. `TORCH_PYTHON fairseq_torch.py make SRC THREADS SPEC OUT` writes a
-checkpoint; `... serve SRC THREADS` is the worker: docs/benchmarks.md#fairseq.
+"""The fairseq side of `zoo benchmark fairseq`: fairseq's own `FConvDecoder` and `AdaptiveSoftmax` (loaded from
+fairseq's sources by tools/convert/make_fairseq_goldens.py) under torch, on CPU. Standalone, as harness.py says:
+`TORCH_PYTHON fairseq_torch.py make SRC THREADS SPEC OUT` writes a checkpoint; `... serve SRC THREADS` is the
+worker (docs/benchmarks.md#fairseq).
 """
 
 import json
@@ -24,8 +23,7 @@ def words(count):
 
 
 def build(src, spec, seed=0):
-    """fairseq's fconv_lm of `spec` (one of fairseq.py's SIZES) with make_fairseq_goldens.build's random
-    weights: `(model, args)`."""
+    """`(model, args)`: fairseq's fconv_lm of `spec` (a SIZES entry), make_fairseq_goldens.build's random weights."""
     version = "2018" if spec["softmax"] == "2018" else "v0.12.2"
     fconv_lm, _ = goldens.load_fairseq(os.path.join(src, "v0.12.2"),
                                        os.path.join(src, version, "fairseq", "modules", "adaptive_softmax.py"))
@@ -135,8 +133,7 @@ class Worker:
         return {"gflops": 2 * n**3 / best / 1e9, "library": "torch.mm"}
 
     def copy(self, mib, repeats=3):
-        """GB/s of a copy of `mib` MiB of float32 (bytes read + bytes written, as STREAM's Copy), the best of
-        `repeats`."""
+        """GB/s of a copy of `mib` MiB of float32 (bytes read + written, as STREAM's Copy), the best of `repeats`."""
         src = torch.ones(mib * 2**18)
         dst = torch.empty_like(src)
         dst.copy_(src)

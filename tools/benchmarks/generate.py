@@ -20,10 +20,8 @@ build_model = functools.partial(common.build_model, weights="trained")  # with `
 
 
 def previous_generate(model, prompt_ids, max_length, temperature, top_k, seed, stop_at_eos=True):
-    """The zoo's previous `LanguageModel.generate` (zoo/models/generation.py at commit bd7b041),
-    verbatim (`self` is `model`) but for its argument checks and string prompts, left out, and
-    `stop_at_eos=False`, which does not stop at `</s>`: it then writes `max_length` new tokens, as
-    `generate(..., stop=None)` does."""
+    """The zoo's previous `LanguageModel.generate` (commit bd7b041) verbatim, less its argument checks and
+    string prompts; `stop_at_eos=False` writes `max_length` new tokens past `</s>`, as `generate(stop=None)`."""
     self = model
     ids = [int(i) for i in self.check_ids(prompt_ids).reshape(-1)]
     rng = np.random.default_rng(seed)
@@ -83,21 +81,15 @@ def case(name, model, args):
     prompts = {"b1": [stream[:args.prompt_tokens]], "bN": [stream[:i + 1] for i in range(args.batch)]}
     long = stream[:args.long_prompt]
 
-    def new(prompts, jit):
-        def run():
-            out = model.generate(prompts, max_new_tokens=n, temperature=t, top_k=k, seed=seed, stop=None,
-                                 jit_compile=jit)
-            wrote = [len(row) - len(p) for row, p in zip(out, prompts)]
-            if wrote != [n] * len(prompts):
-                raise RuntimeError(f"{name}: generate(stop=None) wrote {wrote} new tokens, not {n} per prompt.")
-            return out
-        return run
+    def previous(prompts):
+        return [previous_generate(model, p, n, t, k, seed + i, stop_at_eos=False) for i, p in enumerate(prompts)]
 
-    paths = {}
-    for group, group_prompts in prompts.items():
-        paths[f"{group}_previous"] = lambda ps=group_prompts: [
-            previous_generate(model, p, n, t, k, seed + i, stop_at_eos=False) for i, p in enumerate(ps)]
-        paths[f"{group}_new"], paths[f"{group}_xla"] = new(group_prompts, False), new(group_prompts, "auto")
+    def new(prompts, jit):
+        out = model.generate(prompts, max_new_tokens=n, temperature=t, top_k=k, seed=seed, stop=None, jit_compile=jit)
+        wrote = [len(row) - len(p) for row, p in zip(out, prompts)]
+        if wrote != [n] * len(prompts):
+            raise RuntimeError(f"{name}: generate(stop=None) wrote {wrote} new tokens, not {n} per prompt.")
+        return out
 
     @tf.function(autograph=False)
     def stepwise(ids, lengths):  # (c): the prompt fed token by token to `step` in one `tf.while_loop`
@@ -106,6 +98,9 @@ def case(name, model, args):
             scores = generation.next_token_scores(model, hidden, normalised=False)
         return tf.argmax(scores[:, 2:], axis=-1, output_type=tf.int32) + 2  # never <pad> or <s>
 
+    kinds = {"previous": previous, "new": functools.partial(new, jit=False), "xla": functools.partial(new, jit="auto")}
+    paths = {f"{group}_{kind}": functools.partial(fn, group_prompts)
+             for group, group_prompts in prompts.items() for kind, fn in kinds.items()}
     paths.update(
         first_a=lambda: model.generate([long], max_new_tokens=1, temperature=0, stop=None, jit_compile=False)[0][-1],
         first_b=lambda: previous_generate(model, long, 1, 0, None, seed, stop_at_eos=False)[-1],
@@ -132,24 +127,23 @@ def summarise(case, measured, args):
     want = previous_generate(model, prompt, n, 0, None, args.seed, stop_at_eos=False)
     got = model.generate([prompt], max_new_tokens=n, temperature=0, stop=None)[0]
     firsts = [measured[f"first_{x}"]["result"] for x in "abc"]
-    r["checks"] = {"greedy_same_ids": want == got,
+    r["checks"] = {"greedy_same_ids": want == got, "first_tokens": firsts, "first_tokens_agree": len(set(firsts)) == 1,
                    "greedy_first_difference": next((i - len(prompt) for i, (a, b) in enumerate(zip(want, got))
-                                                    if a != b), None),
-                   "first_tokens": firsts, "first_tokens_agree": len(set(firsts)) == 1}
+                                                    if a != b), None)}
     return r
 
 
 def table(report):
     args, results = report["args"], report["results"]
-    n, batch, long = args["new_tokens"], args["batch"], args["long_prompt"]
-    rows, sizes = [], {"b1": 1, "bN": batch}
+    n, batch, sizes = args["new_tokens"], args["batch"], {"b1": 1, "bN": args["batch"]}
+    rows = []
     for r in results:
         for i, path in enumerate(f"{group}_{kind}" for group in sizes for kind in LABELS):
             label = f"previous `generate`, the {batch} prompts one at a time (measured)" \
                 if path == "bN_previous" and batch > 1 else LABELS[path[3:]]
-            ratio = f"{r['vs_previous'][path]:.1f}×" if path[3:] != "previous" else "1.0×"
             rows.append([f"`{r['model']}`" if i == 0 else "", sizes[path[:2]], label, f"{r['median_s'][path]:.3f}",
-                         f"{r['tokens_per_s'][path]:,.0f}", ratio, f"{r['first_call_s'][path]:.2f}"])
+                         f"{r['tokens_per_s'][path]:,.0f}", f"{r['vs_previous'][path]:.1f}×",
+                         f"{r['first_call_s'][path]:.2f}"])
     checks = [f"- `{r['model']}`: greedy, the previous loop and `generate(stop=None)` write the same {n} ids: "
               + ("yes" if r["checks"]["greedy_same_ids"]
                  else f"NO (first difference at new token {r['checks']['greedy_first_difference']})")
@@ -164,7 +158,7 @@ def table(report):
         f"ids, batch {batch} its first 1, 2, …, {batch}; medians of {args['repeats']} repeats.", "",
         harness.markdown_table(["model", "batch:", "path", "median s:", "new tokens/s:", "× previous:",
                                 "first call s:"], rows), "",
-        f"Time to the first new token after a {long:,}-token prompt (greedy), ms:", "",
+        f"Time to the first new token after a {args['long_prompt']:,}-token prompt (greedy), ms:", "",
         harness.markdown_table(
             ["model", "(a) parallel pass ms:", "(b) Python `decode_step` loop ms:", "(c) in-graph token by token ms:",
              "b/a:", "c/a:", "b/c:"],
@@ -210,4 +204,3 @@ def main(argv):
     results = [summarise(c, {path: measured[i, path] for path in c["paths"]}, args) for i, c in enumerate(cases)]
     report.update(machine=machine, load_average_end=harness.load_average_text(), args=vars(args), results=results)
     return harness.report(args, report, table(report))
-

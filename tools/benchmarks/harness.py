@@ -29,10 +29,8 @@ def timed(fn, *args, **kwargs):
 
 
 def timed_for(min_seconds, fn, *args, **kwargs):
-    """`(seconds, calls, the last call's result)`: `fn` called back to back until `min_seconds` have
-    passed, at least once. A side's rate then is its steady state, as a busy server's: a single
-    short call, right after another process's, would time that process's threads still spinning
-    and this one's waking up."""
+    """`(seconds, calls, the last call's result)`: `fn` called back to back for `min_seconds`, at least
+    once: a side's steady state, not the wake-up of its threads after another side's."""
     start, calls = time.perf_counter(), 0
     while True:
         out, calls = fn(*args, **kwargs), calls + 1
@@ -42,8 +40,7 @@ def timed_for(min_seconds, fn, *args, **kwargs):
 
 
 def rotated(names, round_):
-    """The order of the sides in round `round_`: rotated by one a round, so that no side always runs
-    right after another (with two sides: A B, B A, A B, …)."""
+    """The sides' order in round `round_`, rotated by one a round (A B, B A, A B, …)."""
     names = list(names)
     k = round_ % len(names) if names else 0
     return names[k:] + names[:k]
@@ -128,8 +125,8 @@ def proc_kib(field, path="/proc/self/status"):
     raise RuntimeError(f"{path} has no {field}")
 
 
-def status_kib(field):
-    return proc_kib(field)  # VmRSS, VmHWM, ... of this process
+def status_kib(field):  # VmRSS, VmHWM, ... of this process
+    return proc_kib(field)
 
 
 def cpuinfo(key):
@@ -142,8 +139,7 @@ def cpuinfo(key):
         return None
 
 
-# the vector instruction sets that decide which kernels a CPU runs (two EPYCs of one model name
-# differ here: Zen 3 has AVX2 alone, Zen 4 AVX-512 with VNNI)
+# the vector instruction sets that decide which kernels a CPU runs (Zen 3 and Zen 4 EPYCs share a name)
 ISA = ("avx2", "avx512f", "avx512_vnni", "avx_vnni", "avx512_bf16", "amx_int8", "amx_bf16")
 
 
@@ -161,15 +157,11 @@ def cpu_flags(wanted):
 
 def load_average():
     """The 1-, 5- and 15-minute load averages, rounded; None where the OS has none."""
-    try:
-        return [round(x, 2) for x in os.getloadavg()]
-    except OSError:
-        return None
+    return [round(x, 2) for x in os.getloadavg()] if hasattr(os, "getloadavg") else None
 
 
 def load_average_text():
-    load = load_average()
-    return " ".join(f"{x:.2f}" for x in load) if load else "?"
+    return " ".join(f"{x:.2f}" for x in load_average() or []) or "?"
 
 
 def machine():

@@ -11,8 +11,7 @@ VOCABULARY = 10002  # the Penn Treebank presets'
 
 
 def forced_blocks(model, sizes=SIMULATED_MIB):
-    """`{size in MiB: the blocks generation.head_blocks chooses for a level-2 cache of that size}`
-    and `{"export": the export's default}`."""
+    """`{size in MiB: the blocks head_blocks chooses for a level-2 cache of that size, "export": the export's}`."""
     from zoo.models import generation
 
     out = {size: generation.head_blocks(model, cache_bytes=int(size * (1 << 20))) for size in sizes}
@@ -20,8 +19,7 @@ def forced_blocks(model, sizes=SIMULATED_MIB):
 
 
 def loop(model, blocks, new_tokens):
-    """One batch-1 served-style `generate` loop (`TopK(40, 0.8)`) with the output layer in `blocks`
-    blocks, as a function of no arguments that reads its ids."""
+    """A function running one batch-1 served `generate` loop (`TopK(40, 0.8)`), the output layer in `blocks` blocks."""
     import tensorflow as tf
 
     from zoo.models import generation, samplers
@@ -40,9 +38,7 @@ def loop(model, blocks, new_tokens):
 
 def side_by_side(calls, repeats):
     """`{name: median over the rounds of its time / the round's fastest}` (one untimed warm-up each)."""
-    for fn in calls.values():
-        fn()
-    runs = harness.interleaved({name: (lambda fn=fn: harness.timed(fn)[0]) for name, fn in calls.items()}, repeats)
+    runs = {name: run["times_s"] for name, run in harness.measure(calls, repeats).items()}
     fastest = [min(times[r] for times in runs.values()) for r in range(repeats)]
     return {name: harness.paired_ratio(times, fastest) for name, times in runs.items()}
 
@@ -60,8 +56,7 @@ def run(repeats, new_tokens):
     """The two tables' figures: `{"forced": {...}, "emulated": {...}, "l2_cache_bytes": this machine's}`."""
     from zoo.models import generation
 
-    cache = generation.l2_cache_bytes()
-    model = model_of(VOCABULARY)
+    cache, model = generation.l2_cache_bytes(), model_of(VOCABULARY)
     chosen = forced_blocks(model)
     ratios = side_by_side({b: loop(model, b, new_tokens) for b in sorted(set(chosen.values()))}, repeats)
     forced = {str(size): {"blocks": b, "x_fastest": ratios[b]} for size, b in chosen.items()}

@@ -12,7 +12,6 @@ from zoo.tools.benchmarks.common import preset_list, with_stand_in_vocabulary
 DEFAULT_PRESETS = ("gcnn-ptb", "gcnn-ptb-deep", "lstmp-ptb", "gcnn-en")
 SENTENCE = "the company said it would buy the stock of the bank for about one billion dollars in cash next year"
 REQUESTS = ("serving_default_1", "serving_default_32", "generate_1")
-INSTRUCTIONS = harness.ISA[1:]  # int8 and bfloat16
 
 CHILD = r"""
 import contextlib
@@ -42,8 +41,7 @@ graph = tf.Graph()
 with graph.as_default():
     w = rng.normal(size=(d, n)).astype(np.float32) * 0.1
     q8 = tf.constant(rng.integers(-127, 128, size=(d, n)).astype(np.int8))
-    w32 = tf.Variable(w)
-    w16 = tf.cast(tf.Variable(w), tf.bfloat16)  # cast once, before the loop
+    w32, w16 = tf.Variable(w), tf.cast(tf.Variable(w), tf.bfloat16)  # bfloat16: cast once, before the loop
 
     def int8_batch_matmul(x):
         xq = tf.cast(tf.clip_by_value(tf.round(x * 16.0), -127, 127), tf.int8)
@@ -165,7 +163,7 @@ def kernels_report(args):
         assert d >= 1 and n >= 1
     except (ValueError, AssertionError):
         raise ValueError(f"--kernels must be two positive sizes D,N (e.g. 128,10002), got {args.kernels!r}.") from None
-    times, flags = kernels(d, n), harness.cpu_flags(INSTRUCTIONS)
+    times, flags = kernels(d, n), harness.cpu_flags(harness.ISA[1:])  # the int8 and bfloat16 instructions
     rendered = kernel_table(times)
     print(f"{harness.cpu_model()} (int8/bfloat16 instructions: {flags}), load average "
           f"{harness.load_average_text()}; [1, {d}] x [{d}, {n}], median of 11 loops of 200 products:")

@@ -1,14 +1,16 @@
-"""`zoo benchmark litert`: a preset's LiteRT exports (float32 and int8) against in-process XLA
-`lm.generate` and the SavedModel's `generate` in a TensorFlow-only process, side by side: batch-1
-greedy new tokens per second, each one's share of the memory's read bandwidth, scoring throughput
-and the files' sizes.
+"""`zoo benchmark litert`: a preset's LiteRT exports (float32 and int8) against in-process XLA `lm.generate`
+and the SavedModel's `generate` in a TensorFlow-only process: batch-1 greedy new tokens per second, each
+one's share of the memory's read bandwidth, scoring throughput and the files' sizes.
 
 How it measures: docs/benchmarks.md#litert.
 """
 
+import functools
 import os
 import re
 import shutil
+import statistics
+import subprocess
 import sys
 import tempfile
 import time
@@ -29,28 +31,26 @@ class Keras:
     """The zoo's side, in its own process: the model, its exports, and XLA's `lm.generate`."""
 
     def __init__(self, threads):
-        self.tf = harness.cpu_tensorflow(threads, threads)
+        harness.cpu_tensorflow(threads, threads)
 
     def load(self, preset, random, small, work):
+        import keras
+
         import zoo
         from zoo.export import export_litert, export_saved_model
         from zoo.models.compute import multiply_adds_per_token
         from zoo.tools.benchmarks.common import with_stand_in_vocabulary
 
         if small:
-            import keras
-
             keras.utils.set_random_seed(0)
-            self.model = with_stand_in_vocabulary(zoo.load(preset, vocabulary_size=50, **SMALL_CONFIG))
-        else:
-            self.model = with_stand_in_vocabulary(zoo.load(preset, weights=None if random else "trained"))
-        paths = {"litert-int8": export_litert(self.model, os.path.join(work, "litert-int8"), quantize="int8"),
-                 "litert-float32": export_litert(self.model, os.path.join(work, "litert-float32")),
-                 "saved-model": export_saved_model(self.model, work, "saved-model")}
-        self.prompt = self.model.tokenizer.encode(PROMPT, add_eos=False)
-        return {"paths": paths, "prompt": self.prompt, "parameters": int(self.model.count_params()),
-                "vocabulary_size": int(self.model.vocabulary_size),
-                "weights_read": multiply_adds_per_token(self.model)["total"],
+        config = {"vocabulary_size": 50, **SMALL_CONFIG} if small else {"weights": None if random else "trained"}
+        model = self.model = with_stand_in_vocabulary(zoo.load(preset, **config))
+        paths = {"litert-int8": export_litert(model, os.path.join(work, "litert-int8"), quantize="int8"),
+                 "litert-float32": export_litert(model, os.path.join(work, "litert-float32")),
+                 "saved-model": export_saved_model(model, work, "saved-model")}
+        self.prompt = model.tokenizer.encode(PROMPT, add_eos=False)
+        return {"paths": paths, "prompt": self.prompt, "parameters": int(model.count_params()),
+                "vocabulary_size": int(model.vocabulary_size), "weights_read": multiply_adds_per_token(model)["total"],
                 "bytes": {side: harness.directory_bytes(path) if side == "saved-model" else
                           os.path.getsize(os.path.join(path, "model.tflite")) for side, path in paths.items()}}
 
@@ -67,43 +67,39 @@ class Keras:
         return {"s": seconds, "tokens": calls * scores.size, "sum": float(scores.sum())}
 
 
-def sides(args, work, preset, small):
-    """Starts the three processes, makes the exports: `(workers, what the zoo's side said)`."""
-    keras = harness.Worker([sys.executable, "-m", "zoo.tools.benchmarks.litert", "--worker", str(args.threads)],
-                           "the zoo's worker")
-    info = keras("load", preset=preset, random=args.random or preset in args.paper_size, small=small, work=work)
-    lite = harness.Worker([sys.executable, WORKER, "litert", str(args.threads)], "the LiteRT worker")
-    info["ops"] = {side: lite("load", name=side, path=info["paths"][side])["ops"] for side in SIDES[:2]}
-    saved = harness.Worker([sys.executable, WORKER, "saved-model", str(args.threads)], "the SavedModel worker")
-    info["saved_model_load_s"] = saved("load", path=info["paths"]["saved-model"])["load_s"]
-    return {"keras": keras, "lite": lite, "saved": saved}, info
-
-
 def measure(args, preset, small):
-    work = tempfile.mkdtemp(prefix="zoo-litert-")
-    workers = {}
+    """Starts each side's process (the zoo's makes the exports), then times every side."""
+    work, workers = tempfile.mkdtemp(prefix="zoo-litert-"), []
+
+    def start(what, *command):
+        workers.append(harness.Worker([sys.executable, *command, str(args.threads)], what))
+        return workers[-1]
+
     try:
-        workers, info = sides(args, work, preset, small)
-        lite, n, t = workers["lite"], args.new_tokens, args.min_seconds
-        generate = {side: (lambda side=side: lite("generate", name=side, prompt=info["prompt"], new_tokens=n,
-                                                  min_seconds=t)) for side in SIDES[:2]}
-        generate["xla"] = lambda: workers["keras"]("generate", new_tokens=n, min_seconds=t)
-        generate["saved-model"] = lambda: workers["saved"]("generate", text=PROMPT, new_tokens=n, min_seconds=t)
+        keras = start("the zoo's worker", "-m", "zoo.tools.benchmarks.litert", "--worker")
+        info = keras("load", preset=preset, random=args.random or preset in args.paper_size, small=small, work=work)
+        lite = start("the LiteRT worker", WORKER, "litert")
+        info["ops"] = {side: lite("load", name=side, path=info["paths"][side])["ops"] for side in SIDES[:2]}
+        saved = start("the SavedModel worker", WORKER, "saved-model")
+        info["saved_model_load_s"] = saved("load", path=info["paths"]["saved-model"])["load_s"]
+        call, n, t = functools.partial, args.new_tokens, args.min_seconds
+        generate = {**{side: call(lite, "generate", name=side, prompt=info["prompt"], new_tokens=n, min_seconds=t)
+                       for side in SIDES[:2]}, "xla": call(keras, "generate", new_tokens=n, min_seconds=t),
+                    "saved-model": call(saved, "generate", text=PROMPT, new_tokens=n, min_seconds=t)}
         window = (4 + np.random.default_rng(0).integers(0, info["vocabulary_size"] - 4, args.window)).tolist()
-        score = {side: (lambda side=side: lite("score", name=side, ids=window, min_seconds=t)) for side in SIDES[:2]}
-        score["xla"] = lambda: workers["keras"]("score", ids=window, min_seconds=t)
+        score = {**{side: call(lite, "score", name=side, ids=window, min_seconds=t) for side in SIDES[:2]},
+                 "xla": call(keras, "score", ids=window, min_seconds=t)}
         bandwidth = [lite("read_bandwidth", mib=args.buffer_mib)]
-        for calls in (generate, score):
-            for call in calls.values():
-                call()  # the warm-up: XLA's compilation, the first calls' allocations
-        runs = {name: harness.interleaved(calls, args.repeats) for name, calls in (("generate", generate),
-                                                                                   ("score", score))}
+        for fn in [*generate.values(), *score.values()]:
+            fn()  # the warm-up: XLA's compilation, the first calls' allocations
+        runs = {"generate": harness.interleaved(generate, args.repeats),
+                "score": harness.interleaved(score, args.repeats)}
         bandwidth.append(lite("read_bandwidth", mib=args.buffer_mib))
         if args.profile:
             info["profile"] = profile(lite, info["prompt"], n, work)
         return summarise(info, runs, bandwidth)
     finally:
-        for worker in workers.values():
+        for worker in workers:
             worker.close()
         shutil.rmtree(work, ignore_errors=True)
 
@@ -111,14 +107,12 @@ def measure(args, preset, small):
 def summarise(info, runs, bandwidth):
     """Each side's median rate, its ratio to XLA's (the median of each round's ratio), and its share
     of the read bandwidth (the better of the measurements before and after)."""
-    read_gbs = max(b["gbs"] for b in bandwidth)
-    gen, xla = runs["generate"], [a["tokens"] / a["s"] for a in runs["generate"]["xla"]]
-    rows = {}
+    read_gbs, gen, rows = max(b["gbs"] for b in bandwidth), runs["generate"], {}
+    rates = {side: [a["tokens"] / a["s"] for a in answers] for side, answers in gen.items()}
     for side in SIDES:
-        rates = [a["tokens"] / a["s"] for a in gen[side]]
-        rate, read = np.median(rates), info["weights_read"] * BYTES_PER_WEIGHT[side]
-        rows[side] = {"tokens_s": float(rate), "vs_xla": float(np.median(np.divide(rates, xla))),
-                      "bytes_per_token": read, "bandwidth_share": float(rate * read / 1e9 / read_gbs),
+        rate, read = statistics.median(rates[side]), info["weights_read"] * BYTES_PER_WEIGHT[side]
+        rows[side] = {"tokens_s": rate, "vs_xla": harness.paired_ratio(rates[side], rates["xla"]),
+                      "bytes_per_token": read, "bandwidth_share": rate * read / 1e9 / read_gbs,
                       "bytes": info["bytes"].get(side)}
         if side in runs["score"]:
             rows[side]["score_tokens_s"] = harness.median_rate(runs["score"][side])
@@ -132,10 +126,8 @@ def summarise(info, runs, bandwidth):
 def profile(lite, prompt, new_tokens, work, seconds=3.0):
     """`perf record` on the LiteRT worker while it makes int8 tokens, `new_tokens` a call, for
     `seconds`: the functions with the most samples (the kernels), as `[(symbol, share)]`."""
-    import subprocess
-
     data = os.path.join(work, "perf.data")
-    perf = subprocess.Popen(["perf", "record", "-F", "499", "-o", data, "-p", str(lite("pid")["pid"])],
+    perf = subprocess.Popen(["perf", "record", "-F", "499", "-o", data, "-p", str(lite.ready["pid"])],
                             stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     try:
         started = time.monotonic()  # perf writes its file's header once it records: wait for it
@@ -174,9 +166,8 @@ def table(results):
                          f"{row['bytes_per_token'] / 1e6:,.1f}", f"{row['bandwidth_share']:.0%}",
                          harness.fmt(row.get("score_tokens_s"), ",.0f"),
                          harness.fmt(row["bytes"] and row["bytes"] / 2**20, ",.1f")])
-        sizes = r["rows"]
         notes.append(f"{preset}: {r['parameters']:,} parameters; read bandwidth {r['read_gbs']:.1f} GB/s; int8 file "
-                     f"{sizes['litert-int8']['bytes'] / sizes['litert-float32']['bytes']:.1%} of float32's; LiteRT "
+                     f"{r['bytes']['litert-int8'] / r['bytes']['litert-float32']:.1%} of float32's; LiteRT "
                      f"float32's greedy ids equal to XLA's: {harness.fmt(r['greedy_equal_float32_xla'], '.0%')}, its "
                      f"window's log-probability {r['score_difference_float32_xla']:.1e} from XLA's; ops (int8): "
                      f"{r['ops']['litert-int8']}")

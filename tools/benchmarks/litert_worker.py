@@ -1,11 +1,10 @@
-"""The TensorFlow-free sides of `zoo benchmark litert`, each a harness worker (docs/benchmarks.md#litert).
-
-`python litert_worker.py litert THREADS` runs LiteRT exports with `zoo_litert` (no TensorFlow);
-`python litert_worker.py saved-model THREADS` calls a SavedModel's `generate` with TensorFlow alone
-(no zoo), as a model server would. Standalone, as harness.py says.
+"""The zoo-free sides of `zoo benchmark litert`, harness workers: `python litert_worker.py litert THREADS`
+runs LiteRT exports with `zoo_litert` (no TensorFlow); `... saved-model THREADS` a SavedModel's `generate`
+with TensorFlow alone, as a model server would (docs/benchmarks.md#litert).
 """
 
 import collections
+import contextlib
 import os
 import sys
 from concurrent.futures import ThreadPoolExecutor
@@ -50,22 +49,16 @@ class LiteRT:
             times = sorted(timed(lambda: list(pool.map(np.sum, parts)))[0] for _ in range(repeats))
         return {"gbs": data.nbytes / times[len(times) // 2] / 1e9, "mib": mib, "threads": self.threads}
 
-    def pid(self):
-        return {"pid": os.getpid()}
-
 
 class SavedModel:
     """A SavedModel's `generate` signature in a process with TensorFlow alone, greedy, batch 1."""
 
     def __init__(self, threads):
-        os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
-        import tensorflow as tf
+        import tensorflow as tf  # its logs quiet: harness.child_env
 
         tf.config.threading.set_intra_op_parallelism_threads(threads)
-        try:
+        with contextlib.suppress(ImportError):
             import tensorflow_text  # noqa: F401 - a subword export's tokenizer ops
-        except ImportError:
-            pass
         self.tf, self.loaded = tf, None
 
     def load(self, path):

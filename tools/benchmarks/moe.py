@@ -13,12 +13,13 @@ FULL = {"tokens": 8192, "input_dim": 512, "hidden": 1024, "k": 4, "group_size": 
 SMALL = {"tokens": 512, "input_dim": 64, "hidden": 128, "k": 4, "group_size": 128}
 HELP = {"tokens": "tokens per step", "input_dim": "input (= output) width", "hidden": "each expert's hidden width",
         "k": "experts per token", "group_size": "MoeLayer tokens per routing group"}
-DEFAULT_EXPERTS = (4, 32, 256)
 MODELS = ("ours", "dense", "official")
 LABELS = {"ours": "ours SparseMoE", "dense": "dense reference", "official": "tf-models MoeLayer"}
 SEED = 0
-MEMORY_FULL = {"experts": 256, "k": 4, "input_dim": 512, "hidden": 1024}  # optimizer-memory's sizes
-MEMORY_SMALL = {"experts": 16, "k": 4, "input_dim": 64, "hidden": 128}
+# optimizer-memory's sizes, k = 4 (at most the experts)
+MEMORY_FULL = {"experts": 256, "input_dim": 512, "hidden": 1024}
+MEMORY_SMALL = {"experts": 16, "input_dim": 64, "hidden": 128}
+MEMORY_HELP = {"experts": "number of experts", "input_dim": "input width", "hidden": "hidden width"}
 OPTIMIZER_LABELS = {"factorized_adam": "ours FactorizedAdam", "adam": "keras Adam", "adafactor": "keras Adafactor"}
 OPTIMIZERS = tuple(OPTIMIZER_LABELS)
 
@@ -62,8 +63,7 @@ def dense_reference(layer, x, training=False, noise=None):
     flat = ops.cast(ops.reshape(x, (-1, layer.input_dim)), layer.compute_dtype)
     routing = layer.route(flat, training, noise)
     n, experts = ops.shape(flat)[0], layer.num_experts
-    # The [tokens, E] gate matrix, zero outside each token's k experts.
-    index = routing["token_ids"] * experts + routing["expert_ids"]
+    index = routing["token_ids"] * experts + routing["expert_ids"]  # the [tokens, E] gates, 0 off a token's k
     gates = tf.math.unsorted_segment_sum(routing["gates"], index, n * experts)
     gates = ops.cast(ops.reshape(gates, (-1, experts)), layer.compute_dtype)
     mixed = ops.einsum("ne,neo->no", gates, all_experts(layer, flat))
@@ -86,11 +86,6 @@ def forward_gflop(model, tokens, input_dim, hidden, experts, k, group_size):
     return 2 * (experts_macs + gate_macs + dispatch_macs) / 1e9
 
 
-def _gflop(model, sizes, experts):
-    return forward_gflop(model, sizes["tokens"], sizes["input_dim"], sizes["hidden"], experts, sizes["k"],
-                         sizes["group_size"])
-
-
 def estimate_step_s(measured, experts, cost):
     """Step time at `experts` from {E: median s} measured at smaller E: the median at the largest
     such E scaled by the ratio of `cost(E)` (the modelled FLOPs); None when nothing was measured."""
@@ -103,7 +98,7 @@ def skip_reason(model, experts, measured, sizes, max_step_s, available_bytes=Non
     "fwd_gflop": …}; `measured` holds the model's own medians {E: s} so far."""
     if model == "ours":
         return None
-    estimate = estimate_step_s(measured, experts, lambda e: _gflop(model, sizes, e))
+    estimate = estimate_step_s(measured, experts, lambda e: forward_gflop(model, experts=e, **sizes))
     # the dense reference's [tokens, E, ·] tensors: hidden and outputs, the ReLU's input, their gradients
     need = 4 * sizes["tokens"] * experts * (sizes["hidden"] + sizes["input_dim"]) * 3
     reason = None
@@ -114,7 +109,8 @@ def skip_reason(model, experts, measured, sizes, max_step_s, available_bytes=Non
                   + (f"; est. {estimate:.0f} s/step" if estimate is not None else ""))
     elif model == "official" and round(sizes["k"] * sizes["group_size"] / experts) < 1:
         reason = f"capacity round(k·group/E) = 0 (group {sizes['group_size']}, E {experts})"
-    return {"skipped": reason, "estimate_s": estimate, "fwd_gflop": _gflop(model, sizes, experts)} if reason else None
+    return reason and {"skipped": reason, "estimate_s": estimate,
+                       "fwd_gflop": forward_gflop(model, experts=experts, **sizes)}
 
 
 # ---- the steps ----------------------------------------------------------------------------------
@@ -167,11 +163,13 @@ def _make_models(models, experts, sizes, seed):
     return built
 
 
-def check_sizes(sizes, experts_list):
-    for key in FULL:
-        if sizes[key] < 1:
-            raise ValueError(f"--{key.replace('_', '-')} must be >= 1, got {sizes[key]}.")
-    if sizes["tokens"] % sizes["group_size"]:
+def check_sizes(sizes, experts_list=(), repeats=1):
+    """A ValueError in one sentence for a size or `repeats` below 1, a MoeLayer group (where `sizes` has one)
+    that does not divide the tokens, or fewer experts than k."""
+    for key, value in {**sizes, "repeats": repeats}.items():
+        if value < 1:
+            raise ValueError(f"--{key.replace('_', '-')} must be >= 1, got {value}.")
+    if "group_size" in sizes and sizes["tokens"] % sizes["group_size"]:
         raise ValueError(f"--group-size {sizes['group_size']} must divide --tokens {sizes['tokens']} "
                          "(MoeLayer routes within groups of that many tokens).")
     for experts in experts_list:
@@ -182,77 +180,65 @@ def check_sizes(sizes, experts_list):
 def run_benchmark(sizes, experts_list, models=MODELS, repeats=3, max_step_s=120.0, seed=SEED, log=print):
     """Times every (E, model) configuration; returns {"configs": {E: {model: result}}, ...}, a result
     {"median_s", "min_s", "times_s", "warmup_s", "loss", "params", "fwd_gflop"} or {"skipped": reason, …}."""
-    check_sizes(sizes, experts_list)
-    if repeats < 1:
-        raise ValueError(f"--repeats must be >= 1, got {repeats}.")
+    check_sizes(sizes, experts_list, repeats)
     medians, configs = {m: {} for m in models}, {}
     for experts in sorted(experts_list):
         try:
             available = harness.proc_kib("MemAvailable", "/proc/meminfo") * 1024
         except (OSError, RuntimeError):
             available = None
-        results = {m: skip_reason(m, experts, medians[m], sizes, max_step_s, available) for m in models}
+        results = configs[experts] = {m: skip_reason(m, experts, medians[m], sizes, max_step_s, available)
+                                      for m in models}
         running = [m for m in models if results[m] is None]
         log(f"E = {experts}: building {', '.join(LABELS[m] for m in running) or 'nothing'}"
             + "".join(f"; {LABELS[m]} skipped ({r['skipped']})" for m, r in results.items() if r), flush=True)
         built = _make_models(running, experts, sizes, seed)
         # float(loss): on the CPU the step has finished once its outputs exist; the warm-up traces it
-        measured = harness.measure({m: (lambda s=built[m][0], x=built[m][1]: float(s(x)[0])) for m in running}, repeats)
-        for model in running:
-            r = measured[model]
+        steps = {m: (lambda s=step, x=x: float(s(x)[0])) for m, (step, x, _) in built.items()}
+        for model, r in harness.measure(steps, repeats).items():
             results[model] = {"params": built[model][2], **harness.summary(r["times_s"], r["warmup_s"]),
-                              "loss": r["result"], "fwd_gflop": _gflop(model, sizes, experts)}
+                              "loss": r["result"], "fwd_gflop": forward_gflop(model, experts=experts, **sizes)}
             medians[model][experts] = r["median_s"]
             log(f"  {LABELS[model]}: median {r['median_s']:.3f} s over {repeats} steps", flush=True)
         del built
         gc.collect()  # frees this E's weights before the next, larger one
-        configs[experts] = results
     ours, lo, hi = medians.get("ours", {}), min(experts_list), max(experts_list)
     ratio = ours[hi] / ours[lo] if lo in ours and hi in ours and hi != lo else None
     return {"configs": configs, "ours_ratio": ratio, "ratio_experts": (lo, hi)}
 
 
 # ---- command line ---------------------------------------------------------------------------------
-def table(report):
-    rows = []
-    for experts, results in report["configs"].items():
-        ours = results.get("ours", {}).get("median_s")
-        for i, (model, r) in enumerate(results.items()):
-            rows.append([experts if i == 0 else "", LABELS[model]] + (
-                ["", f"{r['fwd_gflop']:.2f}", f"skipped ({r['skipped']})"] if "skipped" in r else
-                [f"{r['params']:,d}", f"{r['fwd_gflop']:.2f}", f"{r['median_s']:.3f}", f"{r['min_s']:.3f}",
-                 len(r["times_s"]), f"{r['median_s'] / ours:.2f}x" if ours else "-"]))
-    return harness.text_table([("experts", 7), ("model", -20), ("params", 12), ("fwd GFLOP", 9), ("median s", 9),
-                               ("min s", 8), ("steps", 5), ("vs ours", 8)], rows)
-
-
-def parse(argv):
-    """The flags, the sizes they give, the numbers of experts and the models."""
-    p = harness.parser("moe", __doc__, 3, "timed steps after 1 warm-up step (default 3)")
-    p.add_argument("--experts", default="4,32,256", help="numbers of experts, comma-separated (default 4,32,256)")
-    for key in FULL:
+def parse_sized(p, argv, full, small, helps=None):
+    """The arguments `argv` parsed by `p` given an int flag for each size of `full` (`-k` for k; `helps` says
+    what it is), `--small` (the sizes of `small`), `--threads` and `--seed`; `(args, sizes)`."""
+    for key in full:
         p.add_argument({"k": "-k"}.get(key, f"--{key.replace('_', '-')}"), dest=key, type=int,
-                       help=f"{HELP[key]} (default {FULL[key]}; --small {SMALL[key]})")
+                       help=(f"{helps[key]} " if helps else "") + f"(default {full[key]}; --small {small[key]})")
     p.add_argument("--small", action="store_true", help="smoke test sizes (explicit size flags still win)")
-    p.add_argument("--max-step-s", type=float, default=120.0,
-                   help="skip a dense/MoeLayer configuration whose estimated step time exceeds this (default 120)")
-    p.add_argument("--models", default=",".join(MODELS), help="subset of ours,dense,official")
     p.add_argument("--threads", type=int, default=0, help="TF intra-op threads (default 0: TensorFlow's choice)")
     p.add_argument("--seed", type=int, default=SEED)
     args = p.parse_args(argv)
-    sizes = {key: (SMALL if args.small else FULL)[key] if getattr(args, key) is None else getattr(args, key)
-             for key in FULL}
-    sizes["group_size"] = min(sizes["group_size"], sizes["tokens"])
-    experts_list = [int(e) for e in args.experts.split(",") if e.strip()]
-    models = tuple(m.strip() for m in args.models.split(",") if m.strip())
-    if set(models) - set(MODELS):
-        raise ValueError(f"unknown models {[m for m in models if m not in MODELS]}; choose from {', '.join(MODELS)}.")
-    check_sizes(sizes, experts_list)
-    return args, sizes, experts_list, models
+    return args, {key: (small if args.small else full)[key] if getattr(args, key) is None else getattr(args, key)
+                  for key in full}
+
+
+def listed(text, kind=str):
+    """The items of a comma-separated flag value, each `kind(item)`; empty items left out."""
+    return [kind(x.strip()) for x in text.split(",") if x.strip()]
 
 
 def main(argv):
-    args, sizes, experts_list, models = parse(argv)
+    p = harness.parser("moe", __doc__, 3, "timed steps after 1 warm-up step (default 3)")
+    p.add_argument("--experts", default="4,32,256", help="numbers of experts, comma-separated (default 4,32,256)")
+    p.add_argument("--max-step-s", type=float, default=120.0,
+                   help="skip a dense/MoeLayer configuration whose estimated step time exceeds this (default 120)")
+    p.add_argument("--models", default=",".join(MODELS), help="subset of ours,dense,official")
+    args, sizes = parse_sized(p, argv, FULL, SMALL, HELP)
+    sizes["group_size"] = min(sizes["group_size"], sizes["tokens"])
+    experts_list, models = listed(args.experts, int), tuple(listed(args.models))
+    if set(models) - set(MODELS):
+        raise ValueError(f"unknown models {[m for m in models if m not in MODELS]}; choose from {', '.join(MODELS)}.")
+    check_sizes(sizes, experts_list, args.repeats)
     out = harness.header("moe", argv, sizes=sizes, experts=experts_list, repeats=args.repeats,
                          max_step_s=args.max_step_s, seed=args.seed)
     tf = harness.cpu_tensorflow(args.threads)
@@ -263,23 +249,24 @@ def main(argv):
           f"{tf.config.threading.get_intra_op_parallelism_threads() or 'default'}; {harness.versions()}; device CPU",
           flush=True)
     report = run_benchmark(sizes, experts_list, models, args.repeats, args.max_step_s, args.seed)
+    rows = []
+    for experts, results in report["configs"].items():
+        ours = results.get("ours", {}).get("median_s")
+        rows += [[experts if i == 0 else "", LABELS[model], *(
+            ["", f"{r['fwd_gflop']:.2f}", f"skipped ({r['skipped']})"] if "skipped" in r else
+            [f"{r['params']:,d}", f"{r['fwd_gflop']:.2f}", f"{r['median_s']:.3f}", f"{r['min_s']:.3f}",
+             len(r["times_s"]), f"{r['median_s'] / ours:.2f}x" if ours else "-"])]
+                 for i, (model, r) in enumerate(results.items())]
     (lo, hi), ratio = report["ratio_experts"], report["ours_ratio"]
-    text = "\n" + table(report) + "\n" + (f"ours t({hi})/t({lo}) = {ratio:.2f} (target <= 1.5)\n" if ratio else "")
-    text += "What each column means: docs/benchmarks.md#moe"
+    table = harness.text_table([("experts", 7), ("model", -20), ("params", 12), ("fwd GFLOP", 9), ("median s", 9),
+                                ("min s", 8), ("steps", 5), ("vs ours", 8)], rows)
+    text = f"\n{table}\n" + (f"ours t({hi})/t({lo}) = {ratio:.2f} (target <= 1.5)\n" if ratio else "")
     return harness.report(args, {**out, "configs": {str(e): r for e, r in report["configs"].items()},
-                                 "ours_ratio": ratio, "ratio_experts": [lo, hi]}, text)
+                                 "ours_ratio": ratio, "ratio_experts": [lo, hi]},
+                          text + "What each column means: docs/benchmarks.md#moe")
 
 
 # ---- optimizer-memory: the optimiser state of the experts -------------------------------------------
-def state_bytes(optimizer):
-    """Bytes of `optimizer`'s variables but its iteration counter and learning-rate variable, and
-    how many there are."""
-    from zoo.models.compute import optimizer_state, variable_bytes
-
-    _, state = optimizer_state(optimizer, [])
-    return sum(map(variable_bytes, state)), len(state)
-
-
 def make_optimizer(name):
     import keras
 
@@ -299,34 +286,33 @@ def expert_variables(sizes, biases=False, seed=SEED):
 
 
 def memory_benchmark(sizes, optimizers=OPTIMIZERS, repeats=5, biases=False, seed=SEED, log=print):
-    """Builds every optimiser on the same expert variables, counts its state and times its step.
-    Returns {"variables": [(path, shape)], "params": n, "param_bytes": b, "results": {name: {...}}}."""
+    """Builds every optimiser on the same expert variables, counts its state (its variables but the iteration
+    counter and learning rate) and times its step. Returns {"variables": [(path, shape)], "params": n,
+    "param_bytes": b, "results": {name: {...}}}."""
     import tensorflow as tf
 
     from zoo.factorized_adam import optimizer_state_bytes
-    from zoo.models.compute import variable_bytes
+    from zoo.models.compute import optimizer_state, variable_bytes
 
-    if repeats < 1:
-        raise ValueError(f"--repeats must be >= 1, got {repeats}.")
+    check_sizes(sizes, repeats=repeats)
     layer, variables = expert_variables(sizes, biases, seed)
-    rng = np.random.default_rng(seed)
-    # Fixed gradients, small enough that a few steps leave the weights sensible.
+    rng = np.random.default_rng(seed)  # fixed gradients, small enough that a few steps leave the weights sensible
     gradients = [tf.constant(1e-3 * rng.standard_normal(tuple(v.shape), dtype=np.float32)) for v in variables]
     results, steps = {}, {}
     for name in optimizers:
         optimizer = make_optimizer(name)
         optimizer.build(variables)
-        total, count = state_bytes(optimizer)
-        results[name] = {"state_bytes": total, "state_variables": count}
+        state = optimizer_state(optimizer, [])[1]
+        r = results[name] = {"state_bytes": sum(map(variable_bytes, state)), "state_variables": len(state)}
         if name == "factorized_adam":
-            results[name].update(helper_state_bytes=optimizer_state_bytes(optimizer),
-                                 factored=[bool(optimizer.uses_factored_state(v)) for v in variables])
+            r.update(helper_state_bytes=optimizer_state_bytes(optimizer),
+                     factored=[bool(optimizer.uses_factored_state(v)) for v in variables])
         update = tf.function(lambda grads, o=optimizer: o.apply_gradients(zip(grads, variables)))  # its iterations
         steps[name] = lambda update=update: int(update(gradients))  # int(): waits for it; the warm-up traces it
-        log(f"  {OPTIMIZER_LABELS[name]}: built, {total / 2**20:,.2f} MiB of state in {count} variables", flush=True)
-    measured = harness.measure(steps, repeats)
-    for name, r in results.items():
-        r.update(harness.summary(measured[name]["times_s"], measured[name]["warmup_s"]))
+        log(f"  {OPTIMIZER_LABELS[name]}: built, {r['state_bytes'] / 2**20:,.2f} MiB of state in {len(state)} "
+            "variables", flush=True)
+    for name, m in harness.measure(steps, repeats).items():
+        results[name].update(harness.summary(m["times_s"], m["warmup_s"]))
     adam = results.get("adam")
     for r in results.values():
         r["bytes_vs_adam"] = r["state_bytes"] / adam["state_bytes"] if adam else None
@@ -336,42 +322,18 @@ def memory_benchmark(sizes, optimizers=OPTIMIZERS, repeats=5, biases=False, seed
             "param_bytes": sum(map(variable_bytes, variables)), "results": results}
 
 
-def memory_table(report):
-    return harness.text_table(
-        [("optimizer", -20), ("state vars", 10), ("state bytes", 15), ("MiB", 10), ("bytes/param", 11), ("vs Adam", 8),
-         ("median s", 9), ("min s", 8), ("steps", 5), ("time vs Adam", 12)],
-        [[OPTIMIZER_LABELS[name], r["state_variables"], f"{r['state_bytes']:,d}", f"{r['state_bytes'] / 2**20:,.2f}",
-          f"{r['state_bytes'] / report['params']:.4f}", harness.fmt(r["bytes_vs_adam"], ".3%"), f"{r['median_s']:.4f}",
-          f"{r['min_s']:.4f}", len(r["times_s"]), harness.fmt(r["time_vs_adam"], ".2f") + "x"]
-         for name, r in report["results"].items()])
-
-
-def memory_parse(argv):
-    """optimizer-memory's flags, the sizes they give and the optimisers."""
-    p = harness.parser("optimizer-memory", optimizer_memory.__doc__, 5,
-                       "timed steps after 1 warm-up step (default 5)")
-    for flag, what in (("experts", "number of experts"), ("input-dim", "input width"), ("hidden", "hidden width")):
-        p.add_argument(f"--{flag}", type=int, help=f"{what} (default {MEMORY_FULL[flag.replace('-', '_')]})")
-    p.add_argument("--small", action="store_true", help="smoke test: 16 experts, input 64, hidden 128")
+def optimizer_memory(argv):
+    """`zoo benchmark optimizer-memory`: optimiser state and step time for a large layer's experts."""
+    p = harness.parser("optimizer-memory", optimizer_memory.__doc__, 5, "timed steps after 1 warm-up step (default 5)")
     p.add_argument("--biases", action="store_true", help="also the expert biases [E, hidden] and [E, output]")
     p.add_argument("--optimizers", default=",".join(OPTIMIZERS), help="subset of " + ",".join(OPTIMIZERS))
-    p.add_argument("--threads", type=int, default=0, help="TF intra-op threads (default 0: TensorFlow's choice)")
-    p.add_argument("--seed", type=int, default=SEED)
-    args = p.parse_args(argv)
-    harness.at_least_one(args, "experts", "input_dim", "hidden")
-    sizes = dict(MEMORY_SMALL if args.small else MEMORY_FULL)
-    sizes.update({key: getattr(args, key) for key in ("experts", "input_dim", "hidden") if getattr(args, key)})
-    sizes["k"] = min(sizes["k"], sizes["experts"])
-    optimizers = tuple(o.strip() for o in args.optimizers.split(",") if o.strip())
+    args, sizes = parse_sized(p, argv, MEMORY_FULL, MEMORY_SMALL, MEMORY_HELP)
+    harness.at_least_one(args, *MEMORY_FULL)
+    sizes = {"experts": sizes["experts"], "k": min(4, sizes["experts"]), **sizes}
+    optimizers = tuple(listed(args.optimizers))
     for name in optimizers:
         if name not in OPTIMIZERS:
             raise ValueError(f"unknown optimizer {name!r}; choose from {', '.join(OPTIMIZERS)}.")
-    return args, sizes, optimizers
-
-
-def optimizer_memory(argv):
-    """`zoo benchmark optimizer-memory`: optimiser state and step time for a large layer's experts."""
-    args, sizes, optimizers = memory_parse(argv)
     out = harness.header("optimizer-memory", argv, sizes=sizes, biases=args.biases, repeats=args.repeats,
                          seed=args.seed)
     harness.cpu_tensorflow(args.threads)
@@ -381,7 +343,14 @@ def optimizer_memory(argv):
     print(f"machine: {harness.machine_summary()}; {harness.versions()}; device CPU", flush=True)
     report = memory_benchmark(sizes, optimizers, args.repeats, args.biases, args.seed)
     lines = ["", "variables: " + ", ".join(f"{path} {shape}" for path, shape in report["variables"])
-             + f" = {report['params']:,} parameters, {report['param_bytes'] / 2**20:,.1f} MiB", memory_table(report)]
+             + f" = {report['params']:,} parameters, {report['param_bytes'] / 2**20:,.1f} MiB", harness.text_table(
+                 [("optimizer", -20), ("state vars", 10), ("state bytes", 15), ("MiB", 10), ("bytes/param", 11),
+                  ("vs Adam", 8), ("median s", 9), ("min s", 8), ("steps", 5), ("time vs Adam", 12)],
+                 [[OPTIMIZER_LABELS[name], r["state_variables"], f"{r['state_bytes']:,d}",
+                   f"{r['state_bytes'] / 2**20:,.2f}", f"{r['state_bytes'] / report['params']:.4f}",
+                   harness.fmt(r["bytes_vs_adam"], ".3%"), f"{r['median_s']:.4f}", f"{r['min_s']:.4f}",
+                   len(r["times_s"]), harness.fmt(r["time_vs_adam"], ".2f") + "x"]
+                  for name, r in report["results"].items()])]
     ours, adam = report["results"].get("factorized_adam"), report["results"].get("adam")
     if ours:
         agree = "agrees" if ours["helper_state_bytes"] == ours["state_bytes"] else "DISAGREES"
@@ -392,4 +361,3 @@ def optimizer_memory(argv):
         lines.append(f"ours/Adam: state {ours['bytes_vs_adam']:.3%} (target <= 1%), step time "
                      f"{ours['time_vs_adam']:.2f}x (target <= 1.2x)")
     return harness.report(args, {**out, **report}, "\n".join(lines))
-

@@ -5,15 +5,12 @@ How it measures: docs/benchmarks.md#moe-parallel.
 
 import json
 import math
-import sys
 
-from zoo.tools.benchmarks import harness
+from zoo.tools.benchmarks import harness, moe
 from zoo.tools.benchmarks.harness import fmt
 
 FULL = {"experts": 32, "k": 4, "hidden": 256, "width": 128, "vocabulary": 2000, "batch": 64, "seq_len": 64}
 SMALL = {"experts": 8, "k": 2, "hidden": 16, "width": 8, "vocabulary": 64, "batch": 8, "seq_len": 8}
-DEFAULT_REPLICAS = (2, 4)
-DEFAULT_CAPACITY_FACTORS = (1.0, 2.0)
 PRESET = "lstm-moe-ptb"  # the family and optimiser layout; every size is overridden
 SEED = 0
 PAPER_MODELS = ("moe-1024-h", "moe-4096-h", "moe-65536-h")
@@ -24,12 +21,19 @@ PAPER_FLAGS = {"--tokens-per-gpu": ("tokens_per_gpu", int, "Appendix C.1"),
                "--paper-capacity-factor": ("capacity_factor", float, "on paper"),
                "--network-gbits": ("network_Gbps", float, "gigabits/s per GPU between nodes"),
                "--nvlink-gbytes": ("nvlink_GBps", float, "gigabytes/s per GPU inside a node")}
+STEP_COLUMNS = [("R", 2), ("model", -24), ("median s", 9), ("min s", 8), ("median/repl.", 12), ("paired ratio", 12),
+                ("dropped", 8), ("capacity", 8), ("all-to-all/replica/step", 23)]
+MEMORY_COLUMNS = [("R", 2), ("model", -16), ("expert vars", 12), ("expert state", 13), ("other vars", 11),
+                  ("other state", 12), ("all-reduced/step", 17), ("experts in it", 13), ("embedding in it", 15)]
+PAPER_COLUMNS = [("model", -12), ("GPUs", 4), ("mode", -15), ("experts/GPU", 11), ("expert weights", 14),
+                 ("weights+grads+state", 19), ("fits", 4), ("all-reduce", 19), ("emb. all-gather", 19),
+                 ("all-to-all", 19), ("comm. ms", 9)]
+# the child process of one replica count (harness.python_child): its answer is `worker(spec)`
+CHILD = "from zoo.tools.benchmarks.moe_parallel import worker\nharness.answer(worker, json.loads(sys.argv[1]))"
 
 
 def check_sizes(sizes, replicas_list, capacity_factors):
-    for key, value in sizes.items():
-        if value < 1:
-            raise ValueError(f"--{key.replace('_', '-')} must be >= 1, got {value}.")
+    moe.check_sizes(sizes)  # every size >= 1
     if sizes["k"] > sizes["experts"]:
         raise ValueError(f"-k {sizes['k']} must be at most --experts {sizes['experts']}.")
     for r in replicas_list:
@@ -109,30 +113,29 @@ def worker(spec):
                  "layers": [lstm, {"type": "moe", "num_experts": sizes["experts"], "k": sizes["k"],
                                    "hidden_units": sizes["hidden"]}, lstm],
                  "optimizer": {"name": "factorized_adam", "learning_rate": 2e-3, "global_clipnorm": 1.0}}
-    models = {}
+    models, steps = {}, {}
     for cf in [None] + spec["capacity_factors"]:
+        label = "replicated" if cf is None else f"expert-parallel cf {cf:g}"
         keras.utils.set_random_seed(seed)
         build_s, (model, optimizer) = harness.timed(build_model, PRESET, overrides, None, strategy, capacity_factor=cf)
         train = step_functions(model, optimizer, strategy).train
         iterator = iter(strategy.distribute_datasets_from_function(lambda ctx: windows.dataset(0, ctx)))
         losses = []  # a step has finished once its loss exists
-        models["replicated" if cf is None else f"expert-parallel cf {cf:g}"] = (cf, model, optimizer, build_s, losses,
-                              lambda train=train, it=iterator, losses=losses: losses.append(float(train(it))))
-    measured = harness.measure({label: m[-1] for label, m in models.items()}, spec["repeats"], spec["warmup"])
-    baseline = measured["replicated"]["times_s"]
+        models[label] = (cf, model, optimizer, build_s, losses)
+        steps[label] = lambda train=train, it=iterator, losses=losses: losses.append(float(train(it)))
+    measured = harness.measure(steps, spec["repeats"], spec["warmup"])
     out = {"replicas": replicas, "tensorflow": tf.__version__, "keras": keras.__version__,
            "intra_op_threads": tf.config.threading.get_intra_op_parallelism_threads(),
            "devices": [d.name for d in tf.config.list_logical_devices("CPU")], "models": {}}
-    for label, (cf, model, optimizer, build_s, losses, _) in models.items():
+    for label, (cf, model, optimizer, build_s, losses) in models.items():
         times = measured[label]["times_s"]
         r = out["models"][label] = {
             "capacity_factor": cf, "params": int(model.count_params()), "build_s": build_s,
             **harness.summary(times, measured[label]["warmup_s"]),
-            "paired_ratio": harness.paired_ratio(times, baseline), "loss": losses[-1],
+            "paired_ratio": harness.paired_ratio(times, measured["replicated"]["times_s"]), "loss": losses[-1],
             "losses_finite": all(map(math.isfinite, losses)), "memory": memory_accounting(model, optimizer, strategy)}
         if cf is not None:
-            dropped = {m.name: float(m.result()) for m in model.metrics if m.name.endswith("_dropped")}
-            r["dropped"] = sum(dropped.values())
+            r["dropped"] = sum(float(m.result()) for m in model.metrics if m.name.endswith("_dropped"))
             r["dropped_fraction"] = r["dropped"] / (len(losses) * sizes["batch"] * sizes["seq_len"] * sizes["k"])
             r["exchange"] = exchange_bytes(sizes, replicas, cf)
     return out
@@ -169,8 +172,8 @@ def paper_model(names, assumptions):
 
 
 # ---- the parent ----------------------------------------------------------------------------------
-def run_benchmark(sizes, replicas_list=DEFAULT_REPLICAS, capacity_factors=DEFAULT_CAPACITY_FACTORS, warmup=2,
-                  repeats=15, threads=0, seed=SEED, paper_names=PAPER_MODELS, paper_assumptions=None, log=print):
+def run_benchmark(sizes, replicas_list=(2, 4), capacity_factors=(1.0, 2.0), warmup=2, repeats=15, threads=0,
+                  seed=SEED, paper_names=PAPER_MODELS, paper_assumptions=None, log=print):
     """Every replica count in its own child, then the paper model; returns the report."""
     check_sizes(sizes, replicas_list, capacity_factors)
     if repeats < 1 or warmup < 0:
@@ -180,9 +183,8 @@ def run_benchmark(sizes, replicas_list=DEFAULT_REPLICAS, capacity_factors=DEFAUL
         spec = {"replicas": replicas, "sizes": sizes, "capacity_factors": list(capacity_factors), "warmup": warmup,
                 "repeats": repeats, "threads": threads, "seed": seed}
         log(f"R = {replicas}: a child process with {replicas} logical CPU devices ...", flush=True)
-        try:  # __spec__.name: this module's importable name, also when it runs as `python -m`
-            wall, result = harness.timed(harness.run_once, [sys.executable, "-m", __spec__.name, "--worker",
-                                                            json.dumps(spec)], f"R = {replicas}")
+        try:
+            wall, result = harness.timed(harness.python_child, CHILD, [json.dumps(spec)], f"R = {replicas}", None)
         except RuntimeError as e:
             log(f"  FAILED: {e}", flush=True)
             measured[replicas] = None
@@ -200,90 +202,67 @@ def run_benchmark(sizes, replicas_list=DEFAULT_REPLICAS, capacity_factors=DEFAUL
 
 
 def _size(n):
-    n = float(n)
+    """`n` bytes in GB, MB, kB or B; "-" for None."""
+    if n is None:
+        return "-"
     for unit, scale in (("GB", 1e9), ("MB", 1e6), ("kB", 1e3)):
         if abs(n) >= scale:
             return f"{n / scale:,.2f} {unit}"
     return f"{n:,.0f} B"
 
 
-def print_tables(report, log=print):
-    sizes, measured = report["sizes"], report["measured"]
-    log(f"1. step time (forward + backward + FactorizedAdam update), {sizes['batch'] * sizes['seq_len']:,} tokens per "
-        f"global step, median of {report['repeats']} interleaved steps after {report['warmup']} warm-up")
-    rows = []
-    for replicas, result in measured.items():
-        rows += [[replicas, "FAILED (see above)"]] if result is None else [
+def tables(report):
+    """The three parts' tables of `report`, each under its title."""
+    sizes, steps, memory = report["sizes"], [], []
+    for replicas, result in report["measured"].items():
+        models = result["models"] if result else {}
+        steps += [[replicas, "FAILED (see above)"]] if result is None else [
             [replicas if i == 0 else "", label, fmt(r["median_s"], ".3f"), fmt(r["min_s"], ".3f"),
              fmt(r["vs_replicated"], ".2f") + "x", fmt(r["paired_ratio"], ".2f") + "x",
-             format(r["dropped_fraction"], ".2%") if "dropped_fraction" in r else "-",
-             r["exchange"]["capacity"] if "exchange" in r else "-",
-             _size(r["exchange"]["sent_bytes"]) if "exchange" in r else "-"]
-            for i, (label, r) in enumerate(result["models"].items())]
-    log(harness.text_table([("R", 2), ("model", -24), ("median s", 9), ("min s", 8), ("median/repl.", 12),
-                            ("paired ratio", 12), ("dropped", 8), ("capacity", 8), ("all-to-all/replica/step", 23)],
-                           rows))
-    log("\n2. memory per replica (sums of the per-replica components of the variables; float32)")
-    rows = []
-    for replicas, result in measured.items():  # the replicated model and the first expert-parallel one
-        for i, r in enumerate(list(result["models"].values())[:2] if result else []):
-            m, base = r["memory"], result["models"]["replicated"]["memory"]
-            ratio = f" (1/{base['experts'][0] / m['experts'][0]:g})" if i else ""
-            rows.append([replicas if i == 0 else "", "expert-parallel" if i else "replicated",
-                         _size(max(m["experts"])) + ratio, _size(max(m["expert_state"])), _size(max(m["other"])),
-                         _size(max(m["other_state"])), _size(m["all_reduced"]),
-                         format(m["all_reduced_experts"] / m["all_reduced"], ".1%"),
-                         format(m["embedding"] / m["all_reduced"], ".1%")])
-    log(harness.text_table([("R", 2), ("model", -16), ("expert vars", 12), ("expert state", 13), ("other vars", 11),
-                            ("other state", 12), ("all-reduced/step", 17), ("experts in it", 13),
-                            ("embedding in it", 15)], rows))
+             fmt(r.get("dropped_fraction"), ".2%"), fmt(r.get("exchange", {}).get("capacity"), ""),
+             _size(r.get("exchange", {}).get("sent_bytes"))] for i, (label, r) in enumerate(models.items())]
+        for i, r in enumerate(list(models.values())[:2]):  # the replicated model and the first expert-parallel one
+            m, base = r["memory"], models["replicated"]["memory"]
+            memory.append([replicas if i == 0 else "", "expert-parallel" if i else "replicated",
+                           _size(max(m["experts"])) + (f" (1/{base['experts'][0] / m['experts'][0]:g})" if i else ""),
+                           *(_size(max(m[key])) for key in ("expert_state", "other", "other_state")),
+                           _size(m["all_reduced"]), format(m["all_reduced_experts"] / m["all_reduced"], ".1%"),
+                           format(m["embedding"] / m["all_reduced"], ".1%")])
+    text = [f"1. step time (forward + backward + FactorizedAdam update), {sizes['batch'] * sizes['seq_len']:,} tokens "
+            f"per global step, median of {report['repeats']} interleaved steps after {report['warmup']} warm-up",
+            harness.text_table(STEP_COLUMNS, steps),
+            "\n2. memory per replica (sums of the per-replica components of the variables; float32)",
+            harness.text_table(MEMORY_COLUMNS, memory)]
     if not report.get("paper"):
-        return
+        return "\n".join(text)
     a = report["paper"]["assumptions"]
-    log(f"\n3. on paper, per GPU and step: {a['tokens_per_gpu']:,} tokens per GPU, capacity factor "
-        f"{a['capacity_factor']:g}, {a['gpus_per_node']} GPUs per node, NVLink {a['nvlink_GBps']:g} GB/s inside a "
-        f"node, {a['network_Gbps']:g} Gb/s per GPU between nodes, {a['gpu_memory_GB']:g} GB per GPU")
-    rows = [[row["model"], row["gpus"], row["mode"]] + ([f"skipped ({row['skipped']})"] if "skipped" in row else [
+    rows = [[row["model"], row["gpus"], row["mode"], *([f"skipped ({row['skipped']})"] if "skipped" in row else [
         f"{row['experts_per_gpu']:,}", _size(row["expert_weight_bytes"]), _size(row["held_bytes"]),
         "yes" if row["fits"] else "no", *(f"{_size(row[w + '_bytes_per_gpu'])}, {row[w + '_s'] * 1e3:,.1f} ms"
                                           for w in ("all_reduce", "embedding_all_gather", "all_to_all")),
-        f"{row['communication_s'] * 1e3:,.1f}"])
-        for row in report["paper"]["rows"]]
-    log(harness.text_table([("model", -12), ("GPUs", 4), ("mode", -15), ("experts/GPU", 11), ("expert weights", 14),
-                            ("weights+grads+state", 19), ("fits", 4), ("all-reduce", 19), ("emb. all-gather", 19),
-                            ("all-to-all", 19), ("comm. ms", 9)], rows))
+        f"{row['communication_s'] * 1e3:,.1f}"])] for row in report["paper"]["rows"]]
+    return "\n".join(text + [
+        f"\n3. on paper, per GPU and step: {a['tokens_per_gpu']:,} tokens per GPU, capacity factor "
+        f"{a['capacity_factor']:g}, {a['gpus_per_node']} GPUs per node, NVLink {a['nvlink_GBps']:g} GB/s inside a "
+        f"node, {a['network_Gbps']:g} Gb/s per GPU between nodes, {a['gpu_memory_GB']:g} GB per GPU",
+        harness.text_table(PAPER_COLUMNS, rows)])
 
 
-def parse(argv):
-    """The flags, the sizes they give, the replica counts, capacity factors and paper models."""
+def main(argv):
     p = harness.parser("moe-parallel", __doc__, 15, "timed steps per model, interleaved (default 15)")
     p.add_argument("--replicas", default="2,4", help="replica counts, each in its own child process (default 2,4)")
     p.add_argument("--capacity-factors", default="1,2",
                    help="expert-parallel capacity factors timed beside the replicated model (default 1,2)")
-    for key in FULL:
-        p.add_argument({"k": "-k"}.get(key, f"--{key.replace('_', '-')}"), dest=key, type=int,
-                       help=f"default {FULL[key]} (--small {SMALL[key]})")
-    p.add_argument("--small", action="store_true", help="smoke test sizes (explicit size flags still win)")
     p.add_argument("--warmup", type=int, default=2, help="untimed steps per model first (default 2)")
-    p.add_argument("--threads", type=int, default=0, help="TF intra-op threads (default 0: TensorFlow's choice)")
-    p.add_argument("--seed", type=int, default=SEED)
     p.add_argument("--paper-models", default=",".join(PAPER_MODELS),
                    help=f"models on paper (default {','.join(PAPER_MODELS)}; '' for none)")
     p.add_argument("--gpus", default="8,64", help="GPU counts on paper (default 8,64)")
     defaults = paper_defaults()
     for flag, (key, kind, what) in PAPER_FLAGS.items():
         p.add_argument(flag, dest=key, type=kind, help=f"{what} (default {defaults[key]:,g})")
-    args = p.parse_args(argv)
-    sizes = {key: (SMALL if args.small else FULL)[key] if getattr(args, key) is None else getattr(args, key)
-             for key in FULL}
-    listed = lambda text, kind=str: [kind(x.strip()) for x in text.split(",") if x.strip()]  # noqa: E731
-    replicas_list, capacity_factors = listed(args.replicas, int), listed(args.capacity_factors, float)
+    args, sizes = moe.parse_sized(p, argv, FULL, SMALL)
+    replicas_list, capacity_factors = moe.listed(args.replicas, int), moe.listed(args.capacity_factors, float)
     check_sizes(sizes, replicas_list, capacity_factors)
-    return args, sizes, replicas_list, capacity_factors, listed(args.paper_models)
-
-
-def main(argv):
-    args, sizes, replicas_list, capacity_factors, paper_names = parse(argv)
     out = harness.header("moe-parallel", argv)
     print(f"model: {PRESET} resized, LSTM {sizes['width']} / SparseMoE {sizes['experts']} experts of ReLU hidden "
           f"{sizes['hidden']}, k = {sizes['k']} / LSTM {sizes['width']}, vocabulary {sizes['vocabulary']:,} (full "
@@ -291,18 +270,8 @@ def main(argv):
           f"MirroredStrategy on R logical CPU devices; seed {args.seed}")
     print(f"machine: {harness.machine_summary()}", flush=True)
     assumptions = {key: getattr(args, key) for key, _, _ in PAPER_FLAGS.values()}
-    assumptions["gpus"] = tuple(int(g) for g in args.gpus.split(",") if g.strip())
-    report = run_benchmark(sizes, replicas_list, capacity_factors, args.warmup, args.repeats, args.threads,
-                           args.seed, paper_names, assumptions)
-    print()
-    print_tables(report)
-    print("\nWhat each column means, and what the figures can show and cannot: docs/benchmarks.md#moe-parallel")
-    print(f"load average at the end: {harness.load_average_text()}")
+    report = run_benchmark(sizes, replicas_list, capacity_factors, args.warmup, args.repeats, args.threads, args.seed,
+                           moe.listed(args.paper_models), dict(assumptions, gpus=tuple(moe.listed(args.gpus, int))))
+    print(f"\n{tables(report)}\n\nWhat each column means, and what the figures can show and cannot: "
+          f"docs/benchmarks.md#moe-parallel\nload average at the end: {harness.load_average_text()}")
     return harness.report(args, {**out, **report, "measured": {str(r): v for r, v in report["measured"].items()}})
-
-
-if __name__ == "__main__":
-    if sys.argv[1:2] == ["--worker"]:
-        harness.answer(worker, json.loads(sys.argv[2]))
-    else:
-        main(sys.argv[1:])

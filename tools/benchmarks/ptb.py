@@ -9,35 +9,28 @@ from zoo.tools.benchmarks import harness
 
 
 def train_side_by_side(models, batches, steps, report_every=100, track=()):
-    """One `train_on_batch` per model per batch, in turn (`harness.rotated`), so machine noise hits all
-    alike.
-
-    Returns `{name: {"median_step_s": …, "metrics": {metric: mean over the last 100 steps}}}`;
-    `track` names the logged metrics to average (e.g. an MoE layer's `cv_load`).
-    """
-    times = {name: [] for name in models}
-    recent = {name: [] for name in models}
+    """One `train_on_batch` per model per batch, in `harness.rotated` order: `{name: {"median_step_s"
+    (the first 5 steps left out), "metrics": {each logged metric named in `track`: its mean over the
+    last 100 steps}}}`."""
+    times, recent = {name: [] for name in models}, {name: [] for name in models}
     for step, (x, y, w) in enumerate(batches.take(steps)):
-        for name in harness.rotated(models, step):  # the harness's order: a, b, then b, a, …
+        for name in harness.rotated(models, step):
             seconds, logs = harness.timed(models[name].train_on_batch, x, y, sample_weight=w, return_dict=True)
             times[name].append(seconds)
-            # train_on_batch resets metrics each call, so logs are this batch's own values
-            recent[name] = (recent[name] + [logs])[-100:]
+            recent[name] = (recent[name] + [logs])[-100:]  # train_on_batch's logs are this batch's own
         if report_every and (step + 1) % report_every == 0:
             print(f"  step {step + 1}/{steps}", flush=True)
-    out = {}
-    for name in models:
-        steady = times[name][5:] or times[name]
-        metrics = {key: statistics.mean(float(logs[key]) for logs in recent[name])
-                   for key in (recent[name][0] if recent[name] else []) if any(t in key for t in track)}
-        out[name] = {"median_step_s": statistics.median(steady), "metrics": metrics}
-    return out
+    return {name: {"median_step_s": statistics.median(times[name][5:] or times[name]),
+                   "metrics": {key: statistics.mean(float(logs[key]) for logs in recent[name])
+                               for key in (recent[name][0] if recent[name] else []) if any(t in key for t in track)}}
+            for name in models}
 
 
 def on_ptb(variants, seed, batch_size, seq_len, steps, track=()):
     """Every variant (`{label: (preset, overrides)}`) made from `seed` and compiled, trained side by
     side on the same shuffled batches of the training split, then scored on the validation split
-    (stream). Returns `{label: {"params", "median_step_s", "metrics", "valid_perplexity_stream"}}`."""
+    (stream): `{label: {"params", "median_step_s", each of `track` (the logged metric ending so, or
+    None), "valid_perplexity_stream"}}`."""
     import keras
 
     import zoo
@@ -52,7 +45,9 @@ def on_ptb(variants, seed, batch_size, seq_len, steps, track=()):
                                       seed=seed, repeat=True)
     trained = train_side_by_side(models, batches, steps, track=track)
     valid = read_lines("ptb", "valid")
-    return {label: {"params": model.count_params(), **trained[label],
+    return {label: {"params": model.count_params(), "median_step_s": trained[label]["median_step_s"],
+                    **{t: next((v for k, v in trained[label]["metrics"].items() if k.endswith(t)), None)
+                       for t in track},
                     "valid_perplexity_stream": model.perplexity(valid, mode="stream")}
             for label, model in models.items()}
 
@@ -66,10 +61,8 @@ def ptb_softmax(argv):
     args = p.parse_args(argv)
     cutoffs = [int(c) for c in args.cutoffs.split(",")]
     print(f"command: {harness.command('ptb-softmax', argv)}", flush=True)
-    run = on_ptb({"full": ("gcnn-ptb", {}), "adaptive": ("gcnn-ptb", {"cutoffs": cutoffs})}, args.seed,
-                 args.batch_size, args.seq_len, args.steps)
-    results = {name: {key: r[key] for key in ("median_step_s", "valid_perplexity_stream", "params")}
-               for name, r in run.items()}
+    results = on_ptb({"full": ("gcnn-ptb", {}), "adaptive": ("gcnn-ptb", {"cutoffs": cutoffs})}, args.seed,
+                     args.batch_size, args.seq_len, args.steps)
     full, adaptive = results["full"], results["adaptive"]
     speedup = full["median_step_s"] / adaptive["median_step_s"]
     gap = adaptive["valid_perplexity_stream"] / full["valid_perplexity_stream"] - 1
@@ -100,16 +93,12 @@ def moe_ptb(argv):
                 "lstm-moe-ptb, losses 0/0": ("lstm-moe-ptb", {"layers": unbalanced}),
                 "lstm-wide-ptb (dense)": ("lstm-wide-ptb", {})}
     batch, seq_len = preset.train["batch_size"], preset.train["seq_len"]
-    run = on_ptb(variants, args.seed, batch, seq_len, args.steps, track=stats)
+    results = on_ptb(variants, args.seed, batch, seq_len, args.steps, track=stats)
     print(f"\n{args.steps} steps of {batch}x{seq_len} tokens, seed {args.seed}; "
           "MoE statistics averaged over the last 100 training batches")
-    results = {label: {"params": r["params"], "median_step_s": r["median_step_s"],
-                       **{s: next((v for k, v in r["metrics"].items() if k.endswith(s)), None) for s in stats},
-                       "valid_perplexity_stream": r["valid_perplexity_stream"]} for label, r in run.items()}
-    fmt = harness.fmt
     harness.report(args, {"argv": argv, "results": results}, harness.text_table(
         [("model", -32), ("params", 11), ("s/step", 7), ("CV(Imp)", 8), ("CV(Load)", 9), ("max/mean", 9),
          ("valid ppl", 10)],
-        [[label, f"{r['params']:,d}", f"{r['median_step_s']:.3f}", *(fmt(r[s], ".3f") for s in stats),
+        [[label, f"{r['params']:,d}", f"{r['median_step_s']:.3f}", *(harness.fmt(r[s], ".3f") for s in stats),
           f"{r['valid_perplexity_stream']:.2f}"] for label, r in results.items()]))
     return results

@@ -34,7 +34,7 @@ def read_texts(paths):
 
 def measure(model, lines, repeats):
     """`{"batched": [seconds...], "one_per_call": [...], "max_difference": float}`: `score` as it runs, and
-    with batches of one row (one compiled call per text, as before batching)."""
+    in batches of one row (one compiled call per text)."""
     import numpy as np
 
     from zoo.models import inference
@@ -52,10 +52,9 @@ def measure(model, lines, repeats):
 def table(rows):
     out = []
     for r in rows:
-        one, batched = (statistics.median(r[way]) for way in ("one_per_call", "batched"))
-        out.append([f"`{r['preset']}`", f"{r['texts']:,}", f"{one:.2f} ({r['texts'] / one:,.0f})",
-                    f"{batched:.2f} ({r['texts'] / batched:,.0f})", f"{one / batched:.2f}×",
-                    f"{r['max_difference']:.1e}"])
+        n, one, batched = r["texts"], *(statistics.median(r[way]) for way in ("one_per_call", "batched"))
+        out.append([f"`{r['preset']}`", f"{n:,}", *(f"{t:.2f} ({n / t:,.0f})" for t in (one, batched)),
+                    f"{one / batched:.2f}×", f"{r['max_difference']:.1e}"])
     return harness.markdown_table(["preset", "texts:", "one text per call: s (texts/s):", "batched: s (texts/s):",
                                    "× the speed:", "largest difference:"], out)
 

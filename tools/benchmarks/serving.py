@@ -4,8 +4,10 @@
 """
 
 import contextlib
+import functools
 import json
 import os
+import pathlib
 import statistics
 import tempfile
 import time
@@ -15,10 +17,8 @@ import numpy as np
 
 from zoo.tools.benchmarks import harness
 from zoo.tools.benchmarks.common import build_model, preset_list, with_stand_in_vocabulary
-from zoo.tools.benchmarks.harness import fmt, percentile
 
-BATCH = 64
-TARGET_RATIO = 1.1
+BATCH, TARGET_RATIO = 64, 1.1
 FLOOR, SIDES = "the step alone", ("baseline", "this version")
 FLOOR_PROMPT = (1, 5, 6, 7, 8, 9)  # <s> and five ids: the length of the benchmark's prompt
 # (label, intra-op threads, inter-op threads): 0 is the server's default, one thread per core; an
@@ -26,6 +26,10 @@ FLOOR_PROMPT = (1, 5, 6, 7, 8, 9)  # <s> and five ids: the length of the benchma
 SETTINGS = (("server defaults (0, 0)", 0, 0), ("intra 1, inter 1", 1, 1), ("intra 1, inter -1", 1, -1),
             ("intra 0, inter -1", 0, -1))
 MEMORY_KEYS = ("preset", "parameters", "weights", "export_bytes", "runs")
+TIME_KEYS = ("load_s", "replay_s", "serving_default_s", "generate_s")  # of a fresh process: warmup's
+RSS_KEYS = ("imported_rss", "loaded_rss", "served_rss", "peak_rss")  # serving-memory's
+CALLS = ("--calls", 9, "timed requests of each kind per process (default 9)")
+NEW_TOKENS = ("--new-tokens", 100, "new tokens per generate request (default 100)")
 
 # A fresh process that loads an export into a session as the model server does, with its thread pools:
 # the median seconds of `generate` and 64-sentence `serving_default` requests (served-generate, serving-threads).
@@ -56,9 +60,8 @@ for key, values in requests.items():
 print(json.dumps(out))
 """
 
-# A fresh process's first requests after loading an export (eagerly): the seconds of the import, the load,
-# the replay of the export's warmup records (when argv[2] is 1) and each first request, and its resident
-# memory after the import, the load and the requests (serving-memory, warmup).
+# A fresh process's first requests after loading an export (eagerly): the seconds of the import, the load, the replay
+# of its warmup records (argv[2] 1) and each request, and its memory after each stage (warmup, serving-memory).
 FIRST_CALLS_CHILD = r"""
 import contextlib
 load_s, tf = harness.timed(__import__, "tensorflow")
@@ -92,40 +95,58 @@ def session_run(export, intra, inter, calls, new_tokens, top_k=40):
                                 f"the process with intra {intra}, inter {inter}")
 
 
-def first_calls(export, replay=False, sentences=8, keys=("load_s", "replay_s", "serving_default_s", "generate_s"),
-                what=None):
-    """`keys` of one fresh process's `FIRST_CALLS_CHILD` figures (warmup's by default)."""
-    found = harness.python_child(FIRST_CALLS_CHILD, [export, int(replay), sentences],
-                                 what or f"the {'warm' if replay else 'cold'} process", timeout=900)
-    return {key: found[key] for key in keys}
+def first_calls(export, replay=False, memory=False):
+    """One fresh process's `FIRST_CALLS_CHILD` seconds (warmup's), or with `memory` its resident bytes."""
+    what = f"the process serving {export}" if memory else f"the {'warm' if replay else 'cold'} process"
+    found = harness.python_child(FIRST_CALLS_CHILD, [export, int(replay), 32 if memory else 8], what, timeout=900)
+    return {key: found[key] for key in (RSS_KEYS if memory else TIME_KEYS)}
 
 
-def memory_run(export):
-    """One fresh process's resident memory (bytes) after the import, the load and its first requests."""
-    return first_calls(export, sentences=32, keys=("imported_rss", "loaded_rss", "served_rss", "peak_rss"),
-                       what=f"the process serving {export}")
+memory_run = functools.partial(first_calls, memory=True)  # serving-memory's
 
 
 @contextlib.contextmanager
 def exported(model, prefix, name="model", **options):
-    """`(seconds, path)` of `model`'s SavedModel, exported into a temporary folder (`export_saved_model`'s
-    `options`) for the block."""
+    """`(seconds, path)` of `model`'s SavedModel (`export_saved_model`'s `options`) in a temporary folder."""
     from zoo.export import export_saved_model
 
     with tempfile.TemporaryDirectory(prefix=prefix) as base:
         yield harness.timed(export_saved_model, model, base, name, **options)
 
 
-def per_second(runs, key, count):
-    """`count` over the median of `runs`' `key` seconds (new tokens or lines per second)."""
-    return count / statistics.median(r[key] for r in runs)
+def medians(runs, scale=1):
+    """`{key: the median of the per-process results `runs`' number under key, times `scale`}`."""
+    return {k: statistics.median(r[k] for r in runs) * scale for k, x in runs[0].items() if not isinstance(x, str)}
+
+
+def fresh_processes(repeats, each, *flags, counts=()):
+    """`zoo benchmark NAME` of `run(args)` (`flags`: `(flag, default, help[, add_argument's keywords])`): its
+    `(table, tail, results)` printed after the CPU, the load averages and the repeats, and reported with them."""
+    def benchmark(run):
+        @functools.wraps(run)
+        def main(argv=None):
+            p = harness.parser(run.__name__.replace("_", "-"), run.__doc__, repeats,
+                               f"fresh processes {each} (default {repeats})")
+            for flag, value, text, *more in flags:
+                kind = {"action": "store_true"} if value is False else {"type": str if value is None else type(value)}
+                p.add_argument(flag, default=value, help=text, **{**kind, **dict(*more)})
+            args = p.parse_args(argv)
+            harness.at_least_one(args, "repeats", *counts)
+            start, done = harness.load_average_text(), run(args)
+            if done:
+                rendered, tail, results = done
+                print(f"{harness.cpu_model()}, load average {start} at the start, {harness.load_average_text()} at "
+                      f"the end; medians of {args.repeats} fresh processes {each}{tail}")
+                return harness.report(args, {"cpu": harness.cpu_model(), "repeats": args.repeats, **results,
+                                             "table": rendered}, rendered)
+        return main
+    return benchmark
 
 
 # ---- serving: the exported SavedModel against the in-process Keras model ------------------------
 def sentences(vocabulary, count, words=20, seed=0):
     """`count` lines of `words` words drawn from the vocabulary (specials excluded)."""
-    rng = np.random.default_rng(seed)
-    pool = vocabulary.tokens[4:]
+    rng, pool = np.random.default_rng(seed), vocabulary.tokens[4:]
     return [" ".join(pool[i] for i in rng.integers(0, len(pool), size=words)) for _ in range(count)]
 
 
@@ -156,7 +177,7 @@ def in_process(model):
 
 
 def percentiles(times, **more):
-    return {"p50_s": percentile(times, 50), "p99_s": percentile(times, 99), "calls": len(times), **more}
+    return {"p50_s": harness.percentile(times, 50), "p99_s": harness.percentile(times, 99), "calls": len(times), **more}
 
 
 def rate(times):
@@ -235,8 +256,8 @@ def run_stress(served, texts, want, threads, seconds):
 
 def table(results):
     def path(label, lat=None, thr=None):
-        return [label, *(fmt(lat and lat[q] * 1e3, ".2f") for q in ("p50_s", "p99_s")),
-                fmt(thr and thr["median_s"] * 1e3, ".1f"), fmt(thr and thr["sentences_per_s"], ".0f")]
+        return [label, *(harness.fmt(lat and lat[q] * 1e3, ".2f") for q in ("p50_s", "p99_s")),
+                harness.fmt(thr and thr["median_s"] * 1e3, ".1f"), harness.fmt(thr and thr["sentences_per_s"], ".0f")]
 
     def ratio(label, values, checked, what=""):
         return [label, *(f"{v:.2f}" for v in values), *[""] * (4 - len(values)),
@@ -292,38 +313,26 @@ def main(argv):
 
 
 # ---- served-generate: this version's exported generate against an earlier version's --------------
-def seeded(presets, seed, export):
-    """`{preset: export(preset, the preset with random weights drawn after set_random_seed(seed))}`."""
+def exports_of(base, presets, seed, head_blocks=None, floor=False):
+    """`{preset: this version's export under `base`}` (random weights after set_random_seed(seed)), or with `floor`
+    its `floor_export` in `head_blocks[preset]` blocks."""
     import keras
 
     import zoo
+    from zoo.export import export_saved_model
 
     out = {}
-    for preset in presets:
+    for preset in presets:  # a preset of the paper's size has no vocabulary here: a stand-in of its size
         keras.utils.set_random_seed(seed)
-        out[preset] = export(preset, zoo.load(preset))
+        model = zoo.load(preset)
+        out[preset] = (floor_export(model, os.path.join(base, "floor", preset), head_blocks[preset]) if floor else
+                       export_saved_model(with_stand_in_vocabulary(model), base, preset, head_blocks=head_blocks))
     return out
 
 
-def exports_of(base, presets, seed, head_blocks=None):
-    """`{preset: this version's export under `base`}` (`export_saved_model`'s `head_blocks`)."""
-    from zoo.export import export_saved_model
-
-    # a preset of the paper's size has no vocabulary here: a stand-in of its size
-    return seeded(presets, seed, lambda preset, model: export_saved_model(
-        with_stand_in_vocabulary(model), base, preset, head_blocks=head_blocks))
-
-
-def floor_exports(base, presets, seed, blocks):
-    """`{preset: path}`: `floor_export` of each preset with the same random weights as `exports_of`'s."""
-    return seeded(presets, seed, lambda preset, model: floor_export(model, os.path.join(base, "floor", preset),
-                                                                    blocks[preset]))
-
-
 def floor_export(model, path, head_blocks):
-    """A SavedModel whose `generate(text, max_new_tokens)` runs only, after `FLOOR_PROMPT`, `max_new_tokens`
-    steps of `model.step`, its output layer (in `head_blocks` blocks) and an argmax (docs/benchmarks.md
-    #served-generate); outputs `lengths` and `completion` (the last id, as text)."""
+    """A SavedModel whose `generate(text, max_new_tokens)` runs only `max_new_tokens` steps of `model.step`, its output
+    layer (in `head_blocks` blocks) and an argmax after `FLOOR_PROMPT`: `lengths` and `completion` (the last id)."""
     import tensorflow as tf
 
     from zoo.export.saved_model import saved_variables
@@ -354,13 +363,12 @@ def floor_export(model, path, head_blocks):
 def baseline_export(directory, preset):
     """The newest version of `preset`'s export under the baseline `directory`, or a ValueError."""
     folder = os.path.join(directory, preset)
-    versions = sorted((int(v) for v in os.listdir(folder) if v.isdigit()), reverse=True) \
-        if os.path.isdir(folder) else []
-    for path in (os.path.join(folder, str(v)) for v in versions):
-        if os.path.exists(os.path.join(path, "saved_model.pb")):
-            return path
-    raise ValueError(f"--baseline {directory!r} holds no export of {preset} ({folder}/<version>/saved_model.pb); "
-                     "make it with the earlier version's code (docs/benchmarks.md#served-generate).")
+    found = [v for v in (os.listdir(folder) if os.path.isdir(folder) else ()) if v.isdigit()
+             and os.path.exists(os.path.join(folder, v, "saved_model.pb"))]
+    if not found:
+        raise ValueError(f"--baseline {directory!r} holds no export of {preset} ({folder}/<version>/saved_model.pb); "
+                         "make it with the earlier version's code (docs/benchmarks.md#served-generate).")
+    return os.path.join(folder, max(found, key=int))
 
 
 def rates(sides):
@@ -374,7 +382,7 @@ def generate_table(results):
         return [f"{x['baseline']:,.0f}", f"{x['this version']:,.0f}", f"{x['this version'] / x['baseline']:.2f}×"]
 
     rows = [[f"`{preset}`", *cells(rates(sides)),
-             *cells({s: per_second(sides[s], "serving_default_s", BATCH) for s in SIDES})]
+             *cells({s: BATCH / medians(sides[s])["serving_default_s"] for s in SIDES})]
             for preset, sides in results.items()]
     return harness.markdown_table(["preset", "`generate` batch 1, new tokens/s: baseline:", "this version:",
                                    "× baseline:", "`serving_default` 64 lines, lines/s: baseline:", "this version:",
@@ -382,35 +390,29 @@ def generate_table(results):
 
 
 def floor_table(results):
-    """Markdown rows of `--floor`: each side's new tokens/s (µs per new token), the step alone as a
-    multiple of the baseline and this version's share of it."""
-    rows = []
-    for preset, sides in results.items():
-        speed = rates(sides)
-        rows.append([f"`{preset}`", *(f"{speed[s]:,.0f} ({1e6 / speed[s]:.0f})" for s in (*SIDES, FLOOR)),
-                     f"{speed[FLOOR] / speed['baseline']:.2f}×", f"{speed['this version'] / speed[FLOOR]:.0%}"])
+    """Markdown rows of `--floor`: each side's new tokens/s (µs per new token), the step alone against both."""
+    speeds = {preset: rates(sides) for preset, sides in results.items()}
+    rows = [[f"`{preset}`", *(f"{speed[s]:,.0f} ({1e6 / speed[s]:.0f})" for s in (*SIDES, FLOOR)),
+             f"{speed[FLOOR] / speed['baseline']:.2f}×", f"{speed['this version'] / speed[FLOOR]:.0%}"]
+            for preset, speed in speeds.items()]
     return harness.markdown_table(["preset", "baseline: new tokens/s (µs each):", "this version:", "the step alone "
                                    "(`step`, output layer, argmax):", "the step alone × baseline:",
                                    "this version / the step alone:"], rows)
 
 
-def served_generate(argv=None):
+@fresh_processes(5, "of each side per preset",
+                 ("--baseline", None, "a directory of the earlier version's exports, <preset>/<version>"),
+                 ("--write-exports", None, "only write this version's exports into DIR and stop", {"metavar": "DIR"}),
+                 ("--presets", "gcnn-ptb,lstmp-ptb", "comma-separated presets (default: %(default)s)"),
+                 ("--seed", 0, "the random weights' seed, on both sides (default 0)"), CALLS, NEW_TOKENS,
+                 ("--top-k", 40, "generate's top_k, at temperature 0.8 (default 40)"),
+                 ("--head-blocks", None, "this version's exports with zoo export --head-blocks N (default: zoo "
+                  "export's)", {"type": int, "metavar": "N"}),
+                 ("--floor", False, "also time the model's step, output layer and argmax alone"),
+                 counts=("calls", "new_tokens", "head_blocks"))
+def served_generate(args):
     """`zoo benchmark served-generate`: the exported `generate` at batch 1, as the model server runs it
     with its default flags, against the exports of an earlier version of the zoo, side by side."""
-    p = harness.parser("served-generate", served_generate.__doc__, 5,
-                       "fresh processes of each side per preset (default 5)")
-    p.add_argument("--baseline", help="a directory of the earlier version's exports, <preset>/<version>")
-    p.add_argument("--write-exports", metavar="DIR", help="only write this version's exports into DIR and stop")
-    p.add_argument("--presets", default="gcnn-ptb,lstmp-ptb", help="comma-separated presets (default: %(default)s)")
-    p.add_argument("--seed", type=int, default=0, help="the random weights' seed, on both sides (default 0)")
-    p.add_argument("--calls", type=int, default=9, help="timed requests of each kind per process (default 9)")
-    p.add_argument("--new-tokens", type=int, default=100, help="new tokens per generate request (default 100)")
-    p.add_argument("--top-k", type=int, default=40, help="generate's top_k, at temperature 0.8 (default 40)")
-    p.add_argument("--head-blocks", type=int, metavar="N", help="this version's exports with zoo export "
-                   "--head-blocks N (default: zoo export's)")
-    p.add_argument("--floor", action="store_true", help="also time the model's step, output layer and argmax alone")
-    args = p.parse_args(argv)
-    harness.at_least_one(args, "repeats", "calls", "new_tokens", "head_blocks")
     presets = [name.strip() for name in args.presets.split(",") if name.strip()]
     if not presets:
         raise ValueError(f"--presets must name at least one preset, got {args.presets!r}.")
@@ -423,15 +425,12 @@ def served_generate(argv=None):
     if not args.baseline:
         raise ValueError("--baseline is required: a directory of the earlier version's exports "
                          "(or --write-exports DIR to make this version's).")
-    baselines = {preset: baseline_export(args.baseline, preset) for preset in presets}
-    start_load, results = harness.load_average_text(), {}
+    baselines, results = {preset: baseline_export(args.baseline, preset) for preset in presets}, {}
     with tempfile.TemporaryDirectory(prefix="zoo-served-") as base:
         current = exports_of(base, presets, args.seed, args.head_blocks)
-        blocks = {}
-        for preset, path in current.items():
-            with open(os.path.join(path, "assets.extra", "zoo_export.json")) as f:
-                blocks[preset] = json.load(f)["head_blocks"]
-        floors = floor_exports(base, presets, args.seed, blocks) if args.floor else {}
+        blocks = {preset: json.loads(pathlib.Path(path, "assets.extra", "zoo_export.json").read_text())["head_blocks"]
+                  for preset, path in current.items()}
+        floors = exports_of(base, presets, args.seed, blocks, floor=True) if args.floor else {}
         for preset in presets:
             exports = {"baseline": baselines[preset], "this version": current[preset], FLOOR: floors.get(preset)}
             results[preset] = harness.interleaved(
@@ -443,17 +442,15 @@ def served_generate(argv=None):
 
     same = {preset: len({r["completion"] for side in SIDES for r in sides[side]}) == 1
             for preset, sides in results.items()}
+    tail = (f", {args.calls} requests each; both sides wrote the same text: "
+            + ", ".join(f"{preset} {'yes' if ok else 'NO'}" for preset, ok in same.items())
+            + "; this version's output layer in "
+            + ", ".join(f"{n} block{'s' * (n > 1)} ({preset})" for preset, n in blocks.items())
+            + f", level-2 cache {l2_cache_bytes()} bytes per core")
     rendered = generate_table(results) + ("\n\n" + floor_table(results) if args.floor else "")
-    print(f"{harness.cpu_model()}, load average {start_load} at the start, {harness.load_average_text()} at the end; "
-          f"medians of {args.repeats} fresh processes per side, {args.calls} requests each; both sides wrote the same "
-          "text: " + ", ".join(f"{preset} {'yes' if ok else 'NO'}" for preset, ok in same.items())
-          + "; this version's output layer in "
-          + ", ".join(f"{n} block{'s' * (n > 1)} ({preset})" for preset, n in blocks.items())
-          + f", level-2 cache {l2_cache_bytes()} bytes per core")
-    harness.report(args, {"presets": presets, "baseline": baselines, "seed": args.seed, "cpu": harness.cpu_model(),
-                          "repeats": args.repeats, "calls": args.calls, "new_tokens": args.new_tokens,
-                          "top_k": args.top_k, "head_blocks": blocks, "l2_cache_bytes": l2_cache_bytes(),
-                          "same_text": same, "results": results, "table": rendered}, rendered)
+    return rendered, tail, {"presets": presets, "baseline": baselines, "seed": args.seed, "calls": args.calls,
+                            "new_tokens": args.new_tokens, "top_k": args.top_k, "head_blocks": blocks,
+                            "l2_cache_bytes": l2_cache_bytes(), "same_text": same, "results": results}
 
 
 # ---- serving-threads: the model server's thread pools ----------------------------------------------
@@ -461,26 +458,22 @@ def threads_table(results, new_tokens):
     """Markdown rows from `{label: [per-process results]}`, the first label being the baseline."""
     rows, base = [], None
     for name, runs in results.items():
-        gen, score = per_second(runs, "generate_s", new_tokens), per_second(runs, "serving_default_s", BATCH)
+        m = medians(runs)
+        gen, score = new_tokens / m["generate_s"], BATCH / m["serving_default_s"]
         base = base or (gen, score)
         rows.append([name, f"{gen:,.0f}", f"{gen / base[0]:.2f}×", f"{score:,.0f}", f"{score / base[1]:.2f}×"])
     return harness.markdown_table(["thread pools (intra, inter)", "`generate` batch 1, new tokens/s:", "× defaults:",
                                    "`serving_default` 64 lines, lines/s:", "× defaults:"], rows)
 
 
-def serving_threads(argv=None):
+@fresh_processes(5, "of each setting", ("--preset", "gcnn-ptb", "a preset (random weights) or a preset directory"),
+                 CALLS, NEW_TOKENS, counts=("calls", "new_tokens"))
+def serving_threads(args):
     """`zoo benchmark serving-threads`: an export served with the model server's default thread pools
     against smaller ones, for batch-1 `generate` and a batched `serving_default`."""
-    p = harness.parser("serving-threads", serving_threads.__doc__, 5, "fresh processes of each setting (default 5)")
-    p.add_argument("--preset", default="gcnn-ptb", help="a preset (random weights) or a preset directory")
-    p.add_argument("--calls", type=int, default=9, help="timed requests of each kind per process (default 9)")
-    p.add_argument("--new-tokens", type=int, default=100, help="new tokens per generate request (default 100)")
-    args = p.parse_args(argv)
-    harness.at_least_one(args, "repeats", "calls", "new_tokens")
     import zoo
 
-    model, start_load = zoo.load(args.preset), harness.load_average_text()
-    with exported(model, "zoo-threads-", max_new_tokens=max(args.new_tokens, 1)) as (_, export):
+    with exported(zoo.load(args.preset), "zoo-threads-", max_new_tokens=args.new_tokens) as (_, export):
         results = harness.interleaved({name: (lambda s=s: session_run(export, *s, args.calls, args.new_tokens))
                                        for name, *s in SETTINGS}, args.repeats)  # the defaults first: the base
     short = [(name, r["new_tokens"]) for name, runs in results.items() for r in runs
@@ -488,13 +481,10 @@ def serving_threads(argv=None):
     if short:
         raise RuntimeError(f"{short[0][0]}: generate wrote {short[0][1]} tokens, not {args.new_tokens}.")
     same = len({r["completion"] for runs in results.values() for r in runs}) == 1
-    rendered = threads_table(results, args.new_tokens)
-    print(f"{args.preset}, {harness.cpu_model()}, load average {start_load} at the start, "
-          f"{harness.load_average_text()} at the end; medians of {args.repeats} fresh processes per setting, "
-          f"{args.calls} requests each; every setting wrote the same text: {'yes' if same else 'NO'}")
-    harness.report(args, {"preset": args.preset, "cpu": harness.cpu_model(), "repeats": args.repeats,
-                          "calls": args.calls, "new_tokens": args.new_tokens, "same_text": same,
-                          "results": results, "table": rendered}, rendered)
+    tail = f" ({args.preset}), {args.calls} requests each; every setting wrote the same text: {'yes' if same else 'NO'}"
+    return threads_table(results, args.new_tokens), tail, {"preset": args.preset, "calls": args.calls,
+                                                           "new_tokens": args.new_tokens, "same_text": same,
+                                                           "results": results}
 
 
 # ---- serving-memory: what one served model costs in memory --------------------------------------------
@@ -502,7 +492,7 @@ def memory_table(rows):
     """Markdown rows from `[(preset, parameters, weights, export bytes, [per-process results])]`."""
     out = []
     for preset, parameters, weights, size, runs in rows:
-        mib = {key: statistics.median(r[key] for r in runs) / 2 ** 20 for key in runs[0]}
+        mib = medians(runs, 2 ** -20)
         out.append([f"`{preset}`", f"{parameters:,}", weights, f"{size / 2 ** 20:,.1f}",
                     *(f"{mib[key] - mib['imported_rss']:,.1f}" for key in ("loaded_rss", "served_rss")),
                     f"{mib['peak_rss']:,.1f}"])
@@ -511,13 +501,10 @@ def memory_table(rows):
                                    "process peak (MiB):"], out)
 
 
-def serving_memory(argv=None):
+@fresh_processes(3, "per preset", ("--presets", "gcnn-ptb,gcnn-ptb-deep,lstmp-ptb,gcnn-en",
+                                   "comma-separated presets or preset directories (default %(default)s)"))
+def serving_memory(args):
     """`zoo benchmark serving-memory`: what one served model costs in memory, per preset."""
-    p = harness.parser("serving-memory", serving_memory.__doc__, 3, "fresh processes per preset (default 3)")
-    p.add_argument("--presets", default="gcnn-ptb,gcnn-ptb-deep,lstmp-ptb,gcnn-en",
-                   help="comma-separated presets or preset directories (default %(default)s)")
-    args = p.parse_args(argv)
-    harness.at_least_one(args, "repeats")
     import zoo
     from zoo.weights import trained_presets
 
@@ -530,41 +517,31 @@ def serving_memory(argv=None):
             rows.append((preset, model.count_params(), "trained" if trained else "random",
                          harness.directory_bytes(export), runs))
         print(f"  {preset}: {(runs[-1]['served_rss'] - runs[-1]['imported_rss']) / 2 ** 20:,.1f} MiB", flush=True)
-    rendered = memory_table(rows)
-    print(f"{harness.cpu_model()}, medians of {args.repeats} fresh processes per preset (resident memory above a "
-          "process that has imported TensorFlow):")
-    harness.report(args, {"cpu": harness.cpu_model(), "repeats": args.repeats, "table": rendered,
-                          "rows": [dict(zip(MEMORY_KEYS, r)) for r in rows]}, rendered)
+    return (memory_table(rows), " (resident memory above a process that has imported TensorFlow):",
+            {"rows": [dict(zip(MEMORY_KEYS, r)) for r in rows]})
 
 
 # ---- warmup: the first requests after a fresh load, without and with the warmup records ------------
 def warmup_table(cold, warm):
     """Markdown rows: the medians of each first request, cold and warm, and their ratio."""
-    ms = {(side, key): statistics.median(r[key] for r in runs) * 1e3 for side, runs in (("cold", cold), ("warm", warm))
-          for key in runs[0]}
-    rows = [[label, f"{ms['cold', key]:,.1f}", f"{ms['warm', key]:,.1f}", f"{ms['cold', key] / ms['warm', key]:.1f}×"]
+    cold, warm = medians(cold, 1e3), medians(warm, 1e3)
+    rows = [[label, f"{cold[key]:,.1f}", f"{warm[key]:,.1f}", f"{cold[key] / warm[key]:.1f}×"]
             for key, label in (("serving_default_s", "`serving_default`, 8 sentences"),
                                ("generate_s", "`generate`, 1 prompt, 20 greedy tokens"))]
-    rows.append(["(replaying the warmup records at load)", "—", f"{ms['warm', 'replay_s']:,.0f}", ""])
+    rows.append(["(replaying the warmup records at load)", "—", f"{warm['replay_s']:,.0f}", ""])
     return harness.markdown_table(["first request after a fresh load", "without warmup (ms):",
                                    "with warmup replayed (ms):", "ratio:"], rows)
 
 
-def warmup(argv=None):
+@fresh_processes(5, "of each kind", ("--preset", "gcnn-ptb", "a preset with trained weights, or a preset directory"))
+def warmup(args):
     """`zoo benchmark warmup`: the latency of the first `serving_default` and `generate` requests
     after a fresh load of an export, without and with its warmup records
     (`assets.extra/tf_serving_warmup_requests`) replayed first, as TF Serving replays them."""
-    p = harness.parser("warmup", warmup.__doc__, 5, "fresh processes of each kind (default 5)")
-    p.add_argument("--preset", default="gcnn-ptb", help="a preset with trained weights, or a preset directory")
-    args = p.parse_args(argv)
-    harness.at_least_one(args, "repeats")
     import zoo
 
     model = zoo.load(args.preset, weights=None if os.path.isdir(args.preset) else "trained")
     with exported(model, "zoo-warmup-") as (_, export):
         runs = harness.interleaved({"cold": lambda: first_calls(export), "warm": lambda: first_calls(export, True)},
                                    args.repeats)
-    rendered = warmup_table(runs["cold"], runs["warm"])
-    print(f"{args.preset}, {harness.cpu_model()}, median of {args.repeats} fresh processes each:")
-    harness.report(args, {"preset": args.preset, "cpu": harness.cpu_model(), "repeats": args.repeats, **runs,
-                          "table": rendered}, rendered)
+    return warmup_table(runs["cold"], runs["warm"]), f" ({args.preset}):", {"preset": args.preset, **runs}

@@ -122,8 +122,13 @@ def test_a_side_by_side_run_of_an_export_against_itself_writes_the_same_text(tmp
     model, _ = vocab_model(tiny_model, tiny_lines)
     export = export_saved_model(model, str(tmp_path / "base"), "tiny")
     asked = []
-    monkeypatch.setattr(serving, "exports_of",
-                        lambda base, presets, seed, head_blocks: asked.append(head_blocks) or {"tiny": export})
+
+    def exports_of(base, presets, seed, head_blocks, floor=False):  # --floor's: the step alone, a third side
+        if floor:
+            return {"tiny": serving.floor_export(model, os.path.join(base, "floor"), head_blocks["tiny"])}
+        return asked.append(head_blocks) or {"tiny": export}
+
+    monkeypatch.setattr(serving, "exports_of", exports_of)
     serving.served_generate(["--baseline", str(tmp_path / "base"), "--presets", "tiny", "--repeats", "1", "--calls",
                              "1", "--new-tokens", "3", "--top-k", "5", "--head-blocks", "3", "--json",
                              str(tmp_path / "out.json")])
@@ -133,8 +138,6 @@ def test_a_side_by_side_run_of_an_export_against_itself_writes_the_same_text(tmp
     row = next(line for line in out.splitlines() if line.startswith("| `tiny` |"))
     assert len(row.split("|")) == 9 and row.count("×") == 2
     # --floor: the step alone, timed in the same alternation, a third side
-    monkeypatch.setattr(serving, "floor_exports", lambda base, presets, seed, blocks: {
-        "tiny": serving.floor_export(model, os.path.join(base, "floor"), blocks["tiny"])})
     serving.served_generate(["--baseline", str(tmp_path / "base"), "--presets", "tiny", "--repeats", "1", "--calls",
                              "1", "--new-tokens", "3", "--top-k", "5", "--floor", "--json",
                              str(tmp_path / "floor.json")])
