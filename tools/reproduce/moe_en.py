@@ -72,6 +72,13 @@ def finished(run):
     return os.path.isfile(os.path.join(run, "final", "config.json"))
 
 
+def schedule_of(run):
+    """`[decay_steps, final_fraction]` of a finished run's cosine learning rate (None, None for a constant one)."""
+    with open(os.path.join(run, "final", "config.json")) as f:
+        optimizer = json.load(f).get("config", {}).get("optimizer", {})
+    return [optimizer.get("decay_steps"), optimizer.get("final_fraction")]
+
+
 def train(corpus, runs, variants, seeds, steps=STEPS):
     os.makedirs(runs, exist_ok=True)
     for seed in seeds:
@@ -156,13 +163,22 @@ def record(corpus, runs, out_path, keep_earlier=False):
     for name in runs_found:
         variant, _, seed = name.rpartition("-s")
         print(f"scoring {name}", flush=True)
-        by_variant.setdefault(variant, {})[int(seed)] = _run_figures(os.path.join(runs, name), corpus, variant,
-                                                                        int(seed))
+        figures = _run_figures(os.path.join(runs, name), corpus, variant, int(seed))
+        by_variant.setdefault(variant, {})[int(seed)] = {**figures, "schedule": schedule_of(os.path.join(runs, name))}
     steps = {s["steps"] for seeds in by_variant.values() for s in seeds.values()}
     if len(steps) > 1:
         raise ValueError(f"The runs in {runs} were trained for different steps ({', '.join(map(str, sorted(steps)))}); "
                          "keep one step count per runs directory.")
     steps = steps.pop()
+    schedules = {tuple(s.get("schedule") or (None, None)) for seeds in by_variant.values() for s in seeds.values()}
+    if len(schedules) > 1:
+        raise ValueError(f"The runs in {runs} decayed their learning rate over different steps "
+                         f"({', '.join(str(d) for d, _ in sorted(schedules, key=str))}); keep one schedule per runs "
+                         "directory.")
+    decay, fraction = schedules.pop()
+    schedule = "a learning rate that does not decay" if decay is None else \
+        f"the learning rate's cosine decay over {decay:,} steps" + \
+        (f" (then {fraction:.0%} of it for the last {steps - decay:,})" if decay < steps and fraction else "")
     order = sorted(by_variant, key=lambda v: 0 if v == "dense" else int(v[4:]))
     units, figures = {}, []
     dense = by_variant.get("dense", {})
@@ -215,13 +231,14 @@ def record(corpus, runs, out_path, keep_earlier=False):
     result = {"experiment": stem, "paper": "Shazeer et al. 2017, Appendix C, Tables 6 and 7, on gcnn-en",
               "description": "A sparse mixture of experts against its dense twin at the same computation per token "
                              f"(4.8M multiply-adds), gcnn-en's network, corpus and tokenizer, {steps:,} steps of 32 × 64 "
-                             "tokens each, per-word perplexity on gcnn-en's test documents, with Table 6's balance "
-                             "statistics at about the paper's tokens a batch",
+                             f"tokens each with {schedule}, per-word perplexity on gcnn-en's test documents, "
+                             "with Table 6's balance statistics at about the paper's tokens a batch",
               "quick": False,
               "command": f"python -m zoo.tools.reproduce.moe_en record --corpus corpora/en --runs {runs} "
                          f"--out {out_path}",
               "git": git_state(), "machine": machine(), "sessions": [{"finished_at": now(), "git": git_state()}],
-              "settings": {"variants": {v: {} for v in order}, "steps": steps, "batch": [32, 64]},
+              "settings": {"variants": {v: {} for v in order}, "steps": steps, "decay_steps": decay,
+                           "final_fraction": fraction, "batch": [32, 64]},
               "plot": stem + ".png", "units": units, "figures": figures,
               "notes": ["Each variant's figure is the mean over its seeds of the per-word perplexity of its kept weights "
                         "(best/) on the corpus's test split; the paper's Table 7 figures are 1B Word after 10 epochs, "

@@ -124,3 +124,26 @@ def test_record_keeps_an_earlier_records_seeds_whose_runs_are_gone_and_names_the
     assert fresh["units"]["dense"]["test_per_word"] == [410.0] and "Kept" not in fresh["notes"][-1]
     with pytest.raises(ValueError, match="no earlier record at"):
         moe_en.record("c", str(runs), str(tmp_path / "none.json"), keep_earlier=True)
+
+
+def test_the_record_names_the_runs_schedule_and_refuses_runs_of_different_schedules(tmp_path, monkeypatch):
+    def run(runs, name, decay):
+        (runs / name / "final").mkdir(parents=True)
+        optimizer = {"name": "adam", "learning_rate": 0.002, "decay_steps": decay, "final_fraction": 0.05}
+        (runs / name / "final" / "config.json").write_text(json.dumps({"config": {"optimizer": optimizer}}))
+
+    curve = [{"step": 10000, "val_perplexity": 400.0}]
+    monkeypatch.setattr(moe_en, "_run_figures", lambda *a: {"params": 1, "steps": 10000, "curve": curve,
+                                                            "test": {"per_word": 400.0}})
+    monkeypatch.setattr(moe_en, "plot", lambda result, path: None)
+    for name, decay in (("dense-s0", 3000), ("dense-s1", 3000)):  # the presets' schedule, stretched over nothing
+        run(tmp_path / "short", name, decay)
+    result = moe_en.record("c", str(tmp_path / "short"), str(tmp_path / "short.json"))
+    assert "with the learning rate's cosine decay over 3,000 steps (then 5% of it for the last 7,000)" \
+        in result["description"]
+    assert (result["settings"]["decay_steps"], result["settings"]["final_fraction"]) == (3000, 0.05)
+    assert result["units"]["dense"]["seeds"][0]["schedule"] == [3000, 0.05]
+    run(tmp_path / "mixed", "dense-s0", 3000)
+    run(tmp_path / "mixed", "dense-s1", 10000)
+    with pytest.raises(ValueError, match=r"different steps \(10000, 3000\); keep one schedule per runs directory"):
+        moe_en.record("c", str(tmp_path / "mixed"), str(tmp_path / "mixed.json"))
