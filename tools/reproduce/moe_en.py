@@ -265,13 +265,13 @@ def plot(result, path):
         colour = COLOURS[i % len(COLOURS)]
         for j, (seed, run) in enumerate(sorted(unit["seeds"].items(), key=lambda kv: int(kv[0]))):
             xs = [c["step"] * 32 * 64 / 1e6 for c in run["curve"]]
-            style = ("-", "--", ":")[j % 3]
-            ax.plot(xs, [c["val_perplexity"] for c in run["curve"]], color=colour, linestyle=style, marker="o",
+            style, marker = ("-", "--", ":")[j % 3], "osv"[j % 3]  # seeds told apart by both
+            ax.plot(xs, [c["val_perplexity"] for c in run["curve"]], color=colour, linestyle=style, marker=marker,
                     markersize=3, label=f"{unit['label']}, seed {seed}")
             curve = unit.get("gain_curve", {}).get(seed)
             if curve:
                 gain_ax.plot([c["tokens"] / 1e6 for c in curve], [100 * c["gain"] for c in curve], color=colour,
-                             linestyle=style, marker="o", markersize=3, label=f"{unit['label']}, seed {seed}")
+                             linestyle=style, marker=marker, markersize=3, label=f"{unit['label']}, seed {seed}")
     # the trend: test perplexity against the number of experts (dense at 1), each seed and the mean
     counts = {v: 1 if v == "dense" else int(v[4:]) for v in result["units"]}
     for variant, unit in result["units"].items():
@@ -299,7 +299,10 @@ def plot(result, path):
         a.grid(True, which="both", alpha=0.3)
     ax.legend(fontsize=7)
     gain_ax.legend(fontsize=7)
-    fig.suptitle("A sparse mixture of experts against its dense twin, the same computation per token")
+    settings = result.get("settings", {})
+    decay = f"; the learning rate's cosine decay over {settings['decay_steps']:,} of {settings['steps']:,} steps" \
+        if settings.get("decay_steps") else ""
+    fig.suptitle("A sparse mixture of experts against its dense twin, the same computation per token" + decay)
     fig.tight_layout()
     fig.savefig(path, dpi=120)
     plt.close(fig)
