@@ -79,6 +79,17 @@ def schedule_of(run):
     return [optimizer.get("decay_steps"), optimizer.get("final_fraction")]
 
 
+def corpus_share(corpus):
+    """`(train_fraction, training words)` of a corpus of `corpora english` (its corpus.json; the
+    fraction is 1.0 for the whole corpus, and both are None without a corpus.json)."""
+    try:
+        with open(os.path.join(corpus, "corpus.json")) as f:
+            manifest = json.load(f)
+    except OSError:
+        return None, None
+    return manifest.get("train_fraction", 1.0), manifest.get("training_words", {}).get("train")
+
+
 def train(corpus, runs, variants, seeds, steps=STEPS):
     os.makedirs(runs, exist_ok=True)
     for seed in seeds:
@@ -228,17 +239,23 @@ def record(corpus, runs, out_path, keep_earlier=False):
                                 f"{window.get('floor', {}).get('max_load_ratio' if name == 'max_load_ratio' else 'cv_counts', float('nan')):.3g})",
                                 "unit": "", "ours": window.get(name), "paper": TABLE6_PAPER[name]})
     stem = os.path.splitext(os.path.basename(out_path))[0]  # moe-en, or moe-en-10k for a longer set of runs
+    share, words = corpus_share(corpus)
+    data = "gcnn-en's network, corpus and tokenizer" if share in (None, 1.0) else \
+        (f"gcnn-en's network and tokenizer settings on {share:.0%} of its corpus's training documents "
+         f"({words:,} words; validation and test unchanged)")
     result = {"experiment": stem, "paper": "Shazeer et al. 2017, Appendix C, Tables 6 and 7, on gcnn-en",
               "description": "A sparse mixture of experts against its dense twin at the same computation per token "
-                             f"(4.8M multiply-adds), gcnn-en's network, corpus and tokenizer, {steps:,} steps of 32 × 64 "
+                             f"(4.8M multiply-adds), {data}, {steps:,} steps of 32 × 64 "
                              f"tokens each with {schedule}, per-word perplexity on gcnn-en's test documents, "
                              "with Table 6's balance statistics at about the paper's tokens a batch",
               "quick": False,
-              "command": f"python -m zoo.tools.reproduce.moe_en record --corpus corpora/en --runs {runs} "
+              "command": f"python -m zoo.tools.reproduce.moe_en record --corpus corpora/{os.path.basename(corpus.rstrip('/'))} "
+                         f"--runs {runs} "
                          f"--out {out_path}",
               "git": git_state(), "machine": machine(), "sessions": [{"finished_at": now(), "git": git_state()}],
               "settings": {"variants": {v: {} for v in order}, "steps": steps, "decay_steps": decay,
-                           "final_fraction": fraction, "batch": [32, 64]},
+                           "final_fraction": fraction, "batch": [32, 64], "train_fraction": share,
+                           "training_words": words},
               "plot": stem + ".png", "units": units, "figures": figures,
               "notes": ["Each variant's figure is the mean over its seeds of the per-word perplexity of its kept weights "
                         "(best/) on the corpus's test split; the paper's Table 7 figures are 1B Word after 10 epochs, "
@@ -302,7 +319,9 @@ def plot(result, path):
     settings = result.get("settings", {})
     decay = f"; the learning rate's cosine decay over {settings['decay_steps']:,} of {settings['steps']:,} steps" \
         if settings.get("decay_steps") else ""
-    fig.suptitle("A sparse mixture of experts against its dense twin, the same computation per token" + decay)
+    share = settings.get("train_fraction")
+    data = f"; {share:.0%} of the corpus's training documents" if share and share < 1 else ""
+    fig.suptitle("A sparse mixture of experts against its dense twin, the same computation per token" + decay + data)
     fig.tight_layout()
     fig.savefig(path, dpi=120)
     plt.close(fig)

@@ -143,6 +143,15 @@ def test_the_record_names_the_runs_schedule_and_refuses_runs_of_different_schedu
         in result["description"]
     assert (result["settings"]["decay_steps"], result["settings"]["final_fraction"]) == (3000, 0.05)
     assert result["units"]["dense"]["seeds"][0]["schedule"] == [3000, 0.05]
+    assert "gcnn-en's network, corpus and tokenizer" in result["description"]  # no corpus.json: the whole corpus
+    quarter = tmp_path / "en-quarter"  # a corpus of `corpora english --train-fraction 0.25`
+    quarter.mkdir()
+    (quarter / "corpus.json").write_text(json.dumps({"train_fraction": 0.25, "training_words": {"train": 1148438}}))
+    result = moe_en.record(str(quarter), str(tmp_path / "short"), str(tmp_path / "quarter.json"))
+    assert "gcnn-en's network and tokenizer settings on 25% of its corpus's training documents (1,148,438 words; " \
+           "validation and test unchanged), 10,000 steps" in result["description"]
+    assert (result["settings"]["train_fraction"], result["settings"]["training_words"]) == (0.25, 1148438)
+    assert "--corpus corpora/en-quarter --runs" in result["command"]
     run(tmp_path / "mixed", "dense-s0", 3000)
     run(tmp_path / "mixed", "dense-s1", 10000)
     with pytest.raises(ValueError, match=r"different steps \(10000, 3000\); keep one schedule per runs directory"):
