@@ -62,7 +62,7 @@ def check_sources(training, held_out):
 def first_documents(documents, fraction):
     """The first whole documents of `documents` (in their hashed order) that hold `fraction` of
     their words, at least one."""
-    words = [sum(len(line.split()) for line in lines) for _, lines in documents]
+    words = [words_of(lines) for _, lines in documents]
     kept, done, wanted = [], 0, fraction * sum(words)
     for document, count in zip(documents, words):
         if kept and done >= wanted:
