@@ -276,15 +276,9 @@ def _make_example():
 
 def test_the_packaged_example_is_an_export_of_this_zoo(tmp_path):
     """Its zoo_litert.json says what an export of the same (untrained) architecture says today."""
-    import keras
-
-    import zoo
-
     made = _make_example()
     tokenizer = WordTokenizer.build(made["SENTENCES"])
-    keras.utils.set_random_seed(0)
-    lm = zoo.GCNNLanguageModel(vocabulary_size=len(tokenizer), embedding_dim=16, blocks=[[[3, 16]], [[3, 16]]])
-    lm.tokenizer = tokenizer
+    lm = made["untrained_model"]()
     fresh = json.loads(open(os.path.join(export_litert(lm, tmp_path / "fresh"), litert.METADATA_FILE)).read())
     shipped = json.loads(open(os.path.join(zoo_litert.EXAMPLE, litert.METADATA_FILE)).read())
     for key in ("signatures", "state", "never_emitted", "sampling", "special_ids", "tokenizer", "ops"):
@@ -293,9 +287,10 @@ def test_the_packaged_example_is_an_export_of_this_zoo(tmp_path):
     assert zoo_litert.load_tokenizer(zoo_litert.EXAMPLE).tokens == tokenizer.tokens
 
 
-@pytest.mark.ci  # trains the example's model again (300 steps)
 def test_the_packaged_example_answers_as_its_model():
-    lm = _make_example()["example_model"]()
+    """The shipped export answers as the weights make_example.py kept beside it (training again
+    on another CPU gives other weights, so the check does not train)."""
+    lm = _make_example()["saved_model"]()
     example = zoo_litert.load(zoo_litert.EXAMPLE)
     texts = ["the cat sat on the mat", "a dog ran to the park", "the man"]
     for ours, theirs in zip(example.score(texts), lm.score(texts)):
