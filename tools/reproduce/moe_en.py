@@ -250,7 +250,7 @@ def record(corpus, runs, out_path, keep_earlier=False):
                              "with Table 6's balance statistics at about the paper's tokens a batch",
               "quick": False,
               "command": f"python -m zoo.tools.reproduce.moe_en record --corpus corpora/{os.path.basename(corpus.rstrip('/'))} "
-                         f"--runs {runs} "
+                         f"--runs runs/{os.path.basename(runs.rstrip('/'))} "
                          f"--out {out_path}",
               "git": git_state(), "machine": machine(), "sessions": [{"finished_at": now(), "git": git_state()}],
               "settings": {"variants": {v: {} for v in order}, "steps": steps, "decay_steps": decay,

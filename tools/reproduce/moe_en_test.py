@@ -151,7 +151,7 @@ def test_the_record_names_the_runs_schedule_and_refuses_runs_of_different_schedu
     assert "gcnn-en's network and tokenizer settings on 25% of its corpus's training documents (1,148,438 words; " \
            "validation and test unchanged), 10,000 steps" in result["description"]
     assert (result["settings"]["train_fraction"], result["settings"]["training_words"]) == (0.25, 1148438)
-    assert "--corpus corpora/en-quarter --runs" in result["command"]
+    assert "--corpus corpora/en-quarter --runs runs/short --out" in result["command"]  # no machine's own path
     run(tmp_path / "mixed", "dense-s0", 3000)
     run(tmp_path / "mixed", "dense-s1", 10000)
     with pytest.raises(ValueError, match=r"different steps \(10000, 3000\); keep one schedule per runs directory"):
