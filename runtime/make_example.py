@@ -37,8 +37,7 @@ def untrained_model():
 
 def saved_model():
     """The model the shipped export was made from: `untrained_model` with the kept weights."""
-    lm = untrained_model()
-    lm.score(SENTENCES[:1])  # builds its variables
+    lm = untrained_model()  # built by its __init__
     lm.load_weights(WEIGHTS)
     return lm
 
@@ -50,9 +49,8 @@ def example_model():
     from zoo.data import sentence_dataset
 
     lm = untrained_model()
-    tokenizer = lm.tokenizer
     lm.compile(optimizer=keras.optimizers.Adam(0.02))
-    data = sentence_dataset(SENTENCES, tokenizer, batch_size=len(SENTENCES)).repeat()
+    data = sentence_dataset(SENTENCES, lm.tokenizer, batch_size=len(SENTENCES)).repeat()
     lm.fit(data, steps_per_epoch=300, epochs=1, verbose=0)
     return lm
 
