@@ -21,7 +21,7 @@ import time
 
 from zoo.files import write_json
 from zoo.tools.benchmarks.harness import machine
-from zoo.tools.reproduce.record import git_state, now
+from zoo.tools.reproduce.record import git_state, now, portable
 
 # A fixed probe of the shipped weights, recorded in the JSON and checked by
 # tests/trained_presets_test.py: text written for it (in no corpus), and prompts for greedy decoding.
@@ -57,7 +57,13 @@ def training_figures(run):
                                                     "loss")} for h in history],
             "steps": last["step"], "minutes": round(last["seconds"] / 60, 1) if "seconds" in last else None,
             "best_step": best["step"], "best_val_per_word": best.get("val_perplexity_per_word"),
-            "log": log_path if os.path.exists(log_path) else None}
+            "log": portable(log_path, "runs") if os.path.exists(log_path) else None}
+
+
+def command(args):
+    """The command that made the card, with the run and the corpus named as a reader's checkout names them."""
+    return (f"python -m zoo.tools.reproduce.model_card {args.preset} --run {portable(args.run, 'runs')} "
+            f"--corpus {portable(args.corpus, 'corpora')}{' --ship' * args.ship} --out {args.out}")
 
 
 def main(argv=None):
@@ -100,7 +106,7 @@ def main(argv=None):
     sizes = {name: os.path.getsize(os.path.join(shipped, name)) for name in sorted(os.listdir(shipped))}
     write_json(args.out, {
         "preset": args.preset, "measured_at": now(), "git": git_state(), "machine": machine(),
-        "command": "python -m zoo.tools.reproduce.model_card " + " ".join(argv if argv is not None else sys.argv[1:]),
+        "command": command(args),
         "params": model.count_params(), "vocabulary": len(model.tokenizer), "sha256": digest,
         "file_bytes": sizes, "corpus": {k: manifest[k] for k in ("training_words", "total_words", "split")},
         "sources": {n: {k: s[k] for k in ("role", "kind", "package", "license", "documents", "words")}

@@ -37,7 +37,7 @@ import subprocess
 
 from zoo.files import write_json
 from zoo.tools.benchmarks.harness import machine
-from zoo.tools.reproduce.record import git_state, now
+from zoo.tools.reproduce.record import git_state, now, portable
 
 STEPS = 3_000
 VALIDATE_EVERY = 500
@@ -249,8 +249,8 @@ def record(corpus, runs, out_path, keep_earlier=False):
                              f"tokens each with {schedule}, per-word perplexity on gcnn-en's test documents, "
                              "with Table 6's balance statistics at about the paper's tokens a batch",
               "quick": False,
-              "command": f"python -m zoo.tools.reproduce.moe_en record --corpus corpora/{os.path.basename(corpus.rstrip('/'))} "
-                         f"--runs runs/{os.path.basename(runs.rstrip('/'))} "
+              "command": f"python -m zoo.tools.reproduce.moe_en record --corpus {portable(corpus, 'corpora')} "
+                         f"--runs {portable(runs, 'runs')} "
                          f"--out {out_path}",
               "git": git_state(), "machine": machine(), "sessions": [{"finished_at": now(), "git": git_state()}],
               "settings": {"variants": {v: {} for v in order}, "steps": steps, "decay_steps": decay,
@@ -260,7 +260,7 @@ def record(corpus, runs, out_path, keep_earlier=False):
               "notes": ["Each variant's figure is the mean over its seeds of the per-word perplexity of its kept weights "
                         "(best/) on the corpus's test split; the paper's Table 7 figures are 1B Word after 10 epochs, "
                         "at 8.4M ops per timestep, not comparable in value."]
-                        + ([f"Kept from the earlier record (their run directories no longer in {runs}): "
+                        + ([f"Kept from the earlier record (their run directories no longer in {portable(runs, 'runs')}): "
                             + ", ".join(f"{v}-s{s}" for v in sorted(kept) for s in sorted(kept[v])) + "."]
                            if kept else [])}
     os.makedirs(os.path.dirname(out_path) or ".", exist_ok=True)

@@ -116,7 +116,7 @@ def test_record_keeps_an_earlier_records_seeds_whose_runs_are_gone_and_names_the
     result = moe_en.record("c", str(runs), str(out), keep_earlier=True)
     assert result["units"]["dense"]["test_per_word"] == [400.0, 410.0]
     assert result["units"]["moe-64"]["gain_over_dense"] == [1 - 380 / 400, 1 - 369 / 410]
-    assert result["notes"][-1] == f"Kept from the earlier record (their run directories no longer in {runs}): " \
+    assert result["notes"][-1] == f"Kept from the earlier record (their run directories no longer in runs): " \
                                   "dense-s0, moe-64-s0."
     gap = next(f for f in result["figures"] if f["id"] == "gap/dense")
     assert gap["ours"] == 150.0 / 120.0

@@ -30,6 +30,15 @@ def git_state():
     return {"commit": "unknown (not a git checkout)", "modified": []}
 
 
+def portable(path, kind):
+    """`path` as a reader's checkout names it in a recorded command: from its last folder whose name
+    starts with `kind` (`runs`, `corpora`) down, that folder called `kind` (`/work/runs52/a/b` ->
+    `runs/a/b`), or `kind/<its last name>` when it has none; this machine's own paths stay out."""
+    parts = os.path.normpath(os.path.abspath(path)).split(os.sep)
+    top = max((i for i, part in enumerate(parts) if part.startswith(kind)), default=len(parts) - 1)
+    return "/".join([kind, *parts[top + 1:]] if parts[top].startswith(kind) else [kind, parts[-1]])
+
+
 def command_line(name, quick=False, out=DEFAULT_OUT, repeats=None, minutes=None):
     """The command that reproduces a run, as a user types it."""
     words = ["zoo", "reproduce", name]
