@@ -14,6 +14,7 @@ Keras custom object's must), and `zoo.export.export_saved_model` runs it in the 
 from __future__ import annotations
 
 import abc
+import functools
 import os
 import re
 from collections.abc import Iterable, Sequence
@@ -214,7 +215,10 @@ class Tokenizer(abc.ABC):
     def _function(self, name: str, fn, *specs: tf.TypeSpec):
         functions = self.__dict__.setdefault("_functions", {})
         if name not in functions:
-            functions[name] = tf.function(fn, input_signature=list(specs), autograph=False)
+            # Traced through a partial of this tokenizer's own: tf.function counts the traces of a
+            # function (or bound method) by its code, shared by every tokenizer of a class, so each
+            # new tokenizer's first trace would be reported as retracing ("5 out of the last 5 calls").
+            functions[name] = tf.function(functools.partial(fn), input_signature=list(specs), autograph=False)
         return functions[name]
 
     def graph_tokenizer(self, asset_dir: str | None = None) -> GraphTokenizer:

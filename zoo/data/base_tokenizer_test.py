@@ -61,6 +61,18 @@ def test_the_python_api_runs_the_graph(tokenizers, kind):
             tokenizer.__dict__.pop(name, None)
 
 
+def test_many_tokenizers_in_one_process_are_not_reported_as_retracing(tokenizers, tmp_path, caplog):
+    """Each tokenizer traces its own functions once; TensorFlow must not count six tokenizers' first
+    traces as one function retracing (its warning once each tokenizer's function was a bound method)."""
+    tokenizers["word"].save(tmp_path)
+    with caplog.at_level("WARNING", logger="tensorflow"):
+        for _ in range(6):
+            tokenizer = WordTokenizer.load(tmp_path)
+            assert tokenizer.normalize("the  cat") == "the cat"
+            assert tokenizer.decode(tokenizer.encode("the cat")) == "the cat"
+    assert not [r.getMessage() for r in caplog.records if "retracing" in r.getMessage()]
+
+
 @pytest.mark.parametrize("kind", ["word", "char", "subword"])
 def test_a_tokenizer_survives_setting_the_global_seed(tokenizers, kind):
     """Eager TensorFlow drops its cached kernels when the seed is set; a SentencePiece model owned
