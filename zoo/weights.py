@@ -84,7 +84,7 @@ TRAINED = {
     "gcnn-en": Trained("trained_weights/gcnn-en/model.weights.h5",
                        "96a6db7cf9e2631b05986764985cf1d07e3825d375aa5a1b84777d9d96a39280"),
     "gcnn-moe-en": Trained("trained_weights/gcnn-moe-en/model.weights.h5",
-                           "9226b4a978083dff16e3731576ae77a1722286fb670a8490a7cd765c9bca8c5b"),
+                           "9256204e4e79643f25baa608668cf8b7a03cb119c64827c8bfa08ad38d1aa957"),
 }
 
 PACKAGE_DIR = os.path.dirname(os.path.abspath(__file__))

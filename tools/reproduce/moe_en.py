@@ -49,7 +49,7 @@ BALANCE_BATCHES, BALANCE_WINDOW = 48, 12
 
 def variant_command(variant, seed, corpus, out, steps=STEPS):
     """The `zoo train` command of one run: its cosine schedule over its own `steps` (the presets'
-    optimiser decays over `STEPS`)."""
+    optimiser decays over the shipped model's 10,000)."""
     from zoo.registry import get_preset
 
     if variant == "dense":

@@ -153,8 +153,8 @@ register_presets(PRESETS, GCNNLanguageModel)
 # noisy top-k gate and balance losses) after its fourth block; gcnn-wide-en, its dense twin: the
 # same network with one always-used feed-forward layer of hidden 2 × 512 in the mixture's place
 # (Table 7's MoE-1-Wide), the same inference multiply-adds per token within 0.4%
-# (`zoo.models.compute`; docs/models/gcnn-moe-en.md). Both train for 3,000 steps on a cosine schedule.
-MOE_EN_STEPS = 3_000
+# (`zoo.models.compute`; docs/models/gcnn-moe-en.md). Both train gcnn-en's 10,000 steps on its cosine schedule.
+MOE_EN_STEPS = 10_000
 MOE_EN = {"after_blocks": [3], "num_experts": 64, "k": 2, "hidden_units": 512}
 MOE_EN_OPTIMIZER = {**PTB_OPTIMIZER, "decay_steps": MOE_EN_STEPS, "final_fraction": 0.05}
 PRESETS_MOE_EN = {
