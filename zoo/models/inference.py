@@ -33,6 +33,15 @@ SCORE_BATCH_TOKENS = 16_384
 SCORE_BATCH_LOGITS = 2**25
 
 
+def _exp_or_inf(nats: float) -> float:
+    """`exp(nats)`, or infinity past the largest float: the perplexity per word of a line whose
+    one "word" is thousands of pieces (a long unbroken string) overflows `math.exp`."""
+    try:
+        return math.exp(nats)
+    except OverflowError:
+        return math.inf
+
+
 def check_sequence_length(sequences, what):
     """Refuses a sequence of more than `MAX_SEQUENCE_TOKENS` ids in one sentence."""
     for i, seq in enumerate(sequences):
@@ -360,11 +369,11 @@ class Inference:
         if per == "word":
             count = scored_words(lines)
         if not with_text:
-            return Perplexity(math.exp(total / count), per)
+            return Perplexity(_exp_or_inf(total / count), per)
         size, characters = text_sizes(lines)
         bits = total / math.log(2)
         worst = worst_words_share(np.concatenate(targets), np.concatenate(costs), self.tokenizer)
-        return Perplexity(math.exp(total / count), per, unknown_share(lines, self.tokenizer), bits / size,
+        return Perplexity(_exp_or_inf(total / count), per, unknown_share(lines, self.tokenizer), bits / size,
                           bits / characters, worst)
 
     def _sentence_datasets(self, lines, vocab, batch_size, seq_len):

@@ -216,3 +216,10 @@ def test_score_batches_hold_fewer_tokens_where_the_logits_per_token_are_many(tin
     rows = [[1, 5, 6, 7, 8, 9]] * 12
     scores = model.score(rows)
     assert seen == [30] and len(scores) == 12
+
+
+def test_a_perplexity_past_the_largest_float_is_infinite_not_an_overflow_error():
+    from zoo.models.inference import _exp_or_inf
+
+    assert _exp_or_inf(math.log(150.0)) == pytest.approx(150.0)
+    assert _exp_or_inf(15_000.0) == math.inf  # a 5,000-character "word" at about 3 nats a piece
